@@ -1,0 +1,51 @@
+# The README's two commands: `make demo` and `make test`. Both set up everything from nothing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+DEMO_PORT ?= 8765
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: demo test lint typecheck migrations-check services pytest docs clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[production,llm,dev]"
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+## make demo: the example project in embedded mode (SQLite, in-process turns) and a scripted
+## personal agent talking to it over real HTTP.
+demo: $(STAMP)
+	$(PY) -m example_project.demo --port $(DEMO_PORT)
+
+## make test: lint, types, migrations and the whole suite against PostgreSQL and Redis.
+test: $(STAMP) services lint typecheck migrations-check pytest docs
+
+services:
+	@bash scripts/ensure-services.sh
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy poppy_django example_project
+
+migrations-check: $(STAMP)
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/poppy} $(PY) manage.py makemigrations --check --dry-run
+
+pytest: $(STAMP)
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/poppy} \
+	POPPY_TEST_REDIS_URL=$${POPPY_TEST_REDIS_URL:-redis://127.0.0.1:6379/15} \
+	$(PY) -m pytest -p no:cacheprovider
+	$(PY) -m pytest -p no:cacheprovider --ds=tests.settings_embedded -m embedded tests/embedded
+
+docs: $(STAMP)
+	@if [ -f mkdocs.yml ]; then $(VENV)/bin/mkdocs build --strict --quiet --site-dir var/site; fi
+
+clean:
+	rm -rf $(VENV) var

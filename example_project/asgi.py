@@ -1,0 +1,9 @@
+"""``uvicorn example_project.asgi:application`` (any number of processes)."""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
+
+application = get_asgi_application()

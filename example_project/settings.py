@@ -1,0 +1,137 @@
+"""Settings of the example project, from the environment.
+
+- ``DATABASE_URL``: unset → SQLite under ``var/`` (the embedded default).
+- ``REDIS_URL``: unset → embedded mode (turns in in-process threads, in-process wake-ups);
+  set → production mode (Celery workers, Redis fan-out and cache).
+- ``POPPY_BASE_URL``: the public origin DPoP proofs name.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("POPPY_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "example-project-not-secret")
+ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,testserver").split(",")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_eventstream",
+    "poppy_django",
+    "example_project.shop",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "example_project.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+ASGI_APPLICATION = "example_project.asgi.application"
+WSGI_APPLICATION = "example_project.wsgi.application"
+
+DATABASE_URL = os.environ.get("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(VAR_DIR / os.environ.get("POPPY_SQLITE_NAME", "example.sqlite3")),
+            # Writers take the lock up front: no "database is locked" upgrade failures.
+            "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 30},
+        }
+    }
+
+REDIS_URL = os.environ.get("REDIS_URL")
+EXECUTOR = "poppy_django.executors.ThreadExecutor"
+if REDIS_URL:
+    import redis
+
+    EXECUTOR = "poppy_django.executors.CeleryExecutor"
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_TASK_ACKS_LATE = True
+    CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+    CELERY_TASK_ALWAYS_EAGER = False
+    _redis = redis.connection.parse_url(REDIS_URL)
+    EVENTSTREAM_REDIS = {
+        key: _redis[key] for key in ("host", "port", "db", "password", "username") if key in _redis
+    }
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }
+    CELERY_BEAT_SCHEDULE = {
+        "poppy-reap": {"task": "poppy_django.reap", "schedule": 15.0},
+    }
+
+POPPY: dict[str, Any] = {
+    "BASE_URL": os.environ.get("POPPY_BASE_URL") or None,
+    "PATH": "poppy/conversations",
+    "AGENT": "support",
+    "MODEL": os.environ.get("POPPY_MODEL", "scripted"),
+    "AUTHENTICATE": os.environ.get("POPPY_AUTHENTICATE", "poppy_django.auth.fake.verify"),
+    "EXECUTOR": EXECUTOR,
+    "HANDOFF_HOOKS": {
+        "request": "example_project.shop.desk.request_handoff",
+        "message": "example_project.shop.desk.forward_message",
+        "cancel": "example_project.shop.desk.cancel_handoff",
+    },
+    "LEASE_SECONDS": float(os.environ.get("POPPY_LEASE_SECONDS", "30")),
+    "HEARTBEAT_SECONDS": float(os.environ.get("POPPY_HEARTBEAT_SECONDS", "10")),
+}
+
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# The endpoint never redirects: a DPoP proof names one exact URL.
+APPEND_SLASH = False
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "poppy_django": {
+            "handlers": ["console"],
+            "level": os.environ.get("POPPY_LOG_LEVEL", "INFO"),
+        }
+    },
+}

@@ -1,0 +1,66 @@
+"""The "support" Company Agent of Acme Outfitters and its tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from example_project.shop.models import Order
+from poppy_django.agent import ActionFailed, CompanyAgent, ToolContext, register, tool
+
+STORE_HOURS = "Monday to Friday, 9:00 to 17:00 (UTC)"
+
+
+@tool(kind="read", roles=["personal_agent"])
+def store_hours(ctx: ToolContext) -> dict[str, Any]:
+    """The store's opening hours."""
+    return {"hours": STORE_HOURS, "summary": f"We are open {STORE_HOURS}."}
+
+
+@tool(kind="read", roles=["scope:poppy:read"])
+def list_orders(ctx: ToolContext) -> dict[str, Any]:
+    """The signed-in account's orders."""
+    orders = list(Order.objects.filter(account_id=ctx.account_id))
+    listed = ", ".join(f"{order.id} ({order.status})" for order in orders)
+    return {
+        "orders": [
+            {"id": order.id, "item": order.item, "status": order.status} for order in orders
+        ],
+        "summary": f"Your orders: {listed}." if orders else "You have no orders.",
+    }
+
+
+@tool(kind="action", roles=["scope:poppy:write"], summary="Cancel order {order_id}")
+def cancel_order(ctx: ToolContext, order_id: str) -> dict[str, Any]:
+    """Cancel one of the account's orders that has not shipped."""
+    order = Order.objects.select_for_update().filter(id=order_id, account_id=ctx.account_id).first()
+    if order is None:
+        raise ActionFailed(f"order {order_id} is not on this account")
+    if order.status != Order.Status.PROCESSING:
+        raise ActionFailed(f"order {order_id} is {order.status}")
+    order.status = Order.Status.CANCELLED
+    order.save(update_fields=["status"])
+    return {"order_id": order.id, "status": order.status}
+
+
+@tool(kind="read", roles=["personal_agent"])
+def order_status(ctx: ToolContext, order_id: str) -> dict[str, Any]:
+    """An order's status by its number (like a public tracking page); shows an order card."""
+    order = Order.objects.filter(id=order_id).first()
+    status = order.status if order else "unknown"
+    ctx.emit_component(
+        "order_card", {"id": order_id, "status": status}, f"Order {order_id}: {status}."
+    )
+    return {"id": order_id, "status": status}
+
+
+def register_support_agent() -> None:
+    register(
+        CompanyAgent(
+            name="support",
+            instructions=(
+                "You are the support agent of Acme Outfitters. Answer briefly. Use the tools "
+                "for hours and orders; never guess an order's status."
+            ),
+            tools=[store_hours, list_orders, cancel_order, order_status],
+        )
+    )

@@ -1,0 +1,62 @@
+"""Read-only admin lists of what is stored (the live support desk is separate)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from poppy_django.models import ActionRecord, AgentThread, Conversation, Event, MessageReceipt
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """The log is append-only: staff look, the service API writes."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Conversation)
+class ConversationAdmin(ReadOnlyAdmin):
+    list_display = ["id", "status", "responder", "client_id", "account_id", "parent", "updated_at"]
+    list_filter = ["status", "responder"]
+    search_fields = ["id", "client_id", "account_id"]
+    raw_id_fields = ["parent"]
+
+
+@admin.register(Event)
+class EventAdmin(ReadOnlyAdmin):
+    list_display = ["conversation", "seq", "type", "role", "created_at"]
+    list_filter = ["type"]
+    search_fields = ["conversation__id", "message_id"]
+    list_select_related = ["conversation"]
+    raw_id_fields = ["conversation"]
+
+
+@admin.register(MessageReceipt)
+class MessageReceiptAdmin(ReadOnlyAdmin):
+    list_display = ["message_id", "conversation", "client_id", "status_code", "created_at"]
+    search_fields = ["message_id", "conversation__id"]
+    raw_id_fields = ["conversation"]
+
+
+@admin.register(AgentThread)
+class AgentThreadAdmin(ReadOnlyAdmin):
+    list_display = ["conversation", "actor_id", "updated_at"]
+    search_fields = ["conversation__id", "actor_id"]
+    raw_id_fields = ["conversation"]
+
+
+@admin.register(ActionRecord)
+class ActionRecordAdmin(ReadOnlyAdmin):
+    list_display = ["tool", "status", "summary", "conversation", "created_at"]
+    list_filter = ["status", "tool"]
+    search_fields = ["conversation__id", "tool"]
+    raw_id_fields = ["conversation"]

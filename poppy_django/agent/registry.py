@@ -1,0 +1,58 @@
+"""Company Agents by name: ``register(CompanyAgent(name="support", tools=[...]))``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.core.exceptions import ImproperlyConfigured
+
+from poppy_django.agent.tools import Tool
+
+
+@dataclass
+class CompanyAgent:
+    """An agent the endpoint can answer with: its instructions and its tools.
+
+    Which model runs it is a setting (``POPPY["MODEL"]`` / ``POPPY["MODELS"][name]``), so a
+    deployment switches from the scripted model to a real LLM without a code change.
+    """
+
+    name: str
+    instructions: str = "You are the company's support agent. Be brief and accurate."
+    tools: list[Tool] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        names = [tool.name for tool in self.tools]
+        duplicated = {name for name in names if names.count(name) > 1}
+        if duplicated:
+            raise ImproperlyConfigured(f"Agent {self.name!r} has duplicate tools: {duplicated}.")
+
+    def tool(self, name: str) -> Tool | None:
+        return next((tool for tool in self.tools if tool.name == name), None)
+
+    @property
+    def personal_agent_tools(self) -> list[Tool]:
+        """The personal-agent gate: only tools that declare a personal-agent role."""
+        return [tool for tool in self.tools if tool.offered_to_personal_agents]
+
+
+_agents: dict[str, CompanyAgent] = {}
+
+
+def register(agent: CompanyAgent) -> CompanyAgent:
+    """Register (or replace) an agent; call it from your AppConfig.ready()."""
+    _agents[agent.name] = agent
+    return agent
+
+
+def get(name: str) -> CompanyAgent:
+    try:
+        return _agents[name]
+    except KeyError:
+        raise ImproperlyConfigured(
+            f"No Company Agent named {name!r} is registered (registered: {sorted(_agents)})."
+        ) from None
+
+
+def registered() -> dict[str, CompanyAgent]:
+    return dict(_agents)

@@ -1,0 +1,188 @@
+"""Running one turn of the Company Agent: actor, roles, gated tools, actions, components.
+
+The runtime touches the database only through action records; the turn's reply is written
+by :mod:`poppy_django.turns` in one transaction with the queue position, so a turn that
+dies here leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from poppy_django import ids
+from poppy_django.agent import actions, registry
+from poppy_django.agent.model_api import ModelTurn, TurnInput, TurnInterrupted, TurnModel
+from poppy_django.agent.tools import (
+    PERSONAL_AGENT_ROLE,
+    SCOPE_ROLE_PREFIX,
+    Component,
+    ToolContext,
+)
+from poppy_django.auth import Actor, Principal
+from poppy_django.conf import poppy_settings
+from poppy_django.models import ActionStatus
+
+logger = logging.getLogger(__name__)
+
+#: ``data.actions[].status`` values on the wire; an action awaiting staff is only told in text.
+_WIRE_ACTION_STATUSES = (ActionStatus.SUCCEEDED, ActionStatus.FAILED, ActionStatus.REJECTED)
+
+
+def default_actor(principal: Principal) -> Actor:
+    """Signed in: the account. Signed out: ``poppy:<hash>``, never an account."""
+    if principal.signed_in and principal.account_id:
+        return Actor(id=principal.account_id, account_id=principal.account_id)
+    return Actor(id=ids.anonymous_actor_id(principal.client_id, principal.user_id))
+
+
+def resolve_actor(principal: Principal) -> Actor:
+    """``principal.actor``, else ``POPPY["ACTOR_FOR"](principal, default)``, else the default."""
+    if principal.actor is not None:
+        return principal.actor
+    default = default_actor(principal)
+    actor_for = poppy_settings.ACTOR_FOR
+    if actor_for is not None:
+        chosen = actor_for(principal, default)
+        if chosen is not None:
+            return chosen
+    return default
+
+
+def roles_of(principal: Principal) -> frozenset[str]:
+    """``personal_agent`` plus ``scope:<s>`` for each scope of a signed-in token."""
+    scopes = principal.scopes if principal.signed_in else frozenset()
+    return frozenset({PERSONAL_AGENT_ROLE} | {f"{SCOPE_ROLE_PREFIX}{s}" for s in scopes})
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """Everything a turn needs, planned (and persisted) before the model runs."""
+
+    conversation_id: str
+    turn_key: str
+    message_id: str
+    agent_name: str
+    principal: Principal
+    inputs: list[TurnInput]
+    history: list[dict[str, str]]
+    page_context: dict[str, Any]
+
+
+@dataclass
+class TurnOutcome:
+    text: str = ""
+    components: list[Component] = field(default_factory=list)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    #: ``(error, scope)`` when a refused tool call ended the turn.
+    authorization: tuple[str, str] | None = None
+    failed: bool = False
+    error: str = ""
+
+    def message_text(self) -> str:
+        """The text of the reply: the model's, components' fallbacks, or the actions told."""
+        texts = poppy_settings.texts
+        formatter: Callable[[dict[str, Any], dict[str, str]], str] = poppy_settings.ACTION_FORMATTER
+        told = [formatter(action, texts) for action in self.actions]
+        if self.actions and (
+            not self.text.strip()
+            or any(a["status"] != ActionStatus.SUCCEEDED for a in self.actions)
+        ):
+            return " ".join(told)
+        if not self.text.strip() and self.components:
+            return " ".join(component.fallback_text for component in self.components)
+        return self.text
+
+    def message_data(self) -> dict[str, Any] | None:
+        data: dict[str, Any] = {}
+        if self.components:
+            data["components"] = [component.to_wire() for component in self.components]
+        decided = [a for a in self.actions if a["status"] in _WIRE_ACTION_STATUSES]
+        if decided:
+            data["actions"] = decided
+        return data or None
+
+
+class Toolbox:
+    """The tools a turn offers, gated by the actor's roles, with actions run at most once."""
+
+    def __init__(self, request: TurnRequest, ctx: ToolContext) -> None:
+        self.request = request
+        self.ctx = ctx
+        self.agent = registry.get(request.agent_name)
+        self.offered = self.agent.personal_agent_tools
+        self.actions: list[dict[str, Any]] = []
+        self.refusal: tuple[str, str] | None = None
+        self._occurrences: Counter[str] = Counter()
+
+    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        tool = next((t for t in self.offered if t.name == name), None)
+        if tool is None:
+            return {"error": f"There is no tool named {name!r}."}
+        missing = tool.missing_scope(self.ctx.roles)
+        if missing is not None:
+            error = "insufficient_scope" if self.request.principal.signed_in else "sign_in_required"
+            self.refusal = (error, missing)
+            raise TurnInterrupted(f"{tool.name} needs {missing or 'another role'}")
+        try:
+            validated = tool.validate(arguments)
+        except ValidationError as exc:
+            return {"error": f"Invalid arguments for {name}: {exc.errors(include_url=False)}"}
+        if tool.kind == "read":
+            return tool.function(self.ctx, **validated)
+        self._occurrences[name] += 1
+        call = actions.ActionCall(
+            conversation_id=self.request.conversation_id,
+            turn_key=self.request.turn_key,
+            occurrence=self._occurrences[name],
+        )
+        record = actions.propose(tool, validated, self.ctx, call)
+        outcome = record.to_wire()
+        self.actions.append(outcome)
+        return outcome
+
+
+def run_turn(
+    request: TurnRequest, model: TurnModel, emit_text: Callable[[str], None]
+) -> TurnOutcome:
+    """Run the model for one turn; every failure becomes an outcome, never an exception."""
+    principal = request.principal
+    ctx = ToolContext(
+        actor=resolve_actor(principal),
+        roles=roles_of(principal),
+        conversation_id=request.conversation_id,
+        page_context=request.page_context,
+    )
+    toolbox = Toolbox(request, ctx)
+    pieces: list[str] = []
+
+    def write(piece: str) -> None:
+        if piece:
+            pieces.append(piece)
+            emit_text(piece)
+
+    turn = ModelTurn(
+        instructions=toolbox.agent.instructions,
+        history=request.history,
+        inputs=request.inputs,
+        tools=toolbox.offered,
+        page_context=request.page_context,
+    )
+    outcome = TurnOutcome()
+    try:
+        model.run(turn, toolbox.call, write)
+    except TurnInterrupted:
+        outcome.authorization = toolbox.refusal
+    except Exception as exc:
+        logger.exception("poppy: turn %s of %s failed", request.turn_key, request.conversation_id)
+        outcome.failed = True
+        outcome.error = f"{type(exc).__name__}: {exc}"
+    outcome.text = "".join(pieces)
+    outcome.components = ctx.components
+    outcome.actions = toolbox.actions
+    return outcome

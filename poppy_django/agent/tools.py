@@ -1,0 +1,146 @@
+"""Tools the Company Agent can call: name, kind, roles, typed input, confirmation summary."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, create_model
+
+from poppy_django.auth import Actor
+
+ToolKind = Literal["read", "action"]
+#: The roles a personal agent can hold: tools declaring none of these are never offered to one.
+PERSONAL_AGENT_ROLE = "personal_agent"
+SCOPE_ROLE_PREFIX = "scope:"
+
+
+class ActionFailed(Exception):
+    """Raised by a tool to report a failed action; its message is the outcome's ``error``."""
+
+
+@dataclass
+class Component:
+    """A UI component a tool emits: ``data.components[]`` on the reply."""
+
+    name: str
+    props: dict[str, Any]
+    fallback_text: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"name": self.name, "props": self.props, "fallback_text": self.fallback_text}
+
+
+@dataclass
+class ToolContext:
+    """What a tool knows about the turn calling it."""
+
+    actor: Actor
+    roles: frozenset[str]
+    conversation_id: str
+    page_context: dict[str, Any]
+    components: list[Component] = field(default_factory=list)
+
+    @property
+    def account_id(self) -> str | None:
+        return self.actor.account_id
+
+    def emit_component(self, name: str, props: dict[str, Any], fallback_text: str) -> None:
+        self.components.append(Component(name, props, fallback_text))
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A callable the model may use. ``function(ctx, **arguments)``."""
+
+    name: str
+    kind: ToolKind
+    roles: tuple[str, ...]
+    function: Callable[..., Any]
+    description: str
+    input_model: type[BaseModel]
+    #: For actions: the confirmation the app would have shown ("Cancel order {order_id}").
+    summary: str = ""
+    #: For actions: a person at the desk must approve it before it runs.
+    needs_approval: bool = False
+
+    @property
+    def offered_to_personal_agents(self) -> bool:
+        return any(
+            role == PERSONAL_AGENT_ROLE or role.startswith(SCOPE_ROLE_PREFIX) for role in self.roles
+        )
+
+    def missing_scope(self, roles: frozenset[str]) -> str | None:
+        """None when the roles reach the tool; else the scope to ask for."""
+        if roles & set(self.roles):
+            return None
+        scopes = [
+            role.removeprefix(SCOPE_ROLE_PREFIX)
+            for role in self.roles
+            if role.startswith(SCOPE_ROLE_PREFIX)
+        ]
+        return scopes[0] if scopes else ""
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        return self.input_model.model_validate(arguments).model_dump()
+
+    def describe_call(self, arguments: dict[str, Any]) -> str:
+        try:
+            return self.summary.format(**arguments) if self.summary else self.name
+        except (KeyError, IndexError, ValueError):
+            return self.summary
+
+    def json_schema(self) -> dict[str, Any]:
+        return self.input_model.model_json_schema()
+
+
+def tool(
+    *,
+    name: str | None = None,
+    kind: ToolKind = "read",
+    roles: tuple[str, ...] | list[str] = (),
+    summary: str = "",
+    needs_approval: bool = False,
+    description: str | None = None,
+) -> Callable[[Callable[..., Any]], Tool]:
+    """Declare a tool: ``@tool(kind="action", roles=["scope:poppy:write"], summary="...")``.
+
+    The function takes a :class:`ToolContext` first, then keyword arguments whose type hints
+    become the tool's typed input (validated before the call, advertised to LLMs as JSON
+    Schema).
+    """
+    if kind not in ("read", "action"):
+        raise ValueError(f"A tool's kind is 'read' or 'action', not {kind!r}.")
+    if needs_approval and kind != "action":
+        raise ValueError("Only action tools can need approval.")
+
+    def decorate(function: Callable[..., Any]) -> Tool:
+        tool_name = name or function.__name__
+        return Tool(
+            name=tool_name,
+            kind=kind,
+            roles=tuple(roles),
+            function=function,
+            description=description or inspect.getdoc(function) or tool_name,
+            input_model=_input_model(tool_name, function),
+            summary=summary,
+            needs_approval=needs_approval,
+        )
+
+    return decorate
+
+
+def _input_model(tool_name: str, function: Callable[..., Any]) -> type[BaseModel]:
+    hints = inspect.get_annotations(function, eval_str=True)
+    fields: dict[str, Any] = {}
+    parameters = list(inspect.signature(function).parameters.values())[1:]  # skip ctx
+    for parameter in parameters:
+        annotation = hints.get(parameter.name, Any)
+        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+        fields[parameter.name] = (annotation, default)
+    model: type[BaseModel] = create_model(
+        f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    return model

@@ -1,0 +1,114 @@
+"""The verifier contract: ``verify({method, url, headers}) -> Principal`` or a refusal.
+
+``POPPY["AUTHENTICATE"]`` names the verifier; it is read per request, so tests and
+deployments can swap it. A verifier may return an :class:`AuthRefusal` or raise one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+
+class RequestInfo(TypedDict):
+    """What a verifier sees: the public URL (what a DPoP ``htu`` names) and raw headers."""
+
+    method: str
+    url: str
+    #: Header names are lower-case.
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who a turn runs as. ``account_id`` is set only for an account actor."""
+
+    id: str
+    account_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """A verified caller: a personal agent acting for one (pairwise) User."""
+
+    client_id: str
+    user_id: str
+    account_id: str | None = None
+    session_id: str | None = None
+    signed_in: bool = False
+    scopes: frozenset[str] = frozenset()
+    resource: str | None = None
+    token_type: str = "DPoP"
+    actor: Actor | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a turn needs to know later, stored with the message (no token, no proof)."""
+        return {
+            "client_id": self.client_id,
+            "user_id": self.user_id,
+            "account_id": self.account_id,
+            "session_id": self.session_id,
+            "signed_in": self.signed_in,
+            "scopes": sorted(self.scopes),
+            "actor": (
+                {
+                    "id": self.actor.id,
+                    "account_id": self.actor.account_id,
+                    "extra": self.actor.extra,
+                }
+                if self.actor
+                else None
+            ),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Principal:
+        actor = data.get("actor")
+        return cls(
+            client_id=data["client_id"],
+            user_id=data["user_id"],
+            account_id=data.get("account_id"),
+            session_id=data.get("session_id"),
+            signed_in=bool(data.get("signed_in")),
+            scopes=frozenset(data.get("scopes") or ()),
+            actor=Actor(actor["id"], actor.get("account_id"), actor.get("extra") or {})
+            if actor
+            else None,
+        )
+
+    def __post_init__(self) -> None:
+        if self.signed_in and not self.account_id:
+            raise ValueError("A signed-in principal needs an account_id.")
+        if not self.signed_in and self.account_id:
+            raise ValueError("A signed-out principal has no account_id.")
+
+
+class AuthRefusal(Exception):
+    """A refusal answered with its status, ``WWW-Authenticate``, extra headers and no-store."""
+
+    STATUS = {
+        "invalid_token": 401,
+        "invalid_dpop_proof": 401,
+        "use_dpop_nonce": 401,
+        "sign_in_required": 403,
+        "insufficient_scope": 403,
+    }
+
+    def __init__(
+        self,
+        error: str,
+        description: str | None = None,
+        *,
+        status: int | None = None,
+        www_authenticate: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        if error not in self.STATUS and status is None:
+            raise ValueError(f"Unknown refusal {error!r}: give its status.")
+        super().__init__(description or error)
+        self.error = error
+        self.description = description
+        self.status = status or self.STATUS[error]
+        self.www_authenticate = www_authenticate or f'DPoP error="{error}"'
+        self.headers = dict(headers or {})

@@ -1,0 +1,306 @@
+"""What a personal agent can do to a conversation: start, message, hand off, close.
+
+Each operation runs in one transaction under the conversation's row lock: the events, the
+receipt and the state change are recorded together, and a turn is dispatched only once they
+are committed. Ownership is checked on every call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from poppy_django import handoff, ids, log, observe, signals, turns
+from poppy_django.auth import Principal
+from poppy_django.conf import poppy_settings
+from poppy_django.errors import PoppyError
+from poppy_django.models import (
+    Conversation,
+    EventType,
+    MessageReceipt,
+    Responder,
+    Status,
+)
+from poppy_django.wire import InboundMessage
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a POST answers: its status code and ``{conversation_id, status, responder}``."""
+
+    status_code: int
+    body: dict[str, Any]
+
+    @property
+    def conversation_id(self) -> str:
+        return str(self.body["conversation_id"])
+
+
+def answer_of(conversation: Conversation, status_code: int) -> Answer:
+    return Answer(
+        status_code,
+        {
+            "conversation_id": conversation.id,
+            "status": conversation.status,
+            "responder": conversation.responder,
+        },
+    )
+
+
+def sign_in_required() -> PoppyError:
+    return PoppyError(
+        "sign_in_required",
+        "This conversation belongs to an account: sign in to continue it.",
+        headers={"WWW-Authenticate": 'DPoP error="sign_in_required"'},
+    )
+
+
+def check_owner(principal: Principal, conversation: Conversation) -> None:
+    """Another personal agent, User or account sees the same 404 as an unknown id."""
+    if (conversation.client_id, conversation.user_id) != (principal.client_id, principal.user_id):
+        raise PoppyError("conversation_not_found")
+    if conversation.account_id is not None:
+        if not principal.signed_in:
+            raise sign_in_required()
+        if principal.account_id != conversation.account_id:
+            raise PoppyError("conversation_not_found")
+
+
+def get_owned(
+    principal: Principal, conversation_id: str, *, for_update: bool = False
+) -> Conversation:
+    if not ids.is_valid_id(conversation_id):
+        raise PoppyError("conversation_not_found")
+    if for_update:
+        conversation = log.lock(conversation_id)
+    else:
+        try:
+            conversation = Conversation.objects.get(pk=conversation_id)
+        except Conversation.DoesNotExist as exc:
+            raise PoppyError("conversation_not_found") from exc
+    check_owner(principal, conversation)
+    return conversation
+
+
+def _bind_account(principal: Principal, conversation: Conversation) -> None:
+    if principal.signed_in and conversation.account_id is None:
+        conversation.account_id = principal.account_id
+        conversation.save(update_fields=["account_id", "updated_at"])
+
+
+def open_direct(conversation: Conversation) -> Conversation | None:
+    return conversation.direct_conversations.exclude(status=Status.CLOSED).first()
+
+
+def _check_accepts_messages(conversation: Conversation) -> None:
+    if conversation.status == Status.CLOSED:
+        raise PoppyError("conversation_closed", "The conversation is closed.")
+    direct = open_direct(conversation)
+    if direct is not None:
+        raise PoppyError(
+            "direct_conversation_open",
+            "A Direct Conversation is open: continue there.",
+            extra={"conversation_id": direct.id},
+        )
+
+
+def _replay(principal: Principal, message: InboundMessage, target: str) -> Answer | None:
+    """The first delivery's answer for a retry; ``message_id_conflict`` for other content."""
+    receipt = MessageReceipt.objects.filter(
+        client_id=principal.client_id, user_id=principal.user_id, message_id=message.id
+    ).first()
+    if receipt is None:
+        return None
+    if receipt.fingerprint != message.fingerprint(target):
+        raise PoppyError(
+            "message_id_conflict", "This message id was already used with other content."
+        )
+    return Answer(receipt.status_code, receipt.answer)
+
+
+def _record(
+    principal: Principal,
+    conversation: Conversation,
+    message: InboundMessage,
+    target: str,
+    status_code: int,
+) -> Answer:
+    """Append the user message, start or route its turn, and write the receipt."""
+    if message.context:
+        conversation.context = {**conversation.context, **message.context}
+        conversation.save(update_fields=["context", "updated_at"])
+    payload = log.message_payload(
+        message_id=message.id,
+        role="user",
+        sender=message.sender,
+        text=message.text,
+        data=message.data,
+        context=message.context,
+    )
+    event = log.append(
+        conversation,
+        EventType.MESSAGE,
+        payload,
+        meta={"principal": principal.to_dict()},
+        message_id=message.id,
+        role="user",
+    )
+    if message.starts_turn:
+        if conversation.status == Status.QUEUED or conversation.responder == Responder.HUMAN:
+            # A person has it (or is being found): the agent stays out.
+            conversation.answered_seq = event.seq
+            conversation.save(update_fields=["answered_seq", "updated_at"])
+            handoff.forward_message_on_commit(conversation.id, payload["message"])
+        else:
+            log.set_state(conversation, status=Status.WORKING)
+            turns.dispatch_on_commit(conversation.id)
+    answer = answer_of(conversation, status_code)
+    MessageReceipt.objects.create(
+        client_id=principal.client_id,
+        user_id=principal.user_id,
+        message_id=message.id,
+        fingerprint=message.fingerprint(target),
+        conversation=conversation,
+        status_code=status_code,
+        answer=answer.body,
+    )
+    observe.moment(
+        "message_received",
+        signals.message_received,
+        conversation_id=conversation.id,
+        message=payload["message"],
+        starts_turn=message.starts_turn,
+    )
+    return answer
+
+
+def _idempotent(principal: Principal, message: InboundMessage, target: str, write: Any) -> Answer:
+    """Run ``write`` once per message id; a concurrent duplicate answers as a retry."""
+    replay = _replay(principal, message, target)
+    if replay is not None:
+        return replay
+    try:
+        with transaction.atomic():
+            answer: Answer = write()
+            return answer
+    except IntegrityError:
+        # Another delivery of the same id committed first: answer as its retry.
+        replay = _replay(principal, message, target)
+        if replay is None:
+            raise
+        return replay
+
+
+def start(principal: Principal, message: InboundMessage, parent_id: str | None) -> Answer:
+    """``POST {endpoint}``: a new conversation (a Direct Conversation with a parent)."""
+    target = f"parent:{parent_id or ''}"
+
+    def write() -> Answer:
+        parent = None
+        if parent_id is not None:
+            parent = get_owned(principal, parent_id, for_update=True)
+            if parent.is_direct:
+                raise PoppyError("conversation_not_found")
+            _check_accepts_messages(parent)
+        conversation = Conversation.objects.create(
+            client_id=principal.client_id,
+            user_id=principal.user_id,
+            account_id=principal.account_id if principal.signed_in else None,
+            parent=parent,
+            agent_name=parent.agent_name if parent else poppy_settings.AGENT,
+        )
+        if parent is not None:
+            _bind_account(principal, parent)
+            log.append(parent, EventType.DIRECT_OPENED, {"conversation_id": conversation.id})
+            handoff.direct_hook_on_commit("opened", conversation.id, parent.id)
+            observe.moment(
+                "direct_opened",
+                signals.direct_opened,
+                conversation_id=conversation.id,
+                parent_id=parent.id,
+            )
+        observe.moment(
+            "conversation_started",
+            signals.conversation_started,
+            conversation_id=conversation.id,
+            client_id=principal.client_id,
+            direct=parent is not None,
+        )
+        return _record(principal, conversation, message, target, 201)
+
+    return _idempotent(principal, message, target, write)
+
+
+def post_message(principal: Principal, conversation_id: str, message: InboundMessage) -> Answer:
+    """``POST {endpoint}/{id}/messages``."""
+    target = f"conversation:{conversation_id}"
+
+    def write() -> Answer:
+        conversation = get_owned(principal, conversation_id, for_update=True)
+        _check_accepts_messages(conversation)
+        _bind_account(principal, conversation)
+        return _record(principal, conversation, message, target, 202)
+
+    return _idempotent(principal, message, target, write)
+
+
+@transaction.atomic
+def request_handoff(principal: Principal, conversation_id: str) -> Answer:
+    """``POST {endpoint}/{id}/handoff``: ask for a person through the request hook."""
+    conversation = get_owned(principal, conversation_id, for_update=True)
+    _check_accepts_messages(conversation)
+    _bind_account(principal, conversation)
+    handoff.request(conversation, initiator="personal_agent")
+    return answer_of(conversation, 202)
+
+
+@transaction.atomic
+def close(principal: Principal, conversation_id: str) -> Answer:
+    """``POST {endpoint}/{id}/close``: closing again adds nothing."""
+    lock_parent_first(conversation_id)
+    conversation = get_owned(principal, conversation_id, for_update=True)
+    close_locked(conversation, by="personal_agent")
+    return answer_of(conversation, 200)
+
+
+def lock_parent_first(conversation_id: str) -> None:
+    """Locks are always taken parent before child, so two closes cannot deadlock."""
+    parent_id = (
+        Conversation.objects.filter(pk=conversation_id).values_list("parent_id", flat=True).first()
+        if ids.is_valid_id(conversation_id)
+        else None
+    )
+    if parent_id:
+        log.lock(parent_id)
+
+
+def close_locked(
+    conversation: Conversation, *, by: str, meta: dict[str, Any] | None = None
+) -> None:
+    """Close a locked conversation: its open Direct Conversation first, then itself."""
+    if conversation.status == Status.CLOSED:
+        return
+    direct = open_direct(conversation)
+    if direct is not None:
+        close_locked(log.lock(direct.id), by=by, meta=meta)
+    if conversation.status == Status.QUEUED:
+        handoff.cancel_on_commit(conversation.id)
+    conversation.closed_at = timezone.now()
+    conversation.save(update_fields=["closed_at", "updated_at"])
+    log.set_state(conversation, status=Status.CLOSED, meta=meta)
+    if conversation.parent_id is not None:
+        parent = log.lock(conversation.parent_id)
+        log.append(parent, EventType.DIRECT_CLOSED, {"conversation_id": conversation.id}, meta=meta)
+        handoff.direct_hook_on_commit("closed", conversation.id, parent.id)
+        observe.moment(
+            "direct_closed",
+            signals.direct_closed,
+            conversation_id=conversation.id,
+            parent_id=parent.id,
+        )
+    observe.moment(
+        "conversation_closed", signals.conversation_closed, conversation_id=conversation.id, by=by
+    )

@@ -1,0 +1,108 @@
+"""Wake-ups and text deltas across processes, over django-eventstream.
+
+django-eventstream carries the messages: in-process when ``EVENTSTREAM_REDIS`` is unset
+(the embedded default), over Redis pub/sub between every web process and worker when it is
+set. What it carries is only a nudge ("conversation X has new events") or a text delta: a
+woken reader always re-reads the database, so an overflowing or lost nudge loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django_eventstream import send_event
+from django_eventstream.views import Listener, get_listener_manager
+
+logger = logging.getLogger(__name__)
+
+#: The eventstream type of a nudge and of a text delta on a conversation's channel.
+NUDGE = "poppy.nudge"
+DELTA = "poppy.delta"
+#: The desk's channel: every conversation's changes, for staff browsers.
+DESK_CHANNEL = "poppy-desk"
+
+
+def conversation_channel(conversation_id: str) -> str:
+    return f"poppy-{conversation_id}"
+
+
+def _send(channel: str, event_type: str, data: dict[str, Any]) -> None:
+    try:
+        send_event(channel, event_type, data)
+    except Exception:
+        # A lost nudge is recovered by the readers' fallback re-read; never fail a write.
+        logger.warning("poppy: could not publish %s on %s", event_type, channel, exc_info=True)
+
+
+def nudge_on_commit(conversation_id: str, last_seq: int, summary: dict[str, Any]) -> None:
+    """After the surrounding transaction commits, wake the conversation's readers and the desk."""
+
+    def publish() -> None:
+        _send(conversation_channel(conversation_id), NUDGE, {"seq": last_seq})
+        _send(DESK_CHANNEL, NUDGE, {"conversation_id": conversation_id, **summary})
+
+    transaction.on_commit(publish)
+
+
+def publish_delta(conversation_id: str, message_id: str, text: str) -> None:
+    """Relay a piece of a reply being written; it is never stored."""
+    _send(
+        conversation_channel(conversation_id),
+        DELTA,
+        {"message_id": message_id, "text": text},
+    )
+
+
+@dataclass(frozen=True)
+class Delta:
+    message_id: str
+    text: str
+
+
+class ConversationListener(Listener):
+    """A django-eventstream listener on one channel, awaited instead of queued to a client."""
+
+    def __init__(self, channel: str) -> None:
+        super().__init__()
+        self.channels = {channel}
+        self.user_id = "poppy"
+        self.overflow: bool = False
+
+    async def wait(self, timeout: float) -> tuple[bool, list[Delta]]:
+        """Wait for a nudge or delta: (nudged, deltas received in order)."""
+        if not self.channel_items:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.aevent.wait(), timeout)
+        self.aevent.clear()
+        nudged, deltas = self.overflow, []
+        self.overflow = False
+        for item in self.channel_items.pop(next(iter(self.channels)), []):
+            if item.type == NUDGE:
+                nudged = True
+            elif item.type == DELTA:
+                data = item.data if isinstance(item.data, dict) else json.loads(item.data)
+                deltas.append(Delta(message_id=data["message_id"], text=data["text"]))
+        self.channel_items.clear()
+        # An overflowed queue may have dropped nudges: treat it as one (re-read, never drop).
+        return nudged, deltas
+
+
+@asynccontextmanager
+async def listen(conversation_id: str) -> AsyncIterator[ConversationListener]:
+    """Register a listener for the conversation for the duration of the block."""
+    listener = ConversationListener(conversation_channel(conversation_id))
+    listener.assign_loop()
+    manager = get_listener_manager()
+    manager.add_listener(listener)
+    try:
+        yield listener
+    finally:
+        manager.remove_listener(listener)

@@ -1,0 +1,232 @@
+"""What is durable: conversations, their append-only event log, receipts, threads, actions.
+
+The database is the source of truth. The event log doubles as the turn queue: the user
+messages after ``Conversation.answered_seq`` are what the next turn answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from poppy_django import ids
+
+
+class Status(models.TextChoices):
+    WORKING = "working"
+    IDLE = "idle"
+    QUEUED = "queued"
+    CLOSED = "closed"
+
+
+class Responder(models.TextChoices):
+    AGENT = "agent"
+    HUMAN = "human"
+
+
+class Conversation(models.Model):
+    """One conversation between a personal agent (for one User) and the Company."""
+
+    id = models.CharField(primary_key=True, max_length=64, default=ids.new_conversation_id)
+    client_id = models.CharField(max_length=512, help_text=_("The personal agent's client_id."))
+    user_id = models.CharField(max_length=512, help_text=_("The pairwise User id."))
+    #: Set the first time the conversation is used signed in; it then belongs to the account.
+    account_id = models.CharField(max_length=256, null=True, blank=True, db_index=True)
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="direct_conversations",
+        help_text=_("Set on a Direct Conversation: the conversation it was opened from."),
+    )
+    agent_name = models.CharField(max_length=128)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.IDLE)
+    responder = models.CharField(max_length=16, choices=Responder.choices, default=Responder.AGENT)
+    context = models.JSONField(default=dict, blank=True)
+    #: The sequence number of the newest event (events are numbered from 1).
+    last_seq = models.PositiveBigIntegerField(default=0)
+    #: The newest user message that has been answered (or handed to a person).
+    answered_seq = models.PositiveBigIntegerField(default=0)
+    #: The last user message of the turn in flight: a turn retried after a crash answers
+    #: exactly the same messages (so its reply and action keys are the same).
+    turn_upto_seq = models.PositiveBigIntegerField(default=0)
+    #: Events with a lower sequence number were pruned: cursors into them are expired.
+    pruned_before_seq = models.PositiveBigIntegerField(default=0)
+    #: The worker writing this conversation now, and until when its claim holds.
+    lease_owner = models.CharField(max_length=64, null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    #: When the pending handoff was asked for: the desk serves the oldest first.
+    handoff_requested_at = models.DateTimeField(null=True, blank=True)
+    #: The staff member with the conversation (desk only; never shown to personal agents).
+    assignee = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [
+            models.Index(fields=["client_id", "user_id"], name="poppy_conv_owner"),
+            models.Index(fields=["status", "lease_expires_at"], name="poppy_conv_status_lease"),
+        ]
+        permissions = [("handle_conversations", "Can handle Poppy conversations at the desk")]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def is_direct(self) -> bool:
+        return self.parent_id is not None
+
+    @property
+    def thread_root_id(self) -> str:
+        """Direct Conversations answer in their parent's agent threads."""
+        return self.parent_id or self.id
+
+
+class EventType(models.TextChoices):
+    MESSAGE = "message"
+    STATE = "state"
+    AUTHORIZATION = "authorization"
+    USER_REQUESTED = "user_requested"
+    DIRECT_OPENED = "direct_opened"
+    DIRECT_CLOSED = "direct_closed"
+
+
+class Event(models.Model):
+    """One entry of a conversation's append-only log; its public id is also a cursor."""
+
+    id = models.BigAutoField(primary_key=True)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=32, choices=EventType.choices)
+    #: The event's own wire fields (``message``, ``status``/``responder``, ``error``...).
+    payload = models.JSONField(default=dict)
+    #: Company-side facts never shown to personal agents (desk request id, staff user, turn).
+    meta = models.JSONField(default=dict, blank=True)
+    #: For message events: the message id, role and whether it starts a turn.
+    message_id = models.CharField(max_length=256, null=True, blank=True)
+    role = models.CharField(max_length=16, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="poppy_event_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return self.public_id
+
+    @property
+    def public_id(self) -> str:
+        return ids.event_id(self.conversation_id, self.seq)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "id": self.public_id,
+            "type": self.type,
+            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
+            **self.payload,
+        }
+
+
+class MessageReceipt(models.Model):
+    """The idempotency record of an inbound message: per User, across conversations."""
+
+    client_id = models.CharField(max_length=512)
+    user_id = models.CharField(max_length=512)
+    message_id = models.CharField(max_length=256)
+    #: sha256 of the message's meaningful content (and parent for a first message).
+    fingerprint = models.CharField(max_length=64)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="receipts"
+    )
+    #: The first delivery's answer: status code and body, replayed to retries.
+    status_code = models.PositiveSmallIntegerField()
+    answer = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["client_id", "user_id", "message_id"], name="poppy_receipt_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.message_id} → {self.conversation_id}"
+
+
+class AgentThread(models.Model):
+    """The Company Agent's memory for one actor in one conversation (Directs share it)."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="threads")
+    actor_id = models.CharField(max_length=256)
+    #: ``[{"role": "user"|"assistant"|"system", "text": ...}]``: what the model has seen.
+    history = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "actor_id"], name="poppy_thread_actor"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id}/{self.actor_id}"
+
+
+class ActionStatus(models.TextChoices):
+    PENDING = "pending"
+    AWAITING_APPROVAL = "awaiting_approval"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    REJECTED = "rejected"
+
+
+class ActionRecord(models.Model):
+    """An action tool call: executed at most once per turn, whatever happens to the worker."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="actions")
+    #: Stable per turn and call (turn key + tool + arguments): the at-most-once key.
+    call_key = models.CharField(max_length=64)
+    tool = models.CharField(max_length=128)
+    arguments = models.JSONField(default=dict)
+    summary = models.TextField(blank=True, default="")
+    status = models.CharField(
+        max_length=24, choices=ActionStatus.choices, default=ActionStatus.PENDING
+    )
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    #: The actor and roles the call was proposed under: approval later runs it under these.
+    actor_id = models.CharField(max_length=256)
+    account_id = models.CharField(max_length=256, null=True, blank=True)
+    roles = models.JSONField(default=list)
+    decided_by = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "call_key"], name="poppy_action_call"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} ({self.status})"
+
+    def to_wire(self) -> dict[str, Any]:
+        outcome: dict[str, Any] = {
+            "tool": self.tool,
+            "status": self.status,
+            "summary": self.summary,
+        }
+        if self.result is not None:
+            outcome["result"] = self.result
+        if self.error:
+            outcome["error"] = self.error
+        return outcome

@@ -1,0 +1,111 @@
+"""Reading a conversation's events: pages, cursors, and waiting without holding a thread.
+
+A read after a cursor is an index range scan on ``(conversation, seq)``. A waiting reader
+holds no thread and no database connection while it waits: it sleeps on a fan-out listener
+and re-reads when nudged (or, as a bounded fallback, every ``WAKE_FALLBACK_SECONDS``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+
+from poppy_django import fanout, ids
+from poppy_django.conf import poppy_settings
+from poppy_django.errors import PoppyError
+from poppy_django.models import Conversation, Event
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def in_thread(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run blocking (ORM) work off the event loop, returning its connection when done."""
+
+    def call() -> T:
+        try:
+            return function(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return await sync_to_async(call, thread_sensitive=False)()
+
+
+def after_seq(conversation: Conversation, cursor: str | None) -> int:
+    """The sequence number to read after; errors for cursors never issued or pruned."""
+    if cursor is None:
+        return 0
+    seq = ids.parse_cursor(conversation.id, cursor)
+    if seq is None or seq > conversation.last_seq:
+        raise PoppyError("invalid_cursor", "This conversation never issued that cursor.")
+    if seq < conversation.pruned_before_seq:
+        raise PoppyError("cursor_expired", "Those events were pruned: read from the beginning.")
+    return seq
+
+
+@dataclass(frozen=True)
+class Page:
+    conversation_id: str
+    events: list[dict[str, Any]]
+    cursor: str | None
+    has_more: bool
+    status: str
+    responder: str
+    last_seq: int
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "conversation_id": self.conversation_id,
+            "events": self.events,
+            "cursor": self.cursor,
+            "has_more": self.has_more,
+            "status": self.status,
+            "responder": self.responder,
+        }
+
+
+def read_page(conversation_id: str, after: int, cursor: str | None) -> Page:
+    """Up to PAGE_SIZE events after ``after``; the cursor stays put when there are none."""
+    limit = poppy_settings.PAGE_SIZE
+    rows = list(
+        Event.objects.filter(conversation_id=conversation_id, seq__gt=after).order_by("seq")[
+            : limit + 1
+        ]
+    )
+    state = Conversation.objects.values("status", "responder", "last_seq").get(pk=conversation_id)
+    events = [row.to_wire() for row in rows[:limit]]
+    return Page(
+        conversation_id=conversation_id,
+        events=events,
+        cursor=events[-1]["id"] if events else cursor,
+        has_more=len(rows) > limit,
+        status=state["status"],
+        responder=state["responder"],
+        last_seq=state["last_seq"],
+    )
+
+
+async def read_waiting(conversation_id: str, after: int, cursor: str | None, wait: float) -> Page:
+    """A page, held up to ``wait`` seconds until at least one event is after the cursor."""
+    page = await in_thread(read_page, conversation_id, after, cursor)
+    if page.events or wait <= 0:
+        return page
+    deadline = time.monotonic() + wait
+    async with fanout.listen(conversation_id) as listener:
+        # Subscribed now: re-read so an event committed in between is not missed.
+        page = await in_thread(read_page, conversation_id, after, cursor)
+        while not page.events:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            timeout = min(remaining, poppy_settings.WAKE_FALLBACK_SECONDS)
+            started = time.monotonic()
+            nudged, _ = await listener.wait(timeout)
+            if nudged or time.monotonic() - started >= timeout:
+                page = await in_thread(read_page, conversation_id, after, cursor)
+    return page

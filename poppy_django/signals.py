@@ -1,0 +1,39 @@
+"""Signals for integrators: the moments that matter, sent after they are durable.
+
+Every signal is sent with ``sender=Conversation`` (the model class) and the keyword
+arguments documented on it. Receivers run in the process that caused the moment (a web
+process, or the worker running a turn); exceptions in receivers are logged, not raised.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+#: A personal agent started a conversation. ``conversation_id``, ``client_id``, ``direct``.
+conversation_started = Signal()
+#: A user message was recorded. ``conversation_id``, ``message`` (the wire dict),
+#: ``starts_turn``.
+message_received = Signal()
+#: A turn began. ``conversation_id``, ``turn_id``, ``message_ids``.
+turn_started = Signal()
+#: A turn wrote its outcome. ``conversation_id``, ``turn_id``, ``message_id``, ``duration``.
+turn_finished = Signal()
+#: A turn failed and said so. ``conversation_id``, ``turn_id``, ``error``.
+turn_failed = Signal()
+#: A worker lost its lease mid-turn. ``conversation_id``, ``turn_id``.
+lease_lost = Signal()
+#: An action ran or was refused. ``conversation_id``, ``tool``, ``status``, ``summary``.
+action_executed = Signal()
+#: A handoff was asked for. ``conversation_id``, ``initiator`` ("personal_agent" |
+#: "company_agent"), ``outcome`` ("queued" | "joined" | "unavailable" | "no_hook").
+handoff_requested = Signal()
+#: A person joined / left. ``conversation_id``, ``by``.
+human_joined = Signal()
+human_left = Signal()
+#: The company asked for the User. ``conversation_id``, ``reason``.
+user_requested = Signal()
+#: A Direct Conversation opened / closed. ``conversation_id``, ``parent_id``.
+direct_opened = Signal()
+direct_closed = Signal()
+#: A conversation closed. ``conversation_id``, ``by`` ("personal_agent" | "company").
+conversation_closed = Signal()
