@@ -11,3 +11,20 @@ def run_turns_task(conversation_id: str) -> None:
     from poppy_django.turns import run_turns
 
     run_turns(conversation_id)
+
+
+@shared_task(name="poppy_django.reap")
+def reap_task() -> int:
+    """Re-dispatch conversations whose turn worker died; schedule it every ~15 s."""
+    from poppy_django.maintenance import reap
+
+    return len(reap())
+
+
+@shared_task(name="poppy_django.prune")
+def prune_task() -> int:
+    """Prune events past ``POPPY["RETENTION_SECONDS"]``; schedule it hourly or daily."""
+    from poppy_django.maintenance import prune_by_retention
+
+    report = prune_by_retention()
+    return report.events if report else 0
