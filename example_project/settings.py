@@ -84,7 +84,8 @@ if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_TASK_ACKS_LATE = True
     CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-    CELERY_TASK_ALWAYS_EAGER = False
+    # A separate queue per deployment (or test run) sharing one Redis.
+    CELERY_TASK_DEFAULT_QUEUE = os.environ.get("POPPY_CELERY_QUEUE", "celery")
     _redis = redis.connection.parse_url(REDIS_URL)
     EVENTSTREAM_REDIS = {
         key: _redis[key] for key in ("host", "port", "db", "password", "username") if key in _redis
