@@ -1,4 +1,4 @@
-"""PydanticAIModel against pydantic-ai's offline FunctionModel and TestModel: no network, no keys."""
+"""PydanticAIModel on pydantic-ai's offline FunctionModel and TestModel: no network, no keys."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     SystemPromptPart,
     TextPart,
     ToolReturnPart,
@@ -77,9 +76,12 @@ class Recorder:
         model.run(turn or make_turn(), self.call_tool, self.emit_text)
 
 
-def tool_returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+def tool_returns(messages: list[ModelMessage], outcome: str = "success") -> list[ToolReturnPart]:
+    """What the latest request tells the model about its tool calls (a retry is a return too)."""
     last = messages[-1]
-    return [part for part in last.parts if isinstance(part, ToolReturnPart)]
+    return [
+        part for part in last.parts if isinstance(part, ToolReturnPart) and part.outcome == outcome
+    ]
 
 
 def call(name: str, args: str, call_id: str) -> dict[int, DeltaToolCall]:
@@ -148,11 +150,10 @@ def test_callbacks_run_in_the_calling_thread() -> None:
 
 
 def test_invalid_arguments_go_back_to_the_model_not_to_call_tool() -> None:
-    retries: list[RetryPromptPart] = []
+    retries: list[ToolReturnPart] = []
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
-        last = messages[-1]
-        retries.extend(part for part in last.parts if isinstance(part, RetryPromptPart))
+        retries.extend(tool_returns(messages, outcome="retried"))
         if tool_returns(messages):
             yield "Done."
         elif retries:
@@ -175,8 +176,12 @@ def test_calls_in_one_response_reach_call_tool_one_at_a_time_in_order() -> None:
             yield "Cancelled."
         else:
             yield {
-                0: DeltaToolCall(name="cancel_order", json_args='{"order_id": "A-1"}', tool_call_id="c1"),
-                1: DeltaToolCall(name="order_status", json_args='{"order_id": "A-1"}', tool_call_id="c2"),
+                0: DeltaToolCall(
+                    name="cancel_order", json_args='{"order_id": "A-1"}', tool_call_id="c1"
+                ),
+                1: DeltaToolCall(
+                    name="order_status", json_args='{"order_id": "A-1"}', tool_call_id="c2"
+                ),
             }
 
     recorder = Recorder({"cancel_order": {"ok": True}, "order_status": {"status": "cancelled"}})
@@ -194,8 +199,12 @@ def test_turn_interrupted_ends_the_turn() -> None:
             yield "The model must not be asked again."
         else:
             yield {
-                0: DeltaToolCall(name="cancel_order", json_args='{"order_id": "A-1"}', tool_call_id="c1"),
-                1: DeltaToolCall(name="order_status", json_args='{"order_id": "A-1"}', tool_call_id="c2"),
+                0: DeltaToolCall(
+                    name="cancel_order", json_args='{"order_id": "A-1"}', tool_call_id="c1"
+                ),
+                1: DeltaToolCall(
+                    name="order_status", json_args='{"order_id": "A-1"}', tool_call_id="c2"
+                ),
             }
 
     refusal = TurnInterrupted("insufficient_scope")
@@ -257,12 +266,14 @@ def test_history_inputs_instructions_and_page_context_reach_the_model() -> None:
         ModelRequest,
     ]
     contents = [[(type(part), part.content) for part in message.parts] for message in messages]
-    assert contents[:4] == [
-        [(UserPromptPart, "Hi")],
-        [(TextPart, "Hello! How can I help?")],
-        [(SystemPromptPart, "The User signed in."), (UserPromptPart, "My orders?")],
-        [(TextPart, "You have two.")],
-    ]
+    assert contents[:2] == [[(UserPromptPart, "Hi")], [(TextPart, "Hello! How can I help?")]]
+    # pydantic-ai sends a system entry as a system message where the model has one
+    # mid-conversation, else as a <system> block in the user turn (FunctionModel has none).
+    (note_kind, note), asked = contents[2]
+    assert note_kind in (SystemPromptPart, UserPromptPart)
+    assert "The User signed in." in str(note)
+    assert asked == (UserPromptPart, "My orders?")
+    assert contents[3] == [(TextPart, "You have two.")]
     assert contents[4] == [(UserPromptPart, 'Cancel A-2\n\nplease (data: {"reason": "late"})')]
     assert info.instructions is not None
     assert info.instructions.startswith("You are Acme's support agent.")
@@ -327,6 +338,11 @@ def test_run_works_from_a_thread_with_a_running_event_loop() -> None:
 def test_build_model_picks_the_scripted_model_or_pydantic_ai() -> None:
     assert isinstance(build_model("scripted"), ScriptedModel)
     assert isinstance(build_model("test"), PydanticAIModel)
+
+
+def test_build_model_refuses_a_name_pydantic_ai_cannot_use() -> None:
+    with pytest.raises(ImproperlyConfigured, match="'gpt-4o' cannot be used: Unknown model"):
+        build_model("gpt-4o")
 
 
 def test_build_model_names_the_extra_when_pydantic_ai_is_missing(

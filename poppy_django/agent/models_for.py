@@ -1,0 +1,35 @@
+"""The model a setting names: ``"scripted"``, or any pydantic-ai model name."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+
+from poppy_django.agent.model_api import TurnModel
+from poppy_django.agent.scripted import ScriptedModel
+
+SCRIPTED = "scripted"
+
+
+def build_model(model_name: str) -> TurnModel:
+    """``"scripted"`` is the offline model; anything else is a pydantic-ai model name.
+
+    pydantic-ai is imported only here, so the app runs without the ``llm`` extra until a
+    setting asks for a real LLM.
+    """
+    if model_name == SCRIPTED:
+        return ScriptedModel()
+    try:
+        from pydantic_ai.exceptions import UserError
+
+        from poppy_django.agent.llm import PydanticAIModel
+    except ModuleNotFoundError as error:
+        if error.name is None or error.name.split(".")[0] != "pydantic_ai":
+            raise
+        raise ImproperlyConfigured(
+            f"The model {model_name!r} needs pydantic-ai: pip install 'poppy-django[llm]' "
+            "(plus the provider's package, e.g. 'pydantic-ai-slim[openai]')."
+        ) from error
+    try:
+        return PydanticAIModel(model_name)
+    except (ImportError, UserError) as error:  # unknown name, provider package, API key
+        raise ImproperlyConfigured(f"The model {model_name!r} cannot be used: {error}") from error
