@@ -44,7 +44,7 @@ def endpoint(allowed: str) -> Callable[[View], View]:
                 response: HttpResponseBase = error_response(
                     "method_not_allowed",
                     f"Use {allowed}.",
-                    headers={"Allow": allowed},
+                    headers={"Allow": allowed, "Cache-Control": "no-store"},
                 )
                 return response
             try:
