@@ -1,0 +1,152 @@
+"""System checks of the auth settings (``poppy_django.E101``-``E106``, ``W101``-``W102``).
+
+The app config calls :func:`register_auth_checks` from ``ready()``. The DPoP checks run only
+when ``POPPY["AUTHENTICATE"]`` is the default DPoP verifier; the development authority check
+always runs, because its tokens are accepted by whichever verifier trusts its key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+
+from poppy_django.auth.options import ASYMMETRIC_ALGORITHMS, parse_options, unknown_keys
+from poppy_django.conf import poppy_settings
+
+DPOP_VERIFIER = "poppy_django.auth.dpop.verify"
+#: Cache backends that cannot hold a replay cache shared by processes (or at all).
+_DUMMY_CACHE = "django.core.cache.backends.dummy.DummyCache"
+_LOCAL_CACHE = "django.core.cache.backends.locmem.LocMemCache"
+
+
+def _uses_dpop_verifier() -> bool:
+    configured = poppy_settings.raw("AUTHENTICATE")
+    if configured == DPOP_VERIFIER:
+        return True
+    from poppy_django.auth import dpop
+
+    return configured is dpop.verify
+
+
+def check_dev_authority(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """E101: the development authority mints any token for anyone: never in production."""
+    if poppy_settings.raw("DEV_AUTHORITY") and not settings.DEBUG:
+        return [
+            checks.Error(
+                'POPPY["DEV_AUTHORITY"] is on with DEBUG=False: anyone who can run '
+                "manage.py poppy_token can act for any User.",
+                hint='Turn POPPY["DEV_AUTHORITY"] off and configure your issuer (ISSUER, TOKENS).',
+                id="poppy_django.E101",
+            )
+        ]
+    return []
+
+
+def check_dpop_verifier(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """E102-E106, W101-W102: the default verifier's issuer, keys, algorithms and caches."""
+    try:
+        if not _uses_dpop_verifier():
+            return []
+    except ImproperlyConfigured:
+        return []  # the core check reports an unimportable verifier
+    errors: list[checks.CheckMessage] = []
+    dev = bool(poppy_settings.raw("DEV_AUTHORITY"))
+    if not poppy_settings.raw("ISSUER") and not dev:
+        errors.append(
+            checks.Error(
+                'The DPoP verifier is configured without POPPY["ISSUER"].',
+                hint="Set it to your Poppy authorization server's issuer URL.",
+                id="poppy_django.E102",
+            )
+        )
+    raw = poppy_settings.raw("TOKENS") or {}
+    if not isinstance(raw, dict):
+        return [*errors, checks.Error('POPPY["TOKENS"] must be a dict.', id="poppy_django.E105")]
+    for name in ("ALGORITHMS", "DPOP_ALGORITHMS"):
+        value = raw.get(name)
+        values = [value] if isinstance(value, str) else list(value or [])
+        bad = [alg for alg in values if alg not in ASYMMETRIC_ALGORITHMS]
+        if bad:
+            errors.append(
+                checks.Error(
+                    f'POPPY["TOKENS"]["{name}"] allows {", ".join(map(str, bad))}.',
+                    hint="Only asymmetric algorithms: "
+                    + ", ".join(sorted(ASYMMETRIC_ALGORITHMS))
+                    + " (never none or HMAC).",
+                    id="poppy_django.E103",
+                )
+            )
+    if not raw.get("JWKS_URL") and not raw.get("JWKS") and not dev:
+        errors.append(
+            checks.Error(
+                "The DPoP verifier has no issuer keys.",
+                hint='Set POPPY["TOKENS"]["JWKS_URL"] (or an inline "JWKS").',
+                id="poppy_django.E104",
+            )
+        )
+    unknown = unknown_keys(raw)
+    if unknown:
+        errors.append(
+            checks.Error(
+                f'Unknown POPPY["TOKENS"] key(s): {", ".join(unknown)}.',
+                id="poppy_django.E105",
+            )
+        )
+    elif not any(e.id == "poppy_django.E103" for e in errors):
+        try:
+            options = parse_options(raw)
+        except ImproperlyConfigured as exc:
+            errors.append(checks.Error(str(exc), id="poppy_django.E105"))
+        else:
+            errors.extend(_cache_checks(options.replay_cache))
+            url = options.jwks_url or ""
+            if url.startswith("http://") and not settings.DEBUG:
+                errors.append(
+                    checks.Warning(
+                        "The issuer JWKS is fetched over plain http with DEBUG=False.",
+                        hint="Use an https JWKS_URL.",
+                        id="poppy_django.W102",
+                    )
+                )
+    return errors
+
+
+def _cache_checks(alias: str) -> list[checks.CheckMessage]:
+    caches = getattr(settings, "CACHES", None) or {
+        "default": {"BACKEND": _LOCAL_CACHE}  # Django's default
+    }
+    if alias not in caches:
+        return [
+            checks.Error(
+                f'POPPY["TOKENS"]["REPLAY_CACHE"] names the cache {alias!r}, not in CACHES.',
+                id="poppy_django.E106",
+            )
+        ]
+    backend = caches[alias].get("BACKEND")
+    if backend == _DUMMY_CACHE:
+        return [
+            checks.Error(
+                f"The DPoP replay cache {alias!r} is a DummyCache: replayed proofs are accepted.",
+                hint="Use Redis, Memcached or the database cache.",
+                id="poppy_django.E106",
+            )
+        ]
+    if backend == _LOCAL_CACHE and not settings.DEBUG:
+        return [
+            checks.Warning(
+                f"The DPoP replay cache {alias!r} is per process (LocMemCache): a proof "
+                "replayed to another process is accepted.",
+                hint="Use Redis or the database cache when several processes serve the endpoint.",
+                id="poppy_django.W101",
+            )
+        ]
+    return []
+
+
+def register_auth_checks() -> None:
+    """Register the auth checks (idempotent: Django keeps a set of checks)."""
+    checks.register(check_dev_authority, checks.Tags.security)
+    checks.register(check_dpop_verifier, checks.Tags.security)

@@ -1,0 +1,24 @@
+"""The DPoP ``jti`` replay cache, in a Django cache shared by every process.
+
+``cache.add`` is atomic in the Redis, Memcached and database backends, so two processes that
+receive the same proof at once cannot both accept it. Entries expire when the proof would be
+refused as stale anyway, so the cache never grows beyond one window of traffic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+from django.core.cache import caches
+
+PREFIX = "poppy:dpop:jti:"
+
+
+def first_use(jkt: str, jti: str, *, ttl: float, alias: str = "default") -> bool:
+    """Record a proof's ``jti`` (scoped to its key); False when it was seen before.
+
+    The key is a hash: ``jti`` is attacker-chosen text and must not shape cache keys.
+    """
+    digest = hashlib.sha256(f"{jkt}\x00{jti}".encode()).hexdigest()
+    return bool(caches[alias].add(PREFIX + digest, 1, timeout=max(1, math.ceil(ttl))))

@@ -1,0 +1,98 @@
+"""Discovery: the endpoint's ``agent.protocols`` entry and a whole ``poppy.json`` from settings.
+
+The authorization server usually builds ``poppy.json``; it calls :func:`protocol_entry` to
+advertise the endpoint. A site without one serves :func:`poppy_json_view` at
+``/.well-known/poppy.json``. ``POPPY["DISCOVERY"]`` sub-keys (all optional):
+
+``PROTOCOL_VERSION`` ("0.1"), ``ORGANIZATION`` ({}: e.g. ``{"name": "Acme", "url": ...}``),
+``AUTH`` ({}: extra fields of the ``auth`` object next to ``issuer``), ``EXTRA`` ({}: extra
+top-level fields).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_safe
+
+from poppy_django.auth.public_url import public_origin
+from poppy_django.conf import poppy_settings
+
+PROTOCOL_TYPE = "poppy"
+DEFAULT_PROTOCOL_VERSION = "0.1"
+#: Where :mod:`poppy_django.wellknown_urls` serves the development authority's JWKS.
+JWKS_PATH = "/.well-known/jwks.json"
+DISCOVERY_KEYS = frozenset({"PROTOCOL_VERSION", "ORGANIZATION", "AUTH", "EXTRA"})
+
+
+def endpoint_url(origin: str) -> str:
+    """The conversation endpoint at a public origin: origin + "/" + ``POPPY["PATH"]``."""
+    return origin.rstrip("/") + "/" + str(poppy_settings.PATH).strip("/")
+
+
+def _origin(request: HttpRequest | None) -> str:
+    if request is not None:
+        return public_origin(request)
+    base_url = poppy_settings.BASE_URL
+    if not base_url:
+        raise ImproperlyConfigured('Without a request, the endpoint URL needs POPPY["BASE_URL"].')
+    parts = urlsplit(base_url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def protocol_entry(request: HttpRequest | None = None) -> dict[str, str]:
+    """``{"type": "poppy", "endpoint": <url>}`` for ``poppy.json``'s ``agent.protocols``."""
+    return {"type": PROTOCOL_TYPE, "endpoint": endpoint_url(_origin(request))}
+
+
+def issuer(request: HttpRequest | None = None) -> str | None:
+    """The Poppy issuer: ``POPPY["ISSUER"]``, or the development authority's."""
+    if poppy_settings.ISSUER:
+        return str(poppy_settings.ISSUER)
+    from poppy_django.auth import dev_authority
+
+    return dev_authority.issuer() if dev_authority.enabled() else None
+
+
+def _options() -> dict[str, Any]:
+    options = dict(poppy_settings.DISCOVERY or {})
+    unknown = sorted(set(options) - DISCOVERY_KEYS)
+    if unknown:
+        raise ImproperlyConfigured(
+            f'Unknown POPPY["DISCOVERY"] key(s): {", ".join(unknown)}. '
+            f"Known: {', '.join(sorted(DISCOVERY_KEYS))}."
+        )
+    return options
+
+
+def poppy_document(request: HttpRequest | None = None) -> dict[str, Any]:
+    """The whole ``poppy.json``: protocol_version, organization, auth.issuer, agent protocols."""
+    options = _options()
+    auth: dict[str, Any] = {**dict(options.get("AUTH") or {})}
+    found = issuer(request)
+    if found:
+        auth["issuer"] = found
+    from poppy_django.auth import dev_authority
+
+    if dev_authority.enabled() and not poppy_settings.ISSUER:
+        auth.setdefault("jwks_uri", _origin(request) + JWKS_PATH)
+    document: dict[str, Any] = {
+        **dict(options.get("EXTRA") or {}),
+        "protocol_version": str(options.get("PROTOCOL_VERSION") or DEFAULT_PROTOCOL_VERSION),
+        "organization": dict(options.get("ORGANIZATION") or {}),
+        "auth": auth,
+        "agent": {"protocols": [protocol_entry(request)]},
+    }
+    return document
+
+
+@require_safe
+def poppy_json_view(request: HttpRequest) -> JsonResponse:
+    """``GET /.well-known/poppy.json``: public, cacheable, readable cross-origin."""
+    response = JsonResponse(poppy_document(request))
+    response["Cache-Control"] = "public, max-age=300"
+    response["Access-Control-Allow-Origin"] = "*"
+    return response
