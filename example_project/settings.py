@@ -88,8 +88,14 @@ if REDIS_URL:
     CELERY_TASK_DEFAULT_QUEUE = os.environ.get("POPPY_CELERY_QUEUE", "celery")
     _redis = redis.connection.parse_url(REDIS_URL)
     EVENTSTREAM_REDIS = {
-        key: _redis[key] for key in ("host", "port", "db", "password", "username") if key in _redis
+        **{key: _redis[key] for key in ("host", "port", "db", "password", "username") if key in _redis},
+        # Fail fast while Redis is away: readers fall back to re-reading the database.
+        "socket_connect_timeout": 1,
+        "socket_timeout": 5,
     }
+    # A dispatch that cannot reach the broker fails at once; the reaper dispatches it later.
+    CELERY_TASK_PUBLISH_RETRY = False
+    CELERY_BROKER_CONNECTION_TIMEOUT = 1
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     }

@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ from typing import Any
 
 from django.db import transaction
 from django_eventstream import send_event
-from django_eventstream.views import Listener, get_listener_manager
+from django_eventstream.views import Listener, ListenerManager, RedisListener, get_listener_manager
 
 logger = logging.getLogger(__name__)
 
@@ -95,12 +97,62 @@ class ConversationListener(Listener):
         return nudged, deltas
 
 
+_subscribers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
+    weakref.WeakKeyDictionary()
+)
+#: Reconnection backoff of the Redis subscription, in seconds.
+_RETRY_FIRST, _RETRY_MAX = 0.5, 5.0
+
+
+def _supervise_redis(manager: ListenerManager) -> None:
+    """Keep this loop's Redis subscription alive across Redis restarts.
+
+    django-eventstream starts its subscriber once and never again if Redis drops it; this
+    runs it instead, reconnects with backoff, and after each reconnection wakes every local
+    listener to re-read the database, since nudges published meanwhile were lost.
+    """
+    if manager.redis_listener is None:
+        return
+    loop = asyncio.get_running_loop()
+    task = _subscribers.get(loop)
+    if task is not None and not task.done():
+        return
+    manager.redis_listener_started = True  # ours to run, not add_listener()'s
+    _subscribers[loop] = loop.create_task(_subscribe_forever(manager))
+
+
+async def _subscribe_forever(manager: ListenerManager) -> None:
+    delay = _RETRY_FIRST
+    while True:
+        started = time.monotonic()
+        try:
+            await manager.redis_listener.listen()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.warning("poppy: Redis subscription lost; reconnecting", exc_info=True)
+        delay = _RETRY_FIRST if time.monotonic() - started > 10 * _RETRY_MAX else delay
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, _RETRY_MAX)
+        manager.redis_listener = RedisListener()
+        _wake_everyone(manager)
+
+
+def _wake_everyone(manager: ListenerManager) -> None:
+    with manager.lock:
+        listeners = {item for group in manager.listeners_by_channel.values() for item in group}
+    for listener in listeners:
+        listener.overflow = True
+        listener.wake_threadsafe()
+
+
 @asynccontextmanager
 async def listen(conversation_id: str) -> AsyncIterator[ConversationListener]:
     """Register a listener for the conversation for the duration of the block."""
     listener = ConversationListener(conversation_channel(conversation_id))
     listener.assign_loop()
     manager = get_listener_manager()
+    _supervise_redis(manager)
     manager.add_listener(listener)
     try:
         yield listener

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from poppy_django import fanout, ids, log, observe, signals
 from poppy_django.agent.model_api import TurnInput, TurnModel
+from poppy_django.agent.models_for import build_model
 from poppy_django.agent.runtime import TurnOutcome, TurnRequest, resolve_actor, run_turn
 from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
@@ -45,7 +46,14 @@ def dispatch_on_commit(conversation_id: str) -> None:
     """Hand the conversation to the configured executor once the transaction commits."""
 
     def dispatch() -> None:
-        poppy_settings.EXECUTOR.dispatch(conversation_id)
+        try:
+            poppy_settings.EXECUTOR.dispatch(conversation_id)
+        except Exception:
+            # The message is committed and the conversation is ``working``: the reaper
+            # dispatches it again, so the acknowledgement stands.
+            logger.warning(
+                "poppy: could not dispatch %s; the reaper will", conversation_id, exc_info=True
+            )
 
     transaction.on_commit(dispatch)
 
@@ -277,14 +285,7 @@ def _remember(request: TurnRequest, reply: str | None) -> None:
 
 def model_for(agent_name: str) -> TurnModel:
     """The model a setting names for this agent: no code change to switch."""
-    name = poppy_settings.MODELS.get(agent_name, poppy_settings.MODEL)
-    if name == "scripted":
-        from poppy_django.agent.scripted import ScriptedModel
-
-        return ScriptedModel()
-    from poppy_django.agent.llm import PydanticAIModel
-
-    return PydanticAIModel(name)
+    return build_model(poppy_settings.MODELS.get(agent_name, poppy_settings.MODEL))
 
 
 def run_turns(conversation_id: str, owner: str | None = None) -> None:
@@ -318,7 +319,13 @@ def _run_one(request: TurnRequest, owner: str, lost: threading.Event) -> None:
     def relay(piece: str) -> None:
         fanout.publish_delta(request.conversation_id, request.message_id, piece)
 
-    outcome = run_turn(request, model_for(request.agent_name), relay)
+    try:
+        model = model_for(request.agent_name)
+    except Exception as exc:  # a misconfigured model fails the turn, never the conversation
+        logger.exception("poppy: no model for agent %s", request.agent_name)
+        outcome = TurnOutcome(failed=True, error=f"{type(exc).__name__}: {exc}")
+    else:
+        outcome = run_turn(request, model, relay)
     if lost.is_set():
         raise LeaseLost(request.conversation_id)
     commit(request, outcome, owner)

@@ -75,7 +75,9 @@ class PersonalAgent:
             body["parent_conversation_id"] = parent
         return self.post(query, body)
 
-    def send(self, conversation_id: str, text: str | None = "hello", *, query: str = "", **message: Any):
+    def send(
+        self, conversation_id: str, text: str | None = "hello", *, query: str = "", **message: Any
+    ):
         message.setdefault("id", unique("m"))
         message.setdefault("sender", "agent")
         if text is not None:

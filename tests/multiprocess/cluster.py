@@ -20,7 +20,6 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-REDIS_URL = os.environ.get("POPPY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
 def free_port() -> int:
@@ -30,15 +29,17 @@ def free_port() -> int:
 
 
 class Cluster:
-    """A database, a Redis queue of its own, and the processes started on them."""
+    """A database and a Redis server of its own, and the processes started on them."""
 
     def __init__(self, tmp: Path) -> None:
         self.name = f"poppy_mp_{secrets.token_hex(4)}"
         self.tmp = tmp
+        self.redis_port = free_port()
+        self.redis: subprocess.Popen[bytes] | None = None
         self.env = {
             **os.environ,
             "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{self.name}",
-            "REDIS_URL": REDIS_URL,
+            "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
             "POPPY_CELERY_QUEUE": f"{self.name}-turns",
             "POPPY_AUTHENTICATE": "poppy_django.auth.fake.verify",
             "POPPY_LEASE_SECONDS": "3",
@@ -49,7 +50,41 @@ class Cluster:
         }
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
+    def start_redis(self) -> None:
+        """A private Redis (no persistence), so a test may restart it under live traffic."""
+        self.redis = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.redis_port), timeout=0.5),
+            ):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("redis-server did not start")
+
+    def stop_redis(self) -> None:
+        if self.redis is not None:
+            self.redis.kill()
+            self.redis.wait(timeout=10)
+            self.redis = None
+
     def create(self) -> None:
+        self.start_redis()
         with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{self.name}"')
         self.manage("migrate", "-v0")
@@ -57,6 +92,7 @@ class Cluster:
     def destroy(self) -> None:
         for name in list(self.processes):
             self.stop(name)
+        self.stop_redis()
         with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
@@ -84,8 +120,17 @@ class Cluster:
         port = free_port()
         self._spawn(
             name,
-            [sys.executable, "-m", "uvicorn", "example_project.asgi:application",
-             "--host", "127.0.0.1", "--port", str(port), "--no-access-log"],
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "example_project.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-access-log",
+            ],
         )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
@@ -101,9 +146,23 @@ class Cluster:
         """Start a Celery worker (solo pool: a kill takes the whole worker down)."""
         process = self._spawn(
             name,
-            [sys.executable, "-m", "celery", "-A", app, "worker", "--pool=solo",
-             "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "-Q", self.env["POPPY_CELERY_QUEUE"], "-n", f"{name}@%h", "--loglevel=INFO"],
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                app,
+                "worker",
+                "--pool=solo",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-Q",
+                self.env["POPPY_CELERY_QUEUE"],
+                "-n",
+                f"{name}@%h",
+                "--loglevel=INFO",
+            ],
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

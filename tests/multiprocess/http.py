@@ -30,9 +30,17 @@ class HttpAgent:
         )
 
     def message(self, text: str) -> dict[str, Any]:
-        return {"message": {"id": f"mp-{next(_ids)}-{time.monotonic_ns()}", "sender": "agent", "text": text}}
+        return {
+            "message": {
+                "id": f"mp-{next(_ids)}-{time.monotonic_ns()}",
+                "sender": "agent",
+                "text": text,
+            }
+        }
 
-    def read(self, base: str, conversation_id: str, *, cursor: str | None = None, wait: float = 0) -> dict[str, Any]:
+    def read(
+        self, base: str, conversation_id: str, *, cursor: str | None = None, wait: float = 0
+    ) -> dict[str, Any]:
         params: dict[str, Any] = {"wait": wait}
         if cursor:
             params["cursor"] = cursor
@@ -48,7 +56,9 @@ class HttpAgent:
     def all_events(self, base: str, conversation_id: str) -> list[dict[str, Any]]:
         return self.read(base, conversation_id)["events"]
 
-    def wait_for(self, base: str, conversation_id: str, predicate: Any, timeout: float = 30) -> list[dict[str, Any]]:
+    def wait_for(
+        self, base: str, conversation_id: str, predicate: Any, timeout: float = 30
+    ) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             events = self.all_events(base, conversation_id)
@@ -57,7 +67,9 @@ class HttpAgent:
             time.sleep(0.2)
         raise AssertionError(f"timed out: {events}")
 
-    def stream(self, base: str, conversation_id: str, **headers: str) -> Iterator[tuple[str | None, str | None, dict[str, Any]]]:
+    def stream(
+        self, base: str, conversation_id: str, **headers: str
+    ) -> Iterator[tuple[str | None, str | None, dict[str, Any]]]:
         """(event name, id, data) for each SSE frame; comments are skipped."""
         with httpx.stream(
             "GET",
@@ -87,4 +99,6 @@ class HttpAgent:
 
 
 def company_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e["message"] for e in events if e["type"] == "message" and e["message"]["role"] == "company"]
+    return [
+        e["message"] for e in events if e["type"] == "message" and e["message"]["role"] == "company"
+    ]

@@ -26,9 +26,13 @@ def _reap_until_answered(mp: Cluster, pa: HttpAgent, web: str, conversation_id: 
     while time.monotonic() < deadline:
         mp.manage("poppy_reap")
         events = pa.all_events(web, conversation_id)
-        if len(company_messages(events)) >= count and events[-1]["type"] == "state":
-            if events[-1]["status"] == "idle":
-                return events
+        last = events[-1]
+        if (
+            len(company_messages(events)) >= count
+            and last["type"] == "state"
+            and last["status"] == "idle"
+        ):
+            return events
         time.sleep(1)
     raise AssertionError(f"never answered: {pa.all_events(web, conversation_id)}")
 

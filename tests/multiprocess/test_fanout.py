@@ -1,0 +1,137 @@
+"""Across processes: two web processes, two workers, one PostgreSQL, one Redis.
+
+A reply written by any worker reaches a reader on any web process at once, deltas included;
+a Redis restart loses nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from tests.multiprocess.cluster import Cluster
+from tests.multiprocess.http import HttpAgent, company_messages
+
+pytestmark = pytest.mark.multiprocess
+
+
+def _settled(events: list[dict[str, Any]]) -> bool:
+    return bool(events) and events[-1]["type"] == "state" and events[-1]["status"] == "idle"
+
+
+@pytest.fixture
+def two_of_each(mp: Cluster) -> tuple[str, str]:
+    web_a, web_b = mp.web("web-a"), mp.web("web-b")
+    mp.worker("worker-1")
+    mp.worker("worker-2")
+    return web_a, web_b
+
+
+def test_stream_on_one_process_relays_a_turn_posted_to_another(mp: Cluster, two_of_each):
+    web_a, web_b = two_of_each
+    pa = HttpAgent()
+    conversation_id = pa.post(web_b, "", pa.message("hello")).json()["conversation_id"]
+    last = pa.wait_for(web_b, conversation_id, _settled)[-1]["id"]
+
+    frames: list[tuple[str | None, str | None, dict[str, Any]]] = []
+    opened = threading.Event()
+
+    def read_stream() -> None:
+        for frame in pa.stream(web_a, conversation_id, **{"Last-Event-ID": last}):
+            opened.set()
+            frames.append(frame)
+            if frame[0] is None and frame[2]["type"] == "state" and frame[2]["status"] == "idle":
+                return
+
+    reader = threading.Thread(target=read_stream, daemon=True)
+    reader.start()
+    time.sleep(1.0)  # the stream is open (it sends a comment at once) before we post
+    assert pa.post(web_b, f"/{conversation_id}/messages", pa.message("#slow")).status_code == 202
+    reader.join(timeout=30)
+    assert not reader.is_alive(), frames
+
+    deltas = [data for name, _, data in frames if name == "text-delta"]
+    stored = [data for name, _, data in frames if name is None]
+    assert [e["type"] for e in stored] == ["message", "state", "message", "state"]
+    reply = stored[2]["message"]
+    assert reply["text"] == "Let me check that for you."
+    assert deltas and "".join(d["text"] for d in deltas) == reply["text"]
+    assert {d["message_id"] for d in deltas} == {reply["id"]}
+    # Deltas carry no id and all come before the complete message.
+    assert all(event_id is None for name, event_id, _ in frames if name == "text-delta")
+    kinds = [name or data["type"] for name, _, data in frames]
+    assert kinds.index("text-delta") < kinds.index("message", 1)
+    assert max(i for i, k in enumerate(kinds) if k == "text-delta") < len(kinds) - 2
+
+
+def test_long_poll_on_one_process_wakes_for_a_message_posted_to_another(mp: Cluster, two_of_each):
+    web_a, web_b = two_of_each
+    pa = HttpAgent()
+    conversation_id = pa.post(web_a, "", pa.message("hello")).json()["conversation_id"]
+    cursor = pa.wait_for(web_a, conversation_id, _settled)[-1]["id"]
+
+    def post_later() -> None:
+        time.sleep(1.0)
+        pa.post(web_a, f"/{conversation_id}/messages", pa.message("are you there?"))
+
+    threading.Thread(target=post_later, daemon=True).start()
+    began = time.monotonic()
+    page = pa.read(web_b, conversation_id, cursor=cursor, wait=25)
+    waited = time.monotonic() - began
+    assert page["events"][0]["message"]["text"] == "are you there?"
+    # Pushed, not polled: well before the 10 s fallback re-read would have found it.
+    assert waited < 6, waited
+
+
+def test_redis_restart_loses_nothing(mp: Cluster, two_of_each):
+    web_a, web_b = two_of_each
+    pa = HttpAgent()
+    conversation_id = pa.post(web_a, "", pa.message("hello")).json()["conversation_id"]
+    last = pa.wait_for(web_a, conversation_id, _settled)[-1]["id"]
+
+    seen: list[dict[str, Any]] = []
+
+    def read_stream() -> None:
+        for name, _, data in pa.stream(web_a, conversation_id, **{"Last-Event-ID": last}):
+            if name is None:
+                seen.append(data)
+                replies = company_messages(seen)
+                if (
+                    replies
+                    and replies[-1]["text"] == "You said: after the outage"
+                    and (data["type"] == "state" and data["status"] == "idle")
+                ):
+                    return
+
+    reader = threading.Thread(target=read_stream, daemon=True)
+    reader.start()
+    time.sleep(1.0)
+
+    mp.stop_redis()
+    # Accepted while Redis is down: durable in PostgreSQL, dispatched later by the reaper.
+    during = pa.post(web_b, f"/{conversation_id}/messages", pa.message("during the outage"))
+    assert during.status_code == 202
+    mp.start_redis()
+    time.sleep(2.0)
+    after = pa.post(web_b, f"/{conversation_id}/messages", pa.message("after the outage"))
+    assert after.status_code == 202
+
+    deadline = time.monotonic() + 60
+    while reader.is_alive() and time.monotonic() < deadline:
+        mp.manage("poppy_reap")
+        reader.join(timeout=2)
+    assert not reader.is_alive(), seen
+
+    sequence = [int(event["id"].rpartition("_")[2]) for event in seen]
+    assert sequence == list(range(sequence[0], sequence[0] + len(sequence)))  # no gaps
+    # One turn answers every message since the last answered one (here: both, or each).
+    assert company_messages(seen)[-1]["text"] == "You said: after the outage"
+    users = [
+        e["message"]["text"]
+        for e in seen
+        if e["type"] == "message" and e["message"]["role"] == "user"
+    ]
+    assert users == ["during the outage", "after the outage"]
