@@ -7,6 +7,7 @@ and re-reads when nudged (or, as a bounded fallback, every ``WAKE_FALLBACK_SECON
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,11 @@ from poppy_django import fanout, ids
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event
+
+#: A JSON read stays within 1 MiB: a page ends early rather than grow past it.
+MAX_RESPONSE_BYTES = 1024 * 1024
+#: Room for the read's other fields (conversation id, cursor, status...).
+_ENVELOPE_BYTES = 1024
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -78,12 +84,19 @@ def read_page(conversation_id: str, after: int, cursor: str | None) -> Page:
         ]
     )
     state = Conversation.objects.values("status", "responder", "last_seq").get(pk=conversation_id)
-    events = [row.to_wire() for row in rows[:limit]]
+    events: list[dict[str, Any]] = []
+    size = _ENVELOPE_BYTES
+    for row in rows[:limit]:
+        event = row.to_wire()
+        size += len(json.dumps(event)) + 2  # as JsonResponse writes it, plus ", "
+        if events and size > MAX_RESPONSE_BYTES:
+            break  # the page ends early: a response stays within 1 MiB (wire)
+        events.append(event)
     return Page(
         conversation_id=conversation_id,
         events=events,
         cursor=events[-1]["id"] if events else cursor,
-        has_more=len(rows) > limit,
+        has_more=len(rows) > len(events),
         status=state["status"],
         responder=state["responder"],
         last_seq=state["last_seq"],
