@@ -88,7 +88,11 @@ if REDIS_URL:
     CELERY_TASK_DEFAULT_QUEUE = os.environ.get("POPPY_CELERY_QUEUE", "celery")
     _redis = redis.connection.parse_url(REDIS_URL)
     EVENTSTREAM_REDIS = {
-        **{key: _redis[key] for key in ("host", "port", "db", "password", "username") if key in _redis},
+        **{
+            key: _redis[key]
+            for key in ("host", "port", "db", "password", "username")
+            if key in _redis
+        },
         # Fail fast while Redis is away: readers fall back to re-reading the database.
         "socket_connect_timeout": 1,
         "socket_timeout": 5,
@@ -108,7 +112,10 @@ POPPY: dict[str, Any] = {
     "PATH": "poppy/conversations",
     "AGENT": "support",
     "MODEL": os.environ.get("POPPY_MODEL", "scripted"),
-    "AUTHENTICATE": os.environ.get("POPPY_AUTHENTICATE", "poppy_django.auth.fake.verify"),
+    # DPoP-bound Session Tokens, minted here by the development authority (poppy_token).
+    "AUTHENTICATE": os.environ.get("POPPY_AUTHENTICATE", "poppy_django.auth.dpop.verify"),
+    "DEV_AUTHORITY": {"KEY_FILE": str(VAR_DIR / "poppy-dev-signing-key.pem")},
+    "DISCOVERY": {"ORGANIZATION": {"name": "Acme Outfitters", "domain": "acme.example"}},
     "EXECUTOR": EXECUTOR,
     "HANDOFF_HOOKS": {
         "request": "example_project.shop.desk.request_handoff",

@@ -1,0 +1,6 @@
+"""The test settings: the example project, with the fake verifier unless a test swaps it."""
+
+from example_project.settings import *  # noqa: F403
+from example_project.settings import POPPY
+
+POPPY = {**POPPY, "AUTHENTICATE": "poppy_django.auth.fake.verify"}
