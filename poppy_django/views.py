@@ -18,6 +18,7 @@ from functools import wraps
 from typing import Any
 
 from django.core.exceptions import DisallowedHost
+from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
@@ -113,48 +114,67 @@ def _wait(request: HttpRequest) -> float | None:
     return wire.parse_wait(request.GET.get("wait"), poppy_settings.WAIT_MAX_SECONDS)
 
 
+def _write_message(
+    request: HttpRequest,
+    principal: Principal,
+    wait: float | None,
+    write: Callable[[], conversations.Answer],
+) -> tuple[conversations.Answer, int]:
+    """Record the message; with ``?wait`` also locate ``cursor``, in the same transaction,
+    so a POST with a bad cursor is refused and writes nothing."""
+    if wait is None:
+        return write(), 0
+    with transaction.atomic():
+        answer = write()
+        conversation = conversations.get_owned(principal, answer.conversation_id)
+        return answer, reading.after_seq(conversation, request.GET.get("cursor"))
+
+
 async def _post_answer(
-    request: HttpRequest, principal: Principal, answer: conversations.Answer, wait: float | None
+    request: HttpRequest, answer: conversations.Answer, wait: float | None, after: int
 ) -> HttpResponseBase:
     """A POST's answer, or with ``?wait`` a read of the events under the POST's status."""
     if wait is None:
         return JsonResponse(answer.body, status=answer.status_code)
     cursor = request.GET.get("cursor")
-
-    def position() -> int:
-        conversation = conversations.get_owned(principal, answer.conversation_id)
-        return reading.after_seq(conversation, cursor)
-
-    after = await reading.in_thread(position)
     page = await reading.read_waiting(answer.conversation_id, after, cursor, wait)
     return JsonResponse(page.to_wire(), status=answer.status_code)
 
 
 @endpoint("POST")
 async def start_conversation(request: HttpRequest) -> HttpResponseBase:
-    def write() -> tuple[Principal, conversations.Answer, float | None]:
+    def write() -> tuple[conversations.Answer, float | None, int]:
         principal = authenticate(request)
         wait = _wait(request)
         body = wire.parse_json_body(read_body(request), required=True)
         parent_id = wire.parse_parent(body)
         message = wire.parse_message(body)
-        return principal, conversations.start(principal, message, parent_id), wait
+        answer, after = _write_message(
+            request, principal, wait, lambda: conversations.start(principal, message, parent_id)
+        )
+        return answer, wait, after
 
-    principal, answer, wait = await reading.in_thread(write)
-    return await _post_answer(request, principal, answer, wait)
+    answer, wait, after = await reading.in_thread(write)
+    return await _post_answer(request, answer, wait, after)
 
 
 @endpoint("POST")
 async def post_message(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
-    def write() -> tuple[Principal, conversations.Answer, float | None]:
+    def write() -> tuple[conversations.Answer, float | None, int]:
         principal = authenticate(request)
         conversations.get_owned(principal, conversation_id)
         wait = _wait(request)
         message = wire.parse_message(wire.parse_json_body(read_body(request), required=True))
-        return principal, conversations.post_message(principal, conversation_id, message), wait
+        answer, after = _write_message(
+            request,
+            principal,
+            wait,
+            lambda: conversations.post_message(principal, conversation_id, message),
+        )
+        return answer, wait, after
 
-    principal, answer, wait = await reading.in_thread(write)
-    return await _post_answer(request, principal, answer, wait)
+    answer, wait, after = await reading.in_thread(write)
+    return await _post_answer(request, answer, wait, after)
 
 
 @endpoint("POST")
