@@ -1,0 +1,92 @@
+"""The auth system checks: each id fires on its misconfiguration and only then."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from poppy_django.auth.checks import check_dev_authority, check_dpop_verifier, register_auth_checks
+
+GOOD = {
+    "AUTHENTICATE": "poppy_django.auth.dpop.verify",
+    "ISSUER": "https://issuer.example",
+    "TOKENS": {"JWKS_URL": "https://issuer.example/jwks.json"},
+    "DEV_AUTHORITY": False,
+}
+REDIS = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": "redis://127.0.0.1:6379/3",
+    }
+}
+
+
+def ids(settings: Any, caches: Any = None, debug: bool = True, **poppy: Any) -> list[str]:
+    settings.DEBUG = debug
+    settings.CACHES = caches or REDIS
+    settings.POPPY = {**settings.POPPY, **GOOD, **poppy}
+    return sorted(m.id for m in check_dev_authority() + check_dpop_verifier())
+
+
+def test_good_configuration_passes(settings: Any) -> None:
+    assert ids(settings, debug=False) == []
+
+
+def test_e101_dev_authority_in_production(settings: Any) -> None:
+    assert ids(settings, debug=False, DEV_AUTHORITY=True) == ["poppy_django.E101"]
+    assert ids(settings, debug=True, DEV_AUTHORITY=True) == []
+
+
+def test_e102_missing_issuer(settings: Any) -> None:
+    assert ids(settings, ISSUER=None) == ["poppy_django.E102"]
+    assert ids(settings, ISSUER=None, DEV_AUTHORITY=True) == []  # the authority is the issuer
+
+
+@pytest.mark.parametrize("alg", ["none", "HS256", "ES256K-typo"])
+@pytest.mark.parametrize("key", ["ALGORITHMS", "DPOP_ALGORITHMS"])
+def test_e103_disallowed_algorithm(settings: Any, alg: str, key: str) -> None:
+    tokens = {**GOOD["TOKENS"], key: ["ES256", alg]}
+    assert ids(settings, TOKENS=tokens) == ["poppy_django.E103"]
+
+
+def test_e104_no_keys(settings: Any) -> None:
+    assert ids(settings, TOKENS={}) == ["poppy_django.E104"]
+    assert ids(settings, TOKENS={"JWKS": {"keys": []}}) == []
+
+
+def test_e105_bad_tokens_options(settings: Any) -> None:
+    assert ids(settings, TOKENS={**GOOD["TOKENS"], "LEEWAY": 5}) == ["poppy_django.E105"]
+    assert ids(settings, TOKENS={**GOOD["TOKENS"], "LEEWAY_SECONDS": "x"}) == ["poppy_django.E105"]
+    assert ids(settings, TOKENS={**GOOD["TOKENS"], "CLAIMS": {"usr": "sub"}}) == [
+        "poppy_django.E105"
+    ]
+
+
+def test_e106_and_w101_replay_cache(settings: Any) -> None:
+    dummy = {"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}
+    local = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    assert ids(settings, caches=dummy) == ["poppy_django.E106"]
+    assert ids(settings, caches=local, debug=False) == ["poppy_django.W101"]
+    assert ids(settings, caches=local, debug=True) == []
+    tokens = {**GOOD["TOKENS"], "REPLAY_CACHE": "missing"}
+    assert ids(settings, TOKENS=tokens) == ["poppy_django.E106"]
+
+
+def test_w102_plain_http_jwks_in_production(settings: Any) -> None:
+    assert ids(settings, debug=False, TOKENS={"JWKS_URL": "http://issuer/jwks"}) == [
+        "poppy_django.W102"
+    ]
+
+
+def test_dpop_checks_only_for_the_dpop_verifier(settings: Any) -> None:
+    assert ids(settings, AUTHENTICATE="poppy_django.auth.fake.verify", ISSUER=None, TOKENS={}) == []
+
+
+def test_registered(settings: Any) -> None:
+    from django.core import checks
+
+    register_auth_checks()
+    register_auth_checks()
+    registered = checks.registry.registry.get_checks()
+    assert check_dev_authority in registered and check_dpop_verifier in registered

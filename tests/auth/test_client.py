@@ -1,0 +1,154 @@
+"""The personal-agent client: SSE parsing, and a whole conversation against a live server
+with the development authority and the DPoP verifier (what an outside client would do)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from poppy_django.auth import dev_authority, dpop
+from poppy_django.client import DPoPKey, PoppyClient, PoppyClientError, SSEFrame, iter_sse
+
+
+def test_sse_parser() -> None:
+    lines = [
+        ": keep-alive",
+        "",
+        "event: text-delta",
+        'data: {"message_id": "m1", "text": "Hel"}',
+        "",
+        "id: evt_2",
+        'data: {"type":',
+        'data:"state"}',
+        "",
+        "id: evt_3",
+        "",  # no data: nothing dispatched
+        "data: x",
+        "unknown: field",
+        "retry: 100",
+        "",
+        "data: trailing without blank line",
+    ]
+    assert list(iter_sse(lines)) == [
+        SSEFrame(event="text-delta", data='{"message_id": "m1", "text": "Hel"}', id=None),
+        SSEFrame(event="message", data='{"type":\n"state"}', id="evt_2"),
+        SSEFrame(event="message", data="x", id=None),
+    ]
+
+
+def test_proof_names_the_url_without_query() -> None:
+    import jwt
+
+    key = DPoPKey()
+    signed = key.proof(
+        "get", "https://a.example/p/c/1/events?wait=30#x", access_token="t", nonce="n"
+    )
+    header = jwt.get_unverified_header(signed)
+    claims = jwt.decode(signed, key.private_key.public_key(), algorithms=["ES256"])
+    assert header["typ"] == "dpop+jwt" and header["jwk"] == key.public_jwk
+    assert claims["htm"] == "GET" and claims["htu"] == "https://a.example/p/c/1/events"
+    assert claims["nonce"] == "n" and "ath" in claims
+
+
+@pytest.fixture
+def asgi_server(transactional_db: None) -> Iterator[str]:
+    """The example project under uvicorn in a thread (SSE needs ASGI; live_server is WSGI)."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+    from django.core.asgi import get_asgi_application
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        get_asgi_application(), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:  # readiness, not a timing assumption
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(20)
+
+
+@pytest.fixture
+def live(settings: Any, asgi_server: str, tmp_path: Path) -> Iterator[str]:
+    settings.POPPY = {
+        **settings.POPPY,
+        "AUTHENTICATE": "poppy_django.auth.dpop.verify",
+        "BASE_URL": asgi_server,
+        "ISSUER": None,
+        "TOKENS": {"REQUIRE_NONCE": True},
+        "DEV_AUTHORITY": {"KEY_FILE": str(tmp_path / "key.pem")},
+    }
+    dpop.reset()
+    yield asgi_server + "/poppy/conversations"
+    dpop.reset()
+
+
+def settle(client: PoppyClient, conversation_id: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(20):
+        page = client.events(conversation_id, cursor, wait=5)
+        events += page["events"]
+        cursor = page["cursor"]
+        states = [e for e in events if e["type"] == "state"]
+        if states and states[-1]["status"] != "working":
+            return events
+    raise AssertionError(events)
+
+
+def test_whole_conversation_over_http(live: str) -> None:
+    key = DPoPKey()
+    token = dev_authority.mint_token(user="u-live", jkt=key.thumbprint)
+    with PoppyClient(live, token, key=key, timeout=20) as client:
+        started = client.start("hello there")  # first try is refused for a nonce, retried once
+        assert client.nonce is not None
+        conversation_id = started["conversation_id"]
+        events = settle(client, conversation_id)
+        replies = [
+            e["message"]["text"]
+            for e in events
+            if e["type"] == "message" and e["message"]["role"] == "company"
+        ]
+        assert replies == ["You said: hello there"]
+
+        client.send(conversation_id, "again")
+        settle(client, conversation_id)
+
+        # The stream replays from the start, then follows; resume after an id skips the past.
+        frames = list(
+            itertools.islice(
+                (f for f in client.stream(conversation_id, reconnect=False) if f.id), 8
+            )
+        )
+        assert [f.json()["type"] for f in frames][:2] == ["message", "state"]
+        resumed = next(
+            f for f in client.stream(conversation_id, frames[2].id, reconnect=False) if f.id
+        )
+        assert resumed.id == frames[3].id
+
+        assert client.close(conversation_id)["status"] == "closed"
+        tail = list(client.stream(conversation_id, frames[-1].id))  # ends after "closed"
+        assert tail[-1].json()["status"] == "closed"
+
+        with pytest.raises(PoppyClientError) as caught:
+            client.send(conversation_id, "after close")
+        assert caught.value.error == "conversation_closed"
+
+        client.token = dev_authority.mint_token(user="u-live", jkt=DPoPKey().thumbprint)
+        with pytest.raises(PoppyClientError) as caught:
+            client.events(conversation_id)
+        assert (caught.value.status, caught.value.error) == (401, "invalid_dpop_proof")

@@ -1,0 +1,74 @@
+"""Discovery: the protocols entry and poppy.json from settings, served at /.well-known."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import Client
+
+from poppy_django import discovery
+
+
+def test_protocol_entry_from_base_url(settings: Any) -> None:
+    settings.POPPY = {**settings.POPPY, "BASE_URL": "https://api.acme.com/ignored/path"}
+    assert discovery.protocol_entry() == {
+        "type": "poppy",
+        "endpoint": "https://api.acme.com/poppy/conversations",
+    }
+
+
+def test_protocol_entry_needs_an_origin(settings: Any) -> None:
+    settings.POPPY = {**settings.POPPY, "BASE_URL": None}
+    with pytest.raises(ImproperlyConfigured):
+        discovery.protocol_entry()
+
+
+def test_document_from_settings(settings: Any) -> None:
+    settings.POPPY = {
+        **settings.POPPY,
+        "BASE_URL": "https://api.acme.com",
+        "ISSUER": "https://auth.acme.com",
+        "DISCOVERY": {
+            "ORGANIZATION": {"name": "Acme Outfitters"},
+            "AUTH": {"registration": "dynamic"},
+            "EXTRA": {"docs": "https://acme.com/poppy"},
+        },
+    }
+    assert discovery.poppy_document() == {
+        "protocol_version": "0.1",
+        "organization": {"name": "Acme Outfitters"},
+        "auth": {"issuer": "https://auth.acme.com", "registration": "dynamic"},
+        "agent": {
+            "protocols": [{"type": "poppy", "endpoint": "https://api.acme.com/poppy/conversations"}]
+        },
+        "docs": "https://acme.com/poppy",
+    }
+
+
+def test_unknown_discovery_key_is_named(settings: Any) -> None:
+    settings.POPPY = {**settings.POPPY, "BASE_URL": "https://a.example", "DISCOVERY": {"ORG": {}}}
+    with pytest.raises(ImproperlyConfigured, match="ORG"):
+        discovery.poppy_document()
+
+
+@pytest.mark.urls("tests.auth.urls")
+def test_view_uses_the_request_origin_and_dev_issuer(settings: Any) -> None:
+    settings.POPPY = {**settings.POPPY, "BASE_URL": None, "ISSUER": None, "DEV_AUTHORITY": True}
+    response = Client().get("/.well-known/poppy.json", HTTP_HOST="localhost:8765")
+    assert response.status_code == 200
+    assert response["Access-Control-Allow-Origin"] == "*"
+    document = response.json()
+    assert document["agent"]["protocols"] == [
+        {"type": "poppy", "endpoint": "http://localhost:8765/poppy/conversations"}
+    ]
+    assert document["auth"]["issuer"] == "http://localhost:8000"
+    assert document["auth"]["jwks_uri"] == "http://localhost:8765/.well-known/jwks.json"
+
+
+@pytest.mark.urls("tests.auth.urls")
+def test_https_issuer_upgrades_the_endpoint(settings: Any) -> None:
+    settings.POPPY = {**settings.POPPY, "BASE_URL": None, "ISSUER": "https://auth.acme.com"}
+    document = Client().get("/.well-known/poppy.json", HTTP_HOST="localhost").json()
+    assert document["agent"]["protocols"][0]["endpoint"] == "https://localhost/poppy/conversations"
