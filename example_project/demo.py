@@ -94,9 +94,8 @@ def show(event: dict[str, Any]) -> None:
         print(f"  {who:>16} │ {message.get('text', '')}")
         data = message.get("data") or {}
         for action in data.get("actions", []):
-            print(
-                f"  {'':>16} │   ↳ action {action['tool']}: {action['status']} — {action['summary']}"
-            )
+            outcome = f"{action['tool']}: {action['status']} — {action['summary']}"
+            print(f"  {'':>16} │   ↳ action {outcome}")
         for component in data.get("components", []):
             print(f"  {'':>16} │   ↳ component {component['name']} {component['props']}")
     elif kind == "state":
@@ -154,6 +153,7 @@ def main() -> None:
         "POPPY_BASE_URL": url,
         "POPPY_LOG_LEVEL": "WARNING",
         "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "example_project.settings",
     }
     print(f"Embedded mode: SQLite in {workdir}, turns on in-process threads.")
     manage(env, "migrate", "-v0")

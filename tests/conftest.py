@@ -95,7 +95,7 @@ class PersonalAgent:
         events: list[dict] = []
         cursor = None
         while True:
-            query = f"?wait=2" + (f"&cursor={cursor}" if cursor else "")
+            query = "?wait=2" + (f"&cursor={cursor}" if cursor else "")
             page = self.read(conversation_id, query).json()
             events += page["events"]
             cursor = page["cursor"]
@@ -124,6 +124,18 @@ def agent() -> PersonalAgent:
 def acct1() -> PersonalAgent:
     """A personal agent signed in to acct-1 with poppy:read and poppy:write."""
     return PersonalAgent(account_id="acct-1", scopes=("poppy:read", "poppy:write"))
+
+
+@pytest.fixture(autouse=True)
+def _acme_orders(request: pytest.FixtureRequest) -> None:
+    """Transactional tests flush the database, seed orders included: put them back."""
+    if request.node.get_closest_marker("django_db") is None:
+        return
+    request.getfixturevalue("_django_db_marker")
+    from example_project.shop.models import Order
+    from example_project.shop.seed import seed_orders
+
+    seed_orders(Order)
 
 
 @pytest.fixture(autouse=True)

@@ -2,19 +2,11 @@
 
 from django.db import migrations
 
-SEED = [
-    ("A-1", "acct-1", "Trail running shoes", "shipped"),
-    ("A-2", "acct-1", "Rain jacket", "processing"),
-    ("B-1", "acct-2", "Camping stove", "shipped"),
-]
+from example_project.shop.seed import SEED, seed_orders
 
 
 def seed(apps, schema_editor):
-    Order = apps.get_model("shop", "Order")
-    for order_id, account_id, item, status in SEED:
-        Order.objects.update_or_create(
-            id=order_id, defaults={"account_id": account_id, "item": item, "status": status}
-        )
+    seed_orders(apps.get_model("shop", "Order"))
 
 
 def unseed(apps, schema_editor):

@@ -1,0 +1,110 @@
+"""The embedded default (SQLite, in-process threads) has the same semantics as production."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from poppy_django.maintenance import reap
+from poppy_django.models import Conversation, Status
+from tests.conftest import PersonalAgent, kinds, messages
+from tests.multiprocess.cluster import free_port
+
+pytestmark = [pytest.mark.embedded, pytest.mark.django_db(transaction=True)]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_conversation_is_answered_on_sqlite_by_in_process_threads(agent: PersonalAgent):
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    events = agent.settled(conversation_id)
+    assert kinds(events) == [
+        ("message", "user"),
+        ("state", "working", "agent"),
+        ("message", "company"),
+        ("state", "idle", "agent"),
+    ]
+    assert messages(events)[1]["text"] == "You said: hello"
+
+
+def test_concurrent_conversations_all_get_answered(acct1: PersonalAgent):
+    started = [acct1.start(f"hello {n}").json()["conversation_id"] for n in range(8)]
+    errors: list[BaseException] = []
+
+    def follow_up(conversation_id: str) -> None:
+        try:
+            assert acct1.send(conversation_id, "my orders").status_code == 202
+        except BaseException as exc:  # collected and re-raised in the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=follow_up, args=(cid,)) for cid in started]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    for conversation_id in started:
+        events = acct1.events_until(
+            conversation_id,
+            lambda evs: (
+                any(m.get("text", "").startswith("Your orders") for m in messages(evs))
+                and evs[-1]["type"] == "state"
+                and evs[-1]["status"] == "idle"
+            ),
+        )
+        assert messages(events)[-1]["text"] == "Your orders: A-1 (shipped), A-2 (processing)."
+
+
+def test_a_turn_whose_owner_died_is_taken_up_again_once(agent: PersonalAgent):
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    agent.settled(conversation_id)
+    # A message recorded while its writer "died": working, leased by a gone owner.
+    from poppy_django.executors import ThreadExecutor
+
+    original = ThreadExecutor.dispatch
+    ThreadExecutor.dispatch = classmethod(lambda cls, cid: None)  # the dispatch is lost
+    try:
+        agent.send(conversation_id, "are you there?")
+    finally:
+        ThreadExecutor.dispatch = original
+    Conversation.objects.filter(pk=conversation_id).update(
+        lease_owner="dead-worker", lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert reap() == [conversation_id]
+    events = agent.settled(conversation_id)
+    replies = [m for m in messages(events) if m["role"] == "company"]
+    assert [r["text"] for r in replies] == ["You said: hello", "You said: are you there?"]
+    assert Conversation.objects.get(pk=conversation_id).status == Status.IDLE
+    assert reap() == []
+
+
+@pytest.mark.django_db(transaction=False)
+def test_make_demo_holds_a_whole_conversation_over_http():
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    result = subprocess.run(
+        [sys.executable, "-m", "example_project.demo", "--port", str(free_port())],
+        cwd=ROOT,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for expected in (
+        "We are open Monday to Friday",
+        "authorization: sign_in_required (scope poppy:read)",
+        "Your orders: A-1 (shipped), A-2 (processing).",
+        "authorization: insufficient_scope (scope poppy:write)",
+        "action cancel_order: succeeded",
+        "component order_card",
+        "closed (agent)",
+        "Demo complete.",
+    ):
+        assert expected in out, out
