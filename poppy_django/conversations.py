@@ -286,6 +286,8 @@ def close_locked(
     direct = open_direct(conversation)
     if direct is not None:
         close_locked(log.lock(direct.id), by=by, meta=meta)
+        # That appended direct_closed here through another instance: take up its sequence.
+        conversation.refresh_from_db(fields=["last_seq"])
     if conversation.status == Status.QUEUED:
         handoff.cancel_on_commit(conversation.id)
     conversation.closed_at = timezone.now()
