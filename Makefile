@@ -41,7 +41,7 @@ migrations-check: $(STAMP)
 pytest: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/poppy} \
 	POPPY_TEST_REDIS_URL=$${POPPY_TEST_REDIS_URL:-redis://127.0.0.1:6379/15} \
-	$(PY) -m pytest -p no:cacheprovider
+	$(PY) -m pytest -p no:cacheprovider -m "not embedded"
 	$(PY) -m pytest -p no:cacheprovider --ds=tests.settings_embedded -m embedded tests/embedded
 
 docs: $(STAMP)

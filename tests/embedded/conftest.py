@@ -1,10 +1,21 @@
+"""The embedded tests run only on the embedded settings: ``--ds=tests.settings_embedded``."""
+
 import pytest
 from django.conf import settings
 
 
-@pytest.fixture(autouse=True)
-def _embedded_only() -> None:
-    """These tests are about the embedded default: refuse to run them on another setup."""
-    assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
-    assert settings.POPPY["EXECUTOR"] == "poppy_django.executors.ThreadExecutor"
-    assert not getattr(settings, "EVENTSTREAM_REDIS", None)
+def _embedded() -> bool:
+    return (
+        settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+        and settings.POPPY["EXECUTOR"] == "poppy_django.executors.ThreadExecutor"
+        and not getattr(settings, "EVENTSTREAM_REDIS", None)
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if _embedded():
+        return
+    skip = pytest.mark.skip(reason="embedded-mode test: run with --ds=tests.settings_embedded")
+    for item in items:
+        if "tests/embedded/" in str(item.fspath):
+            item.add_marker(skip)

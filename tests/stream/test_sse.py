@@ -1,0 +1,192 @@
+"""The SSE stream, rule by rule, through the real ASGI handler (in-process).
+
+The same rules across processes and a Redis restart are in tests/multiprocess.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.test import override_settings
+from django_eventstream.views import get_listener_manager
+
+from poppy_django import service
+from poppy_django.models import Conversation, Event
+from tests.conftest import PersonalAgent, messages
+from tests.stream.asgi import get
+
+pytestmark = pytest.mark.django_db(transaction=True)
+SSE = {"accept": "text/event-stream"}
+
+
+def _headers(pa: PersonalAgent, **extra: str) -> dict[str, str]:
+    return {"authorization": pa.headers()["HTTP_AUTHORIZATION"], **SSE, **extra}
+
+
+def _path(conversation_id: str, query: str = "") -> str:
+    return f"/poppy/conversations/{conversation_id}/events{query}"
+
+
+def _closed_conversation(pa: PersonalAgent) -> tuple[str, list[dict]]:
+    conversation_id = pa.start("hello").json()["conversation_id"]
+    pa.settled(conversation_id)
+    pa.post(f"/{conversation_id}/close", {})
+    return conversation_id, pa.read(conversation_id).json()["events"]
+
+
+def test_stream_frames_every_stored_event_with_its_id_and_json(agent: PersonalAgent):
+    conversation_id, stored = _closed_conversation(agent)
+    response = get(_path(conversation_id), _headers(agent))
+    assert response.status == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.headers["cache-control"] == "no-cache"
+    frames = [f for f in response.frames if f.comment is None]
+    assert [f.id for f in frames] == [e["id"] for e in stored]
+    assert [f.data for f in frames] == stored
+    assert all(f.event is None for f in frames)
+
+
+def test_stream_ends_after_the_closed_state_event(agent: PersonalAgent):
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    agent.settled(conversation_id)
+
+    def close_soon() -> None:
+        time.sleep(0.5)
+        service.close(conversation_id)
+
+    threading.Thread(target=close_soon).start()
+    response = get(_path(conversation_id), _headers(agent), timeout=20)
+    last = response.stored[-1]
+    assert last["type"] == "state" and last["status"] == "closed"
+
+
+def test_resume_after_last_event_id_sends_only_what_follows(agent: PersonalAgent):
+    conversation_id, stored = _closed_conversation(agent)
+    response = get(_path(conversation_id), _headers(agent, **{"last-event-id": stored[1]["id"]}))
+    assert response.stored == stored[2:]
+    # ``cursor`` does the same; Last-Event-ID wins when both are given.
+    by_cursor = get(_path(conversation_id, f"?cursor={stored[2]['id']}"), _headers(agent))
+    assert by_cursor.stored == stored[3:]
+    both = get(
+        _path(conversation_id, f"?cursor={stored[0]['id']}"),
+        _headers(agent, **{"last-event-id": stored[3]["id"]}),
+    )
+    assert both.stored == stored[4:]
+
+
+@pytest.mark.parametrize("bad", ["garbage", "evt_x_1", "evt_other_2"])
+def test_a_bad_resume_point_is_a_json_error_before_the_stream_opens(agent: PersonalAgent, bad):
+    conversation_id, _ = _closed_conversation(agent)
+    response = get(_path(conversation_id), _headers(agent, **{"last-event-id": bad}))
+    assert response.status == 400
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["error"] == "invalid_cursor"
+
+
+def test_a_pruned_resume_point_is_cursor_expired(agent: PersonalAgent):
+    conversation_id, stored = _closed_conversation(agent)
+    Event.objects.filter(conversation_id=conversation_id, seq__lte=2).delete()
+    Conversation.objects.filter(pk=conversation_id).update(pruned_before_seq=3)
+    response = get(_path(conversation_id), _headers(agent, **{"last-event-id": stored[0]["id"]}))
+    assert response.status == 410 and response.json()["error"] == "cursor_expired"
+
+
+def test_a_stream_is_authenticated_and_owned_like_any_read(agent: PersonalAgent):
+    conversation_id, _ = _closed_conversation(agent)
+    stranger = PersonalAgent()
+    response = get(_path(conversation_id), _headers(stranger))
+    assert response.status == 404 and response.json()["error"] == "conversation_not_found"
+    unauthenticated = get(_path(conversation_id), SSE)
+    assert unauthenticated.status == 401 and unauthenticated.json()["error"] == "invalid_token"
+
+
+@override_settings()
+def test_keep_alive_comments_hold_a_quiet_stream_open(agent: PersonalAgent, settings):
+    settings.POPPY = {**settings.POPPY, "STREAM_KEEPALIVE_SECONDS": 0.2, "STREAM_MAX_SECONDS": 1.0}
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    agent.settled(conversation_id)
+    response = get(_path(conversation_id), _headers(agent), timeout=20)
+    comments = [f.comment for f in response.frames if f.comment is not None]
+    assert comments.count("keep-alive") >= 2
+
+
+@override_settings()
+def test_a_stream_closes_after_its_maximum_time(agent: PersonalAgent, settings):
+    settings.POPPY = {**settings.POPPY, "STREAM_MAX_SECONDS": 0.5}
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    agent.settled(conversation_id)
+    began = time.monotonic()
+    response = get(_path(conversation_id), _headers(agent), timeout=20)
+    assert response.status == 200
+    assert time.monotonic() - began < 10
+    assert response.stored[-1]["status"] == "idle"  # ended by time, not by closing
+
+
+def test_deltas_come_live_without_id_before_their_complete_message(agent: PersonalAgent):
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    events = agent.settled(conversation_id)
+
+    def slow_then_close() -> None:
+        time.sleep(0.5)
+        agent.send(conversation_id, "#slow")
+        agent.settled(conversation_id)
+        agent.post(f"/{conversation_id}/close", {})
+
+    threading.Thread(target=slow_then_close).start()
+    response = get(
+        _path(conversation_id), _headers(agent, **{"last-event-id": events[-1]["id"]}), timeout=30
+    )
+    frames = [f for f in response.frames if f.comment is None]
+    deltas = [f for f in frames if f.event == "text-delta"]
+    reply_index = next(
+        i
+        for i, f in enumerate(frames)
+        if f.event is None
+        and f.data["type"] == "message"
+        and f.data["message"]["role"] == "company"
+    )
+    reply = frames[reply_index].data["message"]
+    assert len(deltas) >= 3 and all(f.id is None for f in deltas)
+    assert all(frames.index(d) < reply_index for d in deltas)
+    assert {d.data["message_id"] for d in deltas} == {reply["id"]}
+    assert "".join(d.data["text"] for d in deltas) == reply["text"]
+
+    # A resumed stream never replays deltas.
+    replay = get(_path(conversation_id, "?cursor=" + events[-1]["id"]), _headers(agent))
+    assert not [f for f in replay.frames if f.event == "text-delta"]
+    assert [m["text"] for m in messages(replay.stored)] == ["#slow", reply["text"]]
+
+
+def _listeners() -> int:
+    manager = get_listener_manager()
+    with manager.lock:
+        return sum(len(group) for group in manager.listeners_by_channel.values())
+
+
+def test_clients_that_hang_up_free_their_listener(agent: PersonalAgent):
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    agent.settled(conversation_id)
+    before = _listeners()
+    for _ in range(1000):
+        response = get(
+            _path(conversation_id), _headers(agent), hang_up=lambda body: b"id: " in body
+        )
+        assert response.status == 200
+    assert _listeners() == before
+
+
+def test_long_polls_that_hang_up_free_their_listener(agent: PersonalAgent):
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    cursor = agent.settled(conversation_id)[-1]["id"]
+    before = _listeners()
+    headers = {"authorization": agent.headers()["HTTP_AUTHORIZATION"]}
+    for _ in range(50):
+        started = time.monotonic()
+        response = get(
+            _path(conversation_id, f"?cursor={cursor}&wait=30"), headers, hang_up_after=0.1
+        )
+        assert response.body == b""  # hung up before any answer
+        assert time.monotonic() - started < 10
+    assert _listeners() == before
