@@ -1,0 +1,288 @@
+"""The core system checks: each id fires on its misconfiguration, and only then."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core import checks as django_checks
+from django.test import override_settings
+
+from poppy_django import checks
+from poppy_django.checks import check_auth, check_settings
+
+CELERY = "poppy_django.executors.CeleryExecutor"
+REDIS_FANOUT = {"host": "127.0.0.1", "port": 6379, "db": 15}
+REDIS_CACHE = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": "redis://127.0.0.1:6379/15",
+    }
+}
+#: A production configuration every check is happy with (DEBUG=False).
+GOOD_PRODUCTION = {
+    "BASE_URL": "https://api.acme.example",
+    "AUTHENTICATE": "poppy_django.auth.fake.verify",
+    "EXECUTOR": CELERY,
+    "DEV_AUTHORITY": False,
+}
+
+
+@contextmanager
+def configured(debug: bool = True, **poppy: Any) -> Iterator[None]:
+    """The test settings' POPPY with ``poppy`` on top."""
+    merged = {**settings.POPPY, **poppy}
+    with override_settings(DEBUG=debug, POPPY=merged):
+        yield
+
+
+def ids(debug: bool = True, **poppy: Any) -> list[str]:
+    with configured(debug, **poppy):
+        return sorted(message.id or "" for message in check_settings())
+
+
+@contextmanager
+def production(**extra_settings: Any) -> Iterator[None]:
+    values = {
+        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/15",
+        "EVENTSTREAM_REDIS": REDIS_FANOUT,
+        "CACHES": REDIS_CACHE,
+        **extra_settings,
+    }
+    with override_settings(**values):
+        yield
+
+
+def test_the_example_project_passes():
+    assert ids() == []
+
+
+def test_a_good_production_configuration_passes():
+    with production():
+        assert ids(debug=False, **GOOD_PRODUCTION) == []
+
+
+# -- E001 ... E003, W001: the original checks ---------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["AUTHENTICATE", "ACTOR_FOR", "EXECUTOR", "ACTION_FORMATTER"])
+def test_e001_an_import_string_that_cannot_be_imported(key):
+    assert ids(**{key: "nowhere.at_all"}) == ["poppy_django.E001"]
+
+
+def test_e001_a_hook_that_cannot_be_imported():
+    assert ids(HANDOFF_HOOKS={"request": "nowhere.at_all"}) == ["poppy_django.E001"]
+    assert ids(DIRECT_HOOKS={"opened": "nowhere.at_all"}) == ["poppy_django.E001"]
+
+
+def test_w001_no_verifier():
+    assert ids(AUTHENTICATE=None) == ["poppy_django.W001"]
+
+
+def test_e002_actions_policy():
+    assert ids(ACTIONS="approve-all") == ["poppy_django.E002"]
+    assert ids(ACTIONS="reject") == []
+
+
+def test_e003_heartbeat_not_shorter_than_the_lease():
+    assert ids(LEASE_SECONDS=10.0, HEARTBEAT_SECONDS=10.0) == ["poppy_django.E003"]
+    assert ids(LEASE_SECONDS=10.0, HEARTBEAT_SECONDS=3.0) == []
+
+
+# -- W002, W003: embedded pieces with DEBUG=False ----------------------------------------
+
+
+def test_w002_w003_the_embedded_default_in_production():
+    with override_settings(CACHES=REDIS_CACHE):
+        embedded = {**GOOD_PRODUCTION, "EXECUTOR": "poppy_django.executors.ThreadExecutor"}
+        assert ids(debug=False, **embedded) == ["poppy_django.W002", "poppy_django.W003"]
+        assert ids(debug=True, **embedded) == []
+    with production():
+        assert ids(debug=False, **embedded) == ["poppy_django.W002"]
+
+
+# -- E004: unknown keys --------------------------------------------------------------------
+
+
+def test_e004_unknown_poppy_keys_are_a_check_error_not_a_crash():
+    # Only our tags: Django's URL checks import the URLconf, and poppy_django.urls reads
+    # POPPY["PATH"] at import, which still raises for an unknown key (docs: troubleshooting).
+    tags = [django_checks.Tags.compatibility, django_checks.Tags.security]
+    with configured(PAGESIZE=50):
+        messages = django_checks.run_checks(tags=tags)
+    poppy = [m for m in messages if (m.id or "").startswith("poppy_django.E")]
+    assert [m.id for m in poppy] == ["poppy_django.E004"]
+    assert "PAGESIZE" in poppy[0].msg
+
+
+def test_e004_alone_when_the_dict_is_unreadable():
+    with configured(PAGESIZE=50, ACTIONS="bogus"):
+        assert [m.id for m in check_settings()] == ["poppy_django.E004"]
+        assert check_auth() == []  # no crash: the auth checks wait for E004 to be fixed
+    with override_settings(POPPY=["AGENT", "support"]):
+        assert [m.id for m in check_settings()] == ["poppy_django.E004"]
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("DISCOVERY", {"ORGANISATION": {}}),
+        ("TEXTS", {"failed_trun": "Oops."}),
+        ("HANDOFF_HOOKS", {"requested": "example_project.shop.desk.request_handoff"}),
+        ("DIRECT_HOOKS", {"open": "example_project.shop.desk.cancel_handoff"}),
+        ("TEXTS", "Oops."),
+    ],
+)
+def test_e004_unknown_keys_inside_dict_settings(key, value):
+    assert ids(**{key: value}) == ["poppy_django.E004"]
+
+
+# -- E005: out of range ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key, bad, good",
+    [
+        ("PAGE_SIZE", 0, 1),
+        ("PAGE_SIZE", 1001, 1000),
+        ("PAGE_SIZE", 50.0, 50),
+        ("PAGE_SIZE", "100", 100),
+        ("WAIT_MAX_SECONDS", 0, 0.5),
+        ("WAIT_MAX_SECONDS", 31, 30),
+        ("WAIT_MAX_SECONDS", -1, 10),
+        ("MAX_BODY_BYTES", 100, 1024),
+        ("MAX_BODY_BYTES", 64 * 1024 * 1024, 2 * 1024 * 1024),
+        ("MAX_BODY_BYTES", True, 4096),
+        ("EXECUTOR_THREADS", 0, 1),
+        ("STREAM_MAX_SECONDS", 0, 60),
+        ("RETENTION_SECONDS", -5, 86400),
+    ],
+)
+def test_e005_numbers_out_of_range(key, bad, good):
+    assert ids(**{key: bad}) == ["poppy_django.E005"]
+    assert ids(**{key: good}) == []
+
+
+# -- W004: retention -------------------------------------------------------------------------
+
+
+def test_w004_retention_shorter_than_the_resume_window():
+    assert ids(RETENTION_SECONDS=600) == ["poppy_django.W004"]
+    assert ids(RETENTION_SECONDS=3599) == ["poppy_django.W004"]
+    assert ids(RETENTION_SECONDS=3600) == []
+    assert ids(RETENTION_SECONDS=None) == []
+    # Longer streams widen the window.
+    assert ids(RETENTION_SECONDS=7200, STREAM_MAX_SECONDS=7201) == ["poppy_django.W004"]
+    assert ids(RETENTION_SECONDS=30 * 86400) == []
+
+
+# -- E006, W005: production mode needs Redis (a broker, and fan-out) --------------------------
+
+
+def test_e006_celery_executor_without_a_broker(monkeypatch):
+    monkeypatch.setattr(checks, "celery_broker_url", lambda: None)
+    with override_settings(EVENTSTREAM_REDIS=REDIS_FANOUT):
+        assert ids(EXECUTOR=CELERY) == ["poppy_django.E006"]
+
+
+def test_the_broker_is_found_in_settings_or_the_environment(monkeypatch):
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
+    with override_settings(CELERY_BROKER_URL="redis://127.0.0.1:6379/1"):
+        assert checks.celery_broker_url() == "redis://127.0.0.1:6379/1"
+    monkeypatch.setenv("CELERY_BROKER_URL", "redis://broker.internal:6379/0")
+    assert checks.celery_broker_url() in {
+        "redis://broker.internal:6379/0",  # through the Celery app's configuration
+        getattr(settings, "CELERY_BROKER_URL", None),
+    }
+
+
+def test_w005_celery_executor_without_redis_fan_out():
+    with override_settings(CELERY_BROKER_URL="redis://127.0.0.1:6379/15"):
+        assert ids(EXECUTOR=CELERY) == ["poppy_django.W005"]
+        # With DEBUG=False it is still W005, and W003 does not repeat it.
+        with override_settings(CACHES=REDIS_CACHE):
+            assert ids(debug=False, **GOOD_PRODUCTION) == ["poppy_django.W005"]
+
+
+def test_no_production_mode_checks_for_the_thread_executor():
+    assert ids(EXECUTOR="poppy_django.executors.ThreadExecutor") == []
+
+
+# -- E007, W006: agents and models ------------------------------------------------------------
+
+
+def test_e007_the_agent_is_not_registered():
+    assert ids(AGENT="sales") == ["poppy_django.E007"]
+
+
+def test_w006_models_for_unknown_agents_or_unusable_models():
+    assert ids(MODELS={"salse": "scripted"}) == ["poppy_django.W006"]
+    assert ids(MODEL="no-such-provider:model") == ["poppy_django.W006"]
+    assert ids(MODELS={"support": "no-such-provider:model"}) == ["poppy_django.W006"]
+    assert ids(MODEL="test") == []  # pydantic-ai's offline test model
+
+
+# -- W007: https in production ----------------------------------------------------------------
+
+
+def test_w007_plain_http_base_url_in_production():
+    with production():
+        plain = {**GOOD_PRODUCTION, "BASE_URL": "http://api.acme.example"}
+        assert ids(debug=False, **plain) == ["poppy_django.W007"]
+        assert ids(debug=True, **plain) == []
+
+
+# -- E008: texts ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key, text",
+    [
+        ("sign_in_required", "Sign in for {permission}."),
+        ("handoff_unavailable", "Nobody: {}"),
+        ("action_succeeded", "Done: {summary"),
+        ("insufficient_scope", 42),
+    ],
+)
+def test_e008_texts_the_app_cannot_format(key, text):
+    assert ids(TEXTS={key: text}) == ["poppy_django.E008"]
+
+
+def test_texts_with_the_available_fields_pass():
+    texts = {
+        "sign_in_required": "Sign in ({scope}).",
+        "handoff_unavailable": "Nobody can join: {reason}",
+        "action_failed": "{tool}: {summary_lower} failed ({error}).",
+        "failed_turn": "Oops {not formatted}",
+    }
+    assert ids(TEXTS=texts) == []
+    # A custom formatter chooses its own fields.
+    custom = "tests.ops.test_checks.format_action_shouting"
+    assert ids(ACTION_FORMATTER=custom, TEXTS={"action_failed": "{anything}"}) == []
+    assert ids(TEXTS={"action_failed": "{anything}"}) == ["poppy_django.E008"]
+
+
+def format_action_shouting(action: dict[str, Any], texts: dict[str, str]) -> str:
+    return texts["action_failed"].format(anything=str(action.get("tool")).upper())
+
+
+# -- E009: time zones -------------------------------------------------------------------------
+
+
+def test_e009_use_tz_off():
+    with override_settings(USE_TZ=False):
+        assert ids() == ["poppy_django.E009"]
+
+
+# -- registration ---------------------------------------------------------------------------
+
+
+def test_the_core_and_auth_checks_are_registered_and_run():
+    registered = django_checks.registry.registry.get_checks()
+    assert check_settings in registered and check_auth in registered
+    with configured(debug=False, DEV_AUTHORITY=True):
+        found = {m.id for m in django_checks.run_checks()}
+    assert "poppy_django.E101" in found
