@@ -40,7 +40,9 @@ def refused(info: dict[str, Any], verify: Callable[[Any], Any] | None = None) ->
     refusal = caught.value
     assert refusal.description == dpop.DESCRIPTIONS[refusal.error]
     assert refusal.www_authenticate.startswith(f'DPoP error="{refusal.error}"')
-    assert 'algs="ES256 RS256 EdDSA"' in refusal.www_authenticate
+    assert f'algs="{" ".join(dpop.get_verifier().options.dpop_algorithms)}"' in (
+        refusal.www_authenticate
+    )
     return refusal
 
 
@@ -494,4 +496,33 @@ def test_verify_uses_the_configured_verifier(issuer: Issuer, pa_key: DPoPKey) ->
     token = issuer.token(jkt=pa_key.thumbprint, now=now)
     assert dpop.verify(
         request_info("POST", URL, token, pa_key.proof("POST", URL, access_token=token))
+    )
+
+
+def test_asymmetric_algorithms_outside_the_configured_lists_are_refused(
+    settings: Any, pa_key: DPoPKey
+) -> None:
+    """ES384 is a fine algorithm, but not one the (default) lists allow."""
+    p384 = ec.generate_private_key(ec.SECP384R1())
+    issuer = Issuer()
+    issuer.keys["k384"] = ("ES384", p384)
+    dpop_poppy(settings, issuer)
+    token = issuer.token(jkt=pa_key.thumbprint, now=NOW, kid="k384")
+    signed = proof(pa_key, "POST", URL, token, now=NOW)
+    assert refused(request_info("POST", URL, token, signed)).error == "invalid_token"
+
+    token = issuer.token(jkt=thumbprint(public_jwk(p384.public_key())), now=NOW)
+    jwk = public_jwk(p384.public_key())
+    signed = proof(
+        pa_key, "POST", URL, token, now=NOW, header={"jwk": jwk}, signing_key=p384, alg="ES384"
+    )
+    assert refused(request_info("POST", URL, token, signed)).error == "invalid_dpop_proof"
+
+    # Narrowed lists: RS256 tokens and EdDSA proofs are refused, ES256 still accepted.
+    rsa_issuer = Issuer(alg="RS256")
+    dpop_poppy(settings, rsa_issuer, ALGORITHMS=["ES256"], DPOP_ALGORITHMS=["ES256"])
+    token = rsa_issuer.token(jkt=pa_key.thumbprint, now=NOW)
+    assert (
+        refused(request_info("POST", URL, token, proof(pa_key, "POST", URL, token, now=NOW))).error
+        == "invalid_token"
     )
