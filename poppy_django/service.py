@@ -114,9 +114,16 @@ def human_left(conversation_id: str, *, by: str = "", request_id: str | None = N
     conversation.assignee = ""
     conversation.handoff_requested_at = None
     conversation.save(update_fields=["assignee", "handoff_requested_at", "updated_at"])
-    unanswered = Event.objects.filter(
-        conversation=conversation, role="user", seq__gt=conversation.answered_seq
-    ).exists()
+    # Context-only messages start no turn: only text or data is waiting for an answer.
+    unanswered = any(
+        "text" in event.payload["message"] or "data" in event.payload["message"]
+        for event in Event.objects.filter(
+            conversation=conversation,
+            type=EventType.MESSAGE,
+            role="user",
+            seq__gt=conversation.answered_seq,
+        )
+    )
     status = Status.WORKING if unanswered else Status.IDLE
     log.set_state(
         conversation, status=status, responder=Responder.AGENT, meta=_meta(request_id, by)

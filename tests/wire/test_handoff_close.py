@@ -176,6 +176,23 @@ def test_the_company_side_service(agent, hooks):
     assert (state.status, state.responder) == ("idle", "agent")
 
 
+def test_when_the_person_leaves_context_only_messages_start_no_turn(agent, hooks):
+    conversation_id = quiet_start(agent)
+    agent.post(f"/{conversation_id}/handoff")
+    service.human_joined(conversation_id, by="sam")
+    agent.send(conversation_id, None, context={"user_available": False})
+    service.human_left(conversation_id, by="sam")
+    ThreadExecutor.shutdown(wait=True)
+    events = agent.read(conversation_id).json()["events"]
+    assert kinds(events) == [
+        ("message", "user"),
+        ("state", "queued", "agent"),
+        ("state", "idle", "human"),
+        ("message", "user"),
+        ("state", "idle", "agent"),
+    ]
+
+
 def test_the_company_side_reports_an_unavailable_handoff(agent, hooks):
     conversation_id = quiet_start(agent)
     agent.post(f"/{conversation_id}/handoff")

@@ -136,3 +136,29 @@ def test_posts_need_no_csrf_token(agent):
     )
     assert response.status_code == 201, response.content
     assert set(response.json()) == ANSWER_KEYS
+
+
+@pytest.mark.parametrize("accept", ["*/*", "application/json", "text/html", ""])
+def test_answers_are_json_whatever_the_client_accepts(agent, accept):
+    body = {"message": {"id": f"acc-{len(accept)}", "sender": "agent", "context": {"a": 1}}}
+    response = agent.post("", body, HTTP_ACCEPT=accept)
+    assert response.status_code == 201
+    assert response["Content-Type"].startswith("application/json")
+    conversation_id = response.json()["conversation_id"]
+    read = agent.read(conversation_id, "?wait=0", HTTP_ACCEPT=accept)
+    assert read.status_code == 200 and read["Content-Type"].startswith("application/json")
+    assert_error(agent.read("cnv_nope", HTTP_ACCEPT=accept), 404, "conversation_not_found")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Django's CommonMiddleware refuses the Host before the view runs, with an HTML 400",
+)
+def test_a_host_that_is_not_served_is_a_json_error(agent):
+    before = rows()
+    body = {"message": {"id": "host-1", "sender": "agent", "text": "hi"}}
+    response = agent.post("", body, HTTP_HOST="evil.example")
+    assert 400 <= response.status_code < 500
+    assert response["Content-Type"].startswith("application/json"), response.content[:200]
+    assert "error" in response.json()
+    assert rows() == before

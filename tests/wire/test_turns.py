@@ -11,6 +11,8 @@ from example_project.shop.agent import STORE_HOURS
 from example_project.shop.models import Order
 from poppy_django import turns
 from poppy_django.agent.scripted import ScriptedModel
+from poppy_django.auth import Actor
+from poppy_django.auth.fake import fake_authorization
 from poppy_django.models import ActionRecord, AgentThread, Conversation
 from tests.conftest import PersonalAgent, kinds, messages
 from tests.wire.wire_support import poppy, quiet_start, wait_for
@@ -290,3 +292,67 @@ def test_after_sign_in_the_accounts_first_turn_runs_in_its_own_thread_with_a_tra
     anonymous = next(t for a, t in threads.items() if a.startswith("poppy:"))
     assert all(entry["role"] != "system" for entry in anonymous.history)
     assert "my orders please" not in json.dumps(anonymous.history)
+
+
+class ActingAgent(PersonalAgent):
+    """A personal agent whose token names the actor (``principal.actor``)."""
+
+    def __init__(self, actor_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.actor_id = actor_id
+
+    def headers(self) -> dict[str, str]:
+        return {
+            "HTTP_AUTHORIZATION": fake_authorization(
+                self.client_id,
+                self.user_id,
+                account_id=self.account_id,
+                scopes=self.scopes,
+                actor_id=self.actor_id,
+            )
+        }
+
+
+def actor_for(principal: Any, default: Any) -> Any:
+    """An ``ACTOR_FOR`` hook: a staff proxy for one user, the default for the others."""
+    if principal.user_id == "proxied-user":
+        return Actor(id="proxy-actor")
+    return None
+
+
+def thread_actors(conversation_id: str) -> list[str]:
+    return list(
+        AgentThread.objects.filter(conversation_id=conversation_id).values_list(
+            "actor_id", flat=True
+        )
+    )
+
+
+def test_a_signed_out_turn_runs_as_a_stable_anonymous_actor(agent):
+    first, _ = converse(agent, "hello")
+    second, _ = converse(agent, "hello again")
+    (actor,) = thread_actors(first)
+    assert actor.startswith("poppy:") and actor != agent.user_id
+    assert thread_actors(second) == [actor]
+    other, _ = converse(PersonalAgent(client_id=agent.client_id), "hello")
+    assert thread_actors(other)[0].startswith("poppy:") and thread_actors(other) != [actor]
+
+
+def test_a_signed_in_turn_runs_as_the_account(acct1):
+    conversation_id, _ = converse(acct1, "hello")
+    assert thread_actors(conversation_id) == ["acct-1"]
+
+
+def test_a_turn_runs_as_the_principals_actor(agent):
+    acting = ActingAgent("delegate-7", client_id=agent.client_id, user_id=agent.user_id)
+    conversation_id, _ = converse(acting, "hello")
+    assert thread_actors(conversation_id) == ["delegate-7"]
+
+
+def test_a_turn_runs_as_the_actor_for_hook_chooses(agent):
+    proxied = PersonalAgent(client_id=agent.client_id, user_id="proxied-user")
+    with poppy(ACTOR_FOR=f"{__name__}.actor_for"):
+        chosen, _ = converse(proxied, "hello")
+        default, _ = converse(agent, "hello")
+    assert thread_actors(chosen) == ["proxy-actor"]
+    assert thread_actors(default)[0].startswith("poppy:")
