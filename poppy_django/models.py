@@ -117,6 +117,10 @@ class Event(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["conversation", "seq"], name="poppy_event_seq"),
         ]
+        indexes = [
+            # A retried turn checks whether its reply (a stable message id) is written.
+            models.Index(fields=["conversation", "message_id"], name="poppy_event_message"),
+        ]
 
     def __str__(self) -> str:
         return self.public_id

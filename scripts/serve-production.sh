@@ -28,7 +28,7 @@ fi
 
 "$PY" manage.py migrate --no-input
 "$PY" -m celery -A example_project worker --concurrency "${CELERY_CONCURRENCY:-2}" --loglevel INFO &
-"$PY" -m celery -A example_project beat --loglevel INFO &
+"$PY" -m celery -A example_project beat --schedule var/celerybeat-schedule --loglevel INFO &
 trap 'kill $(jobs -p) 2>/dev/null' EXIT
 # --proxy-headers: trust X-Forwarded-* from the local proxy only.
 exec "$PY" -m uvicorn example_project.asgi:application --host 127.0.0.1 --port "$PORT" \
