@@ -307,3 +307,11 @@ def test_a_response_is_at_most_one_mebibyte(agent):
     page = response.json()
     assert page["has_more"] is True
     assert len(read_all(agent, conversation_id)) == 4
+
+
+def test_the_default_wait_cap_is_30_seconds():
+    """Not waited out here (too slow): the cap an unconfigured project applies."""
+    from poppy_django.conf import DEFAULTS, poppy_settings
+
+    assert DEFAULTS["WAIT_MAX_SECONDS"] == 30
+    assert poppy_settings.WAIT_MAX_SECONDS == 30
