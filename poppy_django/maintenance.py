@@ -54,6 +54,7 @@ def prune_events(
     report = PruneReport()
     candidates = (
         Event.objects.filter(created_at__lt=cutoff)
+        .order_by()  # the model's ordering would make DISTINCT per event
         .values_list("conversation_id", flat=True)
         .distinct()
         .iterator()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -143,6 +144,17 @@ def _finish_turns() -> Iterator[None]:
     """Turns still running would write into the next test's (flushed) database."""
     yield
     ThreadExecutor.shutdown(wait=True)
+
+
+@contextmanager
+def dispatch_lost() -> Iterator[None]:
+    """Messages recorded meanwhile are never dispatched, as if their process died at commit."""
+    original = ThreadExecutor.dispatch
+    ThreadExecutor.dispatch = classmethod(lambda cls, conversation_id: None)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        ThreadExecutor.dispatch = original  # type: ignore[method-assign]
 
 
 def messages(events: list[dict]) -> list[dict]:

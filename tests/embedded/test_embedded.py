@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from poppy_django.maintenance import reap
 from poppy_django.models import Conversation, Status
-from tests.conftest import PersonalAgent, kinds, messages
+from tests.conftest import PersonalAgent, dispatch_lost, kinds, messages
 from tests.multiprocess.cluster import free_port
 
 pytestmark = [pytest.mark.embedded, pytest.mark.django_db(transaction=True)]
@@ -65,14 +65,8 @@ def test_a_turn_whose_owner_died_is_taken_up_again_once(agent: PersonalAgent):
     conversation_id = agent.start("hello").json()["conversation_id"]
     agent.settled(conversation_id)
     # A message recorded while its writer "died": working, leased by a gone owner.
-    from poppy_django.executors import ThreadExecutor
-
-    original = ThreadExecutor.dispatch
-    ThreadExecutor.dispatch = classmethod(lambda cls, cid: None)  # the dispatch is lost
-    try:
+    with dispatch_lost():
         agent.send(conversation_id, "are you there?")
-    finally:
-        ThreadExecutor.dispatch = original
     Conversation.objects.filter(pk=conversation_id).update(
         lease_owner="dead-worker", lease_expires_at=timezone.now() - timedelta(seconds=1)
     )

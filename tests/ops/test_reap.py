@@ -1,0 +1,66 @@
+"""``poppy_reap``: conversations left working by a dead writer are taken up again, once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from poppy_django.maintenance import orphaned_conversations
+from poppy_django.models import Conversation
+from tests.conftest import PersonalAgent, dispatch_lost, messages
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _stranded(pa: PersonalAgent, text: str) -> str:
+    """A conversation whose message was recorded but never dispatched."""
+    conversation_id = pa.start("hello").json()["conversation_id"]
+    pa.settled(conversation_id)
+    with dispatch_lost():
+        pa.send(conversation_id, text)
+    return conversation_id
+
+
+def test_only_conversations_whose_writer_is_gone_are_orphaned(agent: PersonalAgent):
+    expired = _stranded(agent, "expired lease")
+    Conversation.objects.filter(pk=expired).update(
+        lease_owner="dead", lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    live = _stranded(agent, "live lease")
+    Conversation.objects.filter(pk=live).update(
+        lease_owner="alive", lease_expires_at=timezone.now() + timedelta(minutes=5)
+    )
+    just_posted = _stranded(agent, "dispatch may still be on its way")
+    never_picked_up = _stranded(agent, "dispatch lost long ago")
+    Conversation.objects.filter(pk=never_picked_up).update(
+        updated_at=timezone.now() - timedelta(minutes=5)
+    )
+    idle = agent.start("done").json()["conversation_id"]
+    agent.settled(idle)
+
+    assert sorted(orphaned_conversations()) == sorted([expired, never_picked_up])
+    assert just_posted not in orphaned_conversations() and live not in orphaned_conversations()
+
+
+def test_the_command_redispatches_and_is_idempotent(agent: PersonalAgent):
+    conversation_id = _stranded(agent, "anyone?")
+    Conversation.objects.filter(pk=conversation_id).update(
+        lease_owner="dead", lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    out = StringIO()
+    call_command("poppy_reap", stdout=out)
+    assert f"re-dispatched {conversation_id}" in out.getvalue()
+    events = agent.settled(conversation_id)
+    replies = [m["text"] for m in messages(events) if m["role"] == "company"]
+    assert replies == ["You said: hello", "You said: anyone?"]
+
+    again = StringIO()
+    call_command("poppy_reap", stdout=again)
+    assert "0 conversation(s) re-dispatched" in again.getvalue()
+    assert [m["text"] for m in messages(agent.read(conversation_id).json()["events"])].count(
+        "You said: anyone?"
+    ) == 1
