@@ -35,6 +35,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: errors raised before the endpoint's views (e.g. a bad Host) are JSON there too.
+    "poppy_django.middleware.PoppyJsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -125,6 +127,9 @@ POPPY: dict[str, Any] = {
     "LEASE_SECONDS": float(os.environ.get("POPPY_LEASE_SECONDS", "30")),
     "HEARTBEAT_SECONDS": float(os.environ.get("POPPY_HEARTBEAT_SECONDS", "10")),
 }
+
+# The support desk: Poppy's live channels (poppy-desk, poppy-<id>) only for desk staff.
+EVENTSTREAM_CHANNELMANAGER_CLASS = "poppy_django.desk.channels.DeskChannelManager"
 
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
 LANGUAGE_CODE = "en-us"

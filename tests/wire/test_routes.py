@@ -150,11 +150,8 @@ def test_answers_are_json_whatever_the_client_accepts(agent, accept):
     assert_error(agent.read("cnv_nope", HTTP_ACCEPT=accept), 404, "conversation_not_found")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Django's CommonMiddleware refuses the Host before the view runs, with an HTML 400",
-)
 def test_a_host_that_is_not_served_is_a_json_error(agent):
+    """CommonMiddleware refuses the Host before the view; PoppyJsonErrorsMiddleware answers JSON."""
     before = rows()
     body = {"message": {"id": "host-1", "sender": "agent", "text": "hi"}}
     response = agent.post("", body, HTTP_HOST="evil.example")
@@ -162,3 +159,9 @@ def test_a_host_that_is_not_served_is_a_json_error(agent):
     assert response["Content-Type"].startswith("application/json"), response.content[:200]
     assert "error" in response.json()
     assert rows() == before
+
+
+def test_pages_outside_the_endpoint_keep_their_own_error_pages(agent):
+    response = agent.client.get("/not-the-endpoint/x", HTTP_HOST="evil.example")
+    assert response.status_code == 400
+    assert not response["Content-Type"].startswith("application/json")
