@@ -34,13 +34,12 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
-from jwt import api_jws
-from jwt.exceptions import PyJWTError
+from jwt.algorithms import get_default_algorithms
 
 from poppy_django.auth import nonces, replay
 from poppy_django.auth.jwk import JWKError, PublicKey, b64url, public_key_for, thumbprint
 from poppy_django.auth.jwks import KeySource, RemoteKeys, StaticKeys
-from poppy_django.auth.options import TokenOptions, parse_options
+from poppy_django.auth.options import ASYMMETRIC_ALGORITHMS, TokenOptions, parse_options
 from poppy_django.auth.principal import AuthRefusal, Principal, RequestInfo
 from poppy_django.conf import poppy_settings
 
@@ -62,7 +61,12 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_ID_LENGTH = 512
 MAX_JTI_LENGTH = 256
 
-_jws = api_jws.PyJWS()
+#: pyjwt's implementations of the asymmetric algorithms (never none or HMAC).
+_ALGORITHMS = {
+    name: algorithm
+    for name, algorithm in get_default_algorithms().items()
+    if name in ASYMMETRIC_ALGORITHMS
+}
 
 
 class _Refused(Exception):
@@ -75,10 +79,14 @@ class _Refused(Exception):
         self.scope = scope
 
 
+def _b64decode(segment: str) -> bytes:
+    """Unpadded base64url (the alphabet was checked by the JWS pattern)."""
+    return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+
+
 def _segment(segment: str) -> dict[str, Any]:
     """A base64url JSON object segment of a JWS (strict: no padding, an object)."""
-    raw = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
-    value = json.loads(raw)
+    value = json.loads(_b64decode(segment))
     if not isinstance(value, dict):
         raise ValueError("not an object")
     return value
@@ -217,7 +225,7 @@ class DPoPVerifier:
         alg = header.get("alg")
         if alg not in self.options.dpop_algorithms:
             raise _Refused("invalid_dpop_proof", "proof alg not allowed")
-        if "crit" in header:
+        if "crit" in header or "b64" in header:
             raise _Refused("invalid_dpop_proof", "proof has critical extensions")
         jwk = header.get("jwk")
         try:
@@ -256,14 +264,24 @@ class DPoPVerifier:
         return jwk, claims
 
     def _signed_payload(self, jws: str, key: PublicKey, alg: str, code: str) -> dict[str, Any]:
+        """Verify a compact JWS (its shape already checked) and return its JSON payload.
+
+        pyjwt's algorithm objects check the signature; the JWS framing is done here because
+        PyJWS re-validates every character in Python, a third of the verifier's time.
+        """
+        header, payload, signature = jws.split(".")
         try:
-            decoded = _jws.decode_complete(jws, key, algorithms=[alg])
-            payload = json.loads(decoded["payload"])
-        except (PyJWTError, ValueError, TypeError):
-            raise _Refused(code, "signature or payload invalid") from None
-        if not isinstance(payload, dict):
+            valid = _ALGORITHMS[alg].verify(
+                f"{header}.{payload}".encode("ascii"), key, _b64decode(signature)
+            )
+            claims = json.loads(_b64decode(payload)) if valid else None
+        except (ValueError, TypeError):
+            raise _Refused(code, "signature or payload malformed") from None
+        if not valid:
+            raise _Refused(code, "signature invalid")
+        if not isinstance(claims, dict):
             raise _Refused(code, "payload is not an object")
-        return payload
+        return claims
 
     def _check_token(self, token: str, url: str, now: float) -> dict[str, Any]:
         options = self.options
@@ -282,7 +300,7 @@ class DPoPVerifier:
             t.lower() for t in options.token_types
         }:
             raise _Refused("invalid_token", "token typ not accepted")
-        if "crit" in header:
+        if "crit" in header or "b64" in header:
             raise _Refused("invalid_token", "token has critical extensions")
         kid = header.get("kid")
         if kid is not None and not isinstance(kid, str):
