@@ -148,15 +148,15 @@ def _record(
         message_id=message.id,
         role="user",
     )
-    if message.starts_turn:
-        if conversation.status == Status.QUEUED or conversation.responder == Responder.HUMAN:
-            # A person has it (or is being found): the agent stays out.
-            conversation.answered_seq = event.seq
-            conversation.save(update_fields=["answered_seq", "updated_at"])
-            handoff.forward_message_on_commit(conversation.id, payload["message"])
-        else:
-            log.set_state(conversation, status=Status.WORKING)
-            turns.dispatch_on_commit(conversation.id)
+    if conversation.status == Status.QUEUED or conversation.responder == Responder.HUMAN:
+        # A person has it (or is being found): the agent stays out, the app's hook gets
+        # every message (a context update included: the person may need it).
+        conversation.answered_seq = event.seq
+        conversation.save(update_fields=["answered_seq", "updated_at"])
+        handoff.forward_message_on_commit(conversation.id, payload["message"])
+    elif message.starts_turn:
+        log.set_state(conversation, status=Status.WORKING)
+        turns.dispatch_on_commit(conversation.id)
     answer = answer_of(conversation, status_code)
     MessageReceipt.objects.create(
         client_id=principal.client_id,

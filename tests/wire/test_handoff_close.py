@@ -193,6 +193,15 @@ def test_when_the_person_leaves_context_only_messages_start_no_turn(agent, hooks
     ]
 
 
+def test_context_updates_reach_the_person_through_the_message_hook(agent, hooks):
+    conversation_id = quiet_start(agent)
+    agent.post(f"/{conversation_id}/handoff")
+    agent.send(conversation_id, None, id="ctx-1", context={"user_available": True})
+    (forwarded,) = calls("message")
+    assert forwarded["message"]["id"] == "ctx-1"
+    assert forwarded["message"]["context"] == {"user_available": True}
+
+
 def test_the_company_side_reports_an_unavailable_handoff(agent, hooks):
     conversation_id = quiet_start(agent)
     agent.post(f"/{conversation_id}/handoff")
