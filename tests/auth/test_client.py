@@ -152,3 +152,28 @@ def test_whole_conversation_over_http(live: str) -> None:
         with pytest.raises(PoppyClientError) as caught:
             client.events(conversation_id)
         assert (caught.value.status, caught.value.error) == (401, "invalid_dpop_proof")
+
+
+def test_poppy_chat_one_message(live: str) -> None:
+    import io
+
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command("poppy_chat", "--url", live, "--message", "hello chat", stdout=out)
+    text = out.getvalue()
+    assert "[conversation cnv_" in text
+    assert "agent> You said: hello chat" in text
+
+
+def test_poppy_chat_stream_and_commands(live: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from django.core.management import call_command
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("#slow hi\n/close\n/quit\n"))
+    out = io.StringIO()
+    call_command("poppy_chat", "--url", live, "--stream", stdout=out)
+    text = out.getvalue()
+    assert "Let me check that for you." in text
+    assert "[closed/agent]" in text
