@@ -9,7 +9,7 @@
    stack in this process (test client, SQLite in a temporary directory), with the fake
    verifier (no cryptography) and with the DPoP verifier: requests per second, one thread.
 
-Results go to docs/performance-auth.md by hand, with the machine line printed first.
+Results are published in docs/benchmarks.md by hand, with the machine line printed first.
 """
 
 from __future__ import annotations
