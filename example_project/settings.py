@@ -107,6 +107,7 @@ if REDIS_URL:
     }
     CELERY_BEAT_SCHEDULE = {
         "poppy-reap": {"task": "poppy_django.reap", "schedule": 15.0},
+        "poppy-prune": {"task": "poppy_django.prune", "schedule": 3600.0},
     }
 
 POPPY: dict[str, Any] = {
@@ -124,6 +125,8 @@ POPPY: dict[str, Any] = {
         "message": "example_project.shop.desk.forward_message",
         "cancel": "example_project.shop.desk.cancel_handoff",
     },
+    # Events are kept 30 days (the beat task "poppy-prune" deletes older ones hourly).
+    "RETENTION_SECONDS": 30 * 86400,
     "LEASE_SECONDS": float(os.environ.get("POPPY_LEASE_SECONDS", "30")),
     "HEARTBEAT_SECONDS": float(os.environ.get("POPPY_HEARTBEAT_SECONDS", "10")),
 }

@@ -137,7 +137,8 @@ class PoppySettings:
 
     def reload(self) -> None:
         for key in list(self.__dict__):
-            delattr(self, key)
+            if key != "_explicit":  # the constructor's argument, not a cached value
+                delattr(self, key)
 
 
 def _resolve(name: str, value: Any) -> Any:

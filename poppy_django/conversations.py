@@ -171,8 +171,9 @@ def _record(
         "message_received",
         signals.message_received,
         conversation_id=conversation.id,
-        message=payload["message"],
+        message_id=message.id,
         starts_turn=message.starts_turn,
+        private={"message": payload["message"]},
     )
     return answer
 

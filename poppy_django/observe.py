@@ -1,37 +1,71 @@
 """Observability: one structured log line and one signal for each moment that matters.
 
-Log records go to the ``poppy_django`` logger with ``extra={"poppy": {...}}`` (conversation,
-turn and request ids) so a JSON formatter can index them; signals reach integrators once the
-moment is durable (after the surrounding transaction commits).
+Log records go to the ``poppy_django`` logger with ``extra={"poppy": {...}}`` (the moment,
+conversation, turn and request ids) so a JSON formatter can index them; signals reach
+integrators once the moment is durable (after the surrounding transaction commits).
+Message contents are passed to signals only, never logged.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
+from contextvars import ContextVar
 from typing import Any
 
 from django.db import transaction
 from django.dispatch import Signal
 
+from poppy_django import ids
 from poppy_django.models import Conversation
 
 logger = logging.getLogger("poppy_django")
 
+#: The id of the HTTP request being served (``X-Request-ID`` when the caller sent a valid
+#: one), attached to every moment logged while serving it.
+request_id: ContextVar[str | None] = ContextVar("poppy_request_id", default=None)
 
-def moment(name: str, signal: Signal | None, *, level: int = logging.INFO, **fields: Any) -> None:
-    """Log ``name`` with its fields now; send ``signal`` once the transaction commits."""
+
+def begin_request(sent: str | None) -> str:
+    """Take the caller's request id if it is a plain id, else make one; returns it."""
+    value = (
+        sent
+        if sent and ids.is_valid_id(sent) and len(sent) <= 64
+        else f"req_{secrets.token_hex(8)}"
+    )
+    request_id.set(value)
+    return value
+
+
+def moment(
+    name: str,
+    signal: Signal | None,
+    *,
+    level: int = logging.INFO,
+    private: dict[str, Any] | None = None,
+    **fields: Any,
+) -> None:
+    """Log ``name`` with its fields now; send ``signal`` (with ``private`` too) on commit."""
+    logged = {"moment": name, **fields}
+    if (current := request_id.get()) is not None:
+        logged["request_id"] = current
     logger.log(
         level,
         "poppy %s %s",
         name,
-        " ".join(f"{key}={value}" for key, value in fields.items() if value is not None),
-        extra={"poppy": {"moment": name, **fields}},
+        " ".join(
+            f"{key}={value}"
+            for key, value in logged.items()
+            if key != "moment" and value is not None
+        ),
+        extra={"poppy": logged},
     )
     if signal is None:
         return
+    arguments = {**fields, **(private or {})}
 
     def send() -> None:
-        for receiver, result in signal.send_robust(sender=Conversation, **fields):
+        for receiver, result in signal.send_robust(sender=Conversation, **arguments):
             if isinstance(result, Exception):
                 logger.error("poppy signal receiver %r failed", receiver, exc_info=result)
 

@@ -11,10 +11,11 @@ from django.dispatch import Signal
 
 #: A personal agent started a conversation. ``conversation_id``, ``client_id``, ``direct``.
 conversation_started = Signal()
-#: A user message was recorded. ``conversation_id``, ``message`` (the wire dict),
-#: ``starts_turn``.
+#: A user message was recorded. ``conversation_id``, ``message_id``, ``message`` (the wire
+#: dict; never logged), ``starts_turn``.
 message_received = Signal()
-#: A turn began. ``conversation_id``, ``turn_id``, ``message_ids``.
+#: A turn began. ``conversation_id``, ``turn_id``, ``message_ids`` (the user messages it
+#: answers).
 turn_started = Signal()
 #: A turn wrote its outcome. ``conversation_id``, ``turn_id``, ``message_id``, ``duration``.
 turn_finished = Signal()
@@ -22,7 +23,8 @@ turn_finished = Signal()
 turn_failed = Signal()
 #: A worker lost its lease mid-turn. ``conversation_id``, ``turn_id``.
 lease_lost = Signal()
-#: An action ran or was refused. ``conversation_id``, ``tool``, ``status``, ``summary``.
+#: An action ran, was rejected, or awaits staff approval. ``conversation_id``, ``tool``,
+#: ``status``, ``summary``.
 action_executed = Signal()
 #: A handoff was asked for. ``conversation_id``, ``initiator`` ("personal_agent" |
 #: "company_agent"), ``outcome`` ("queued" | "joined" | "unavailable" | "no_hook").

@@ -176,6 +176,7 @@ def plan(conversation_id: str, owner: str) -> TurnRequest | None:
             conversation_id=conversation.id,
             turn_key=turn_key,
             message_id=ids.company_message_id(conversation.id, turn_key),
+            answers=[event.message_id or "" for event in pending],
             agent_name=conversation.agent_name,
             principal=principal,
             inputs=[
@@ -291,16 +292,22 @@ def model_for(agent_name: str) -> TurnModel:
 def run_turns(conversation_id: str, owner: str | None = None) -> None:
     """Answer everything unanswered in the conversation, if no one else is already on it."""
     owner = owner or new_owner()
+    turn_id: str | None = None
     close_old_connections()
     try:
         if not acquire_lease(conversation_id, owner):
             return
         with heartbeat(conversation_id, owner) as lost:
             while (request := plan(conversation_id, owner)) is not None:
+                turn_id = request.turn_key
                 _run_one(request, owner, lost)
     except LeaseLost:
         observe.moment(
-            "lease_lost", signals.lease_lost, level=logging.WARNING, conversation_id=conversation_id
+            "lease_lost",
+            signals.lease_lost,
+            level=logging.WARNING,
+            conversation_id=conversation_id,
+            turn_id=turn_id,
         )
     finally:
         close_old_connections()
@@ -313,7 +320,7 @@ def _run_one(request: TurnRequest, owner: str, lost: threading.Event) -> None:
         signals.turn_started,
         conversation_id=request.conversation_id,
         turn_id=request.turn_key,
-        message_ids=[request.message_id],
+        message_ids=request.answers,
     )
 
     def relay(piece: str) -> None:

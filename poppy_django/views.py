@@ -23,7 +23,7 @@ from django.http import HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from poppy_django import conversations, reading, wire
+from poppy_django import conversations, observe, reading, wire
 from poppy_django.auth import AuthRefusal, Principal, RequestInfo
 from poppy_django.auth.public_url import public_url
 from poppy_django.conf import poppy_settings
@@ -48,6 +48,7 @@ def endpoint(allowed: str) -> Callable[[View], View]:
                     headers={"Allow": allowed, "Cache-Control": "no-store"},
                 )
                 return response
+            request_id = observe.begin_request(request.headers.get("X-Request-ID"))
             try:
                 response = await view(request, *args, **kwargs)
             except PoppyError as exc:
@@ -60,6 +61,7 @@ def endpoint(allowed: str) -> Callable[[View], View]:
                 logger.exception("poppy: %s %s failed", request.method, request.path)
                 response = error_response("server_error")
             response.setdefault("Cache-Control", "no-store")
+            response["X-Request-ID"] = request_id
             return response
 
         return wrapper

@@ -63,7 +63,19 @@ def propose(
 def _decide(record: ActionRecord, status: ActionStatus) -> ActionRecord:
     ActionRecord.objects.filter(pk=record.pk, status=ActionStatus.PENDING).update(status=status)
     record.refresh_from_db()
+    _announce(record)
     return record
+
+
+def _announce(record: ActionRecord) -> None:
+    observe.moment(
+        "action_executed",
+        signals.action_executed,
+        conversation_id=record.conversation_id,
+        tool=record.tool,
+        status=record.status,
+        summary=record.summary,
+    )
 
 
 def execute(tool: Tool, record: ActionRecord, ctx: ToolContext) -> ActionRecord:
@@ -81,14 +93,7 @@ def execute(tool: Tool, record: ActionRecord, ctx: ToolContext) -> ActionRecord:
             locked.status = ActionStatus.FAILED
             locked.error = str(exc) or "failed"
         locked.save(update_fields=["status", "result", "error", "updated_at"])
-    observe.moment(
-        "action_executed",
-        signals.action_executed,
-        conversation_id=locked.conversation_id,
-        tool=locked.tool,
-        status=locked.status,
-        summary=locked.summary,
-    )
+    _announce(locked)
     return locked
 
 

@@ -66,7 +66,10 @@ class TurnRequest:
 
     conversation_id: str
     turn_key: str
+    #: The id of the company message this turn writes (stable across retries).
     message_id: str
+    #: The ids of the user messages it answers.
+    answers: list[str]
     agent_name: str
     principal: Principal
     inputs: list[TurnInput]

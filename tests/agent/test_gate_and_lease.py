@@ -1,0 +1,75 @@
+"""The personal-agent gate, and a worker that lost its lease writing nothing."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from poppy_django import turns
+from poppy_django.agent import CompanyAgent, ToolContext, register, tool
+from poppy_django.agent.model_api import ModelTurn
+from poppy_django.agent.registry import get as get_agent
+from poppy_django.agent.runtime import TurnOutcome
+from poppy_django.models import Conversation, Event
+from tests.conftest import PersonalAgent, dispatch_lost
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@tool(kind="read", roles=["staff"])
+def internal_notes(ctx: ToolContext) -> dict[str, Any]:
+    """Staff-only: never offered to a personal agent."""
+    return {"summary": "secret notes"}
+
+
+class RecordingModel:
+    """Reports the tools it was offered, then tries the hidden one anyway."""
+
+    offered: list[str] = []
+    answer: Any = None
+
+    def run(self, turn: ModelTurn, call_tool, emit_text) -> None:
+        RecordingModel.offered = [t.name for t in turn.tools]
+        RecordingModel.answer = call_tool("internal_notes", {})
+        emit_text("done")
+
+
+def test_tools_without_a_personal_agent_role_are_never_offered_nor_run(
+    agent: PersonalAgent, settings, monkeypatch
+):
+    support = get_agent("support")
+    register(CompanyAgent(name="support", tools=[*support.tools, internal_notes]))
+    monkeypatch.setattr(turns, "build_model", lambda name: RecordingModel())
+    try:
+        conversation_id = agent.start("anything").json()["conversation_id"]
+        agent.settled(conversation_id)
+    finally:
+        register(support)
+    assert "internal_notes" not in RecordingModel.offered
+    assert {"store_hours", "order_status"} <= set(RecordingModel.offered)
+    assert RecordingModel.answer == {"error": "There is no tool named 'internal_notes'."}
+
+
+def test_a_worker_whose_lease_was_taken_writes_nothing(agent: PersonalAgent):
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    agent.settled(conversation_id)
+    with dispatch_lost():
+        agent.send(conversation_id, "second")
+    assert turns.acquire_lease(conversation_id, "worker-a")
+    request = turns.plan(conversation_id, "worker-a")
+    assert request is not None
+    # worker-a stalls past its lease; worker-b takes the conversation over.
+    Conversation.objects.filter(pk=conversation_id).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert turns.acquire_lease(conversation_id, "worker-b")
+    before = Event.objects.filter(conversation_id=conversation_id).count()
+    with pytest.raises(turns.LeaseLost):
+        turns.commit(request, TurnOutcome(text="late reply"), "worker-a")
+    assert Event.objects.filter(conversation_id=conversation_id).count() == before
+    # worker-b answers the same messages, under the same stable reply id.
+    again = turns.plan(conversation_id, "worker-b")
+    assert again is not None and again.message_id == request.message_id
