@@ -117,7 +117,12 @@ POPPY: dict[str, Any] = {
     "MODEL": os.environ.get("POPPY_MODEL", "scripted"),
     # DPoP-bound Session Tokens, minted here by the development authority (poppy_token).
     "AUTHENTICATE": os.environ.get("POPPY_AUTHENTICATE", "poppy_django.auth.dpop.verify"),
-    "DEV_AUTHORITY": {"KEY_FILE": str(VAR_DIR / "poppy-dev-signing-key.pem")},
+    # POPPY_DEV_AUTHORITY=0 turns it off (it is refused with DEBUG=False: check E101).
+    "DEV_AUTHORITY": (
+        {"KEY_FILE": str(VAR_DIR / "poppy-dev-signing-key.pem")}
+        if os.environ.get("POPPY_DEV_AUTHORITY", "1") == "1"
+        else False
+    ),
     "DISCOVERY": {"ORGANIZATION": {"name": "Acme Outfitters", "domain": "acme.example"}},
     "EXECUTOR": EXECUTOR,
     "HANDOFF_HOOKS": {
