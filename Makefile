@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 DEMO_PORT ?= 8765
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint typecheck migrations-check services pytest docs clean
+.PHONY: demo test lint typecheck migrations-check services browser pytest docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,10 +23,13 @@ demo: $(STAMP)
 	$(PY) -m example_project.demo --port $(DEMO_PORT)
 
 ## make test: lint, types, migrations and the whole suite against PostgreSQL and Redis.
-test: $(STAMP) services lint typecheck migrations-check pytest docs
+test: $(STAMP) services browser lint typecheck migrations-check pytest docs
 
 services:
 	@bash scripts/ensure-services.sh
+
+browser:
+	@bash scripts/ensure-browser.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

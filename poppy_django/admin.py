@@ -1,4 +1,4 @@
-"""Read-only admin lists of what is stored (the live support desk is separate)."""
+"""Read-only admin lists of what is stored; the Conversation admin also mounts the desk."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from poppy_django.desk.admin import DeskAdminMixin
 from poppy_django.models import ActionRecord, AgentThread, Conversation, Event, MessageReceipt
 
 
@@ -24,7 +25,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(ReadOnlyAdmin):
+class ConversationAdmin(DeskAdminMixin, ReadOnlyAdmin):
     list_display = ["id", "status", "responder", "client_id", "account_id", "parent", "updated_at"]
     list_filter = ["status", "responder"]
     search_fields = ["id", "client_id", "account_id"]

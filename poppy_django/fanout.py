@@ -49,7 +49,7 @@ def nudge_on_commit(conversation_id: str, last_seq: int, summary: dict[str, Any]
 
     def publish() -> None:
         _send(conversation_channel(conversation_id), NUDGE, {"seq": last_seq})
-        _send(DESK_CHANNEL, NUDGE, {"conversation_id": conversation_id, **summary})
+        _send(DESK_CHANNEL, NUDGE, {"conversation_id": conversation_id, "seq": last_seq, **summary})
 
     transaction.on_commit(publish)
 

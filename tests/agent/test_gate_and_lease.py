@@ -73,3 +73,34 @@ def test_a_worker_whose_lease_was_taken_writes_nothing(agent: PersonalAgent):
     # worker-b answers the same messages, under the same stable reply id.
     again = turns.plan(conversation_id, "worker-b")
     assert again is not None and again.message_id == request.message_id
+
+
+class SlowModel:
+    """Outlives the lease several times over; only the heartbeat keeps it the writer."""
+
+    def run(self, turn: ModelTurn, call_tool, emit_text) -> None:
+        import time
+
+        time.sleep(1.5)
+        emit_text("finally")
+
+
+def test_the_heartbeat_keeps_a_long_turn_the_only_writer(
+    agent: PersonalAgent, settings, monkeypatch
+):
+    import time
+
+    settings.POPPY = {**settings.POPPY, "LEASE_SECONDS": 0.5, "HEARTBEAT_SECONDS": 0.1}
+    monkeypatch.setattr(turns, "build_model", lambda name: SlowModel())
+    conversation_id = agent.start("take your time").json()["conversation_id"]
+    deadline = time.monotonic() + 10
+    while not Conversation.objects.filter(pk=conversation_id, lease_owner__isnull=False).exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.8)  # past the lease: only renewals keep it
+    assert not turns.acquire_lease(conversation_id, "intruder")
+    events = agent.settled(conversation_id)
+    assert [e["message"]["text"] for e in events if e["type"] == "message"] == [
+        "take your time",
+        "finally",
+    ]

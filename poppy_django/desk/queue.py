@@ -1,0 +1,73 @@
+"""The desk's queue: which conversations need a person, and in what order.
+
+Conversations waiting for a person come first, the longest waiting first
+(``handoff_requested_at``), then the rest, the most recently active first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Case, Count, F, IntegerField, Q, QuerySet, Value, When
+
+from poppy_django.models import ActionStatus, Conversation, Responder, Status
+
+
+@dataclass(frozen=True)
+class Filter:
+    key: str
+    label: str
+    condition: Q
+
+
+#: The queue's views, in the order the desk shows them; the first is the default.
+FILTERS: tuple[Filter, ...] = (
+    Filter("open", "All open", ~Q(status=Status.CLOSED)),
+    Filter("waiting", "Waiting for a person", Q(status=Status.QUEUED)),
+    Filter("with_person", "With a person", Q(responder=Responder.HUMAN) & ~Q(status=Status.CLOSED)),
+    Filter("working", "Agent working", Q(status=Status.WORKING)),
+    Filter("idle", "Agent idle", Q(status=Status.IDLE, responder=Responder.AGENT)),
+    Filter(
+        "approvals",
+        "Actions to approve",
+        Q(actions__status=ActionStatus.AWAITING_APPROVAL) & ~Q(status=Status.CLOSED),
+    ),
+    Filter("closed", "Closed", Q(status=Status.CLOSED)),
+)
+FILTERS_BY_KEY = {item.key: item for item in FILTERS}
+#: Rows on one queue page: a desk that needs more is a desk that needs more people.
+LIMIT = 200
+
+
+def chosen_filter(key: str | None) -> Filter:
+    return FILTERS_BY_KEY.get(key or "", FILTERS[0])
+
+
+def search(queryset: QuerySet[Conversation], text: str) -> QuerySet[Conversation]:
+    """By conversation id, personal agent ``client_id`` or account (case-insensitive part)."""
+    text = text.strip()
+    if not text:
+        return queryset
+    return queryset.filter(
+        Q(id__icontains=text) | Q(client_id__icontains=text) | Q(account_id__icontains=text)
+    )
+
+
+def conversations(filter_key: str | None = None, text: str = "") -> QuerySet[Conversation]:
+    """The queue's rows: filtered, searched, waiting first (oldest first), then by activity."""
+    chosen = chosen_filter(filter_key)
+    ids = Conversation.objects.filter(chosen.condition).values("pk")
+    queryset = search(Conversation.objects.filter(pk__in=ids), text)
+    return queryset.annotate(
+        waiting=Case(
+            When(status=Status.QUEUED, then=Value(0)), default=Value(1), output_field=IntegerField()
+        ),
+        approvals=Count("actions", filter=Q(actions__status=ActionStatus.AWAITING_APPROVAL)),
+    ).order_by("waiting", F("handoff_requested_at").asc(nulls_last=True), "-updated_at", "id")
+
+
+def counts() -> dict[str, int]:
+    """How many conversations each filter holds (for the desk's tabs)."""
+    return {
+        item.key: Conversation.objects.filter(item.condition).distinct().count() for item in FILTERS
+    }

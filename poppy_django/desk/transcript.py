@@ -1,0 +1,129 @@
+"""Events as a person at the desk reads them: who wrote what, and what happened.
+
+The desk renders each event from :func:`describe` (server-side, escaped by the template), in
+the page and in the JSON the page re-fetches, so both show exactly the same thing. Staff-only
+facts (the desk request id, the staff member) are shown here and never on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from poppy_django.models import Event, EventType
+
+#: A state change, in words (status, responder).
+_STATES: dict[tuple[str, str], str] = {
+    ("queued", "agent"): "Waiting for a person",
+    ("idle", "human"): "A person has the conversation",
+    ("working", "agent"): "The Company Agent is working",
+    ("idle", "agent"): "The Company Agent has the conversation",
+    ("working", "human"): "A person has the conversation",
+}
+_AUTHORIZATION = {
+    "sign_in_required": "The User must sign in",
+    "insufficient_scope": "The personal agent needs another permission",
+}
+#: Longest JSON shown for a message's other data.
+_DATA_PREVIEW = 500
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One transcript row."""
+
+    seq: int
+    event_id: str
+    type: str
+    #: user, company, human, state, system: the row's look.
+    kind: str
+    who: str
+    text: str
+    created_at: str
+    details: list[str] = field(default_factory=list)
+    #: A conversation this row points at (a Direct Conversation).
+    link: str | None = None
+    request_id: str | None = None
+    by: str = ""
+
+
+def describe(event: Event) -> Entry:
+    """The row a person reads for one event."""
+    meta = event.meta or {}
+    by = str(meta.get("by") or "")
+    kind, who, text, details, link = _describe(event.type, event.payload, by)
+    return Entry(
+        seq=event.seq,
+        event_id=event.public_id,
+        type=event.type,
+        kind=kind,
+        who=who,
+        text=text,
+        created_at=event.created_at.isoformat(),
+        details=details,
+        link=link,
+        request_id=meta.get("request_id"),
+        by=by,
+    )
+
+
+def _describe(
+    type: str, payload: dict[str, Any], by: str
+) -> tuple[str, str, str, list[str], str | None]:
+    if type == EventType.MESSAGE:
+        return (*_message(payload.get("message") or {}, by), None)
+    if type == EventType.STATE:
+        status, responder = str(payload.get("status")), str(payload.get("responder"))
+        if status == "closed":
+            words = "Closed"
+        else:
+            words = _STATES.get((status, responder), f"{status} / {responder}")
+        if by:
+            words += f" (by {by})"
+        return "state", "State", words, [f"{status} · {responder}"], None
+    if type == EventType.AUTHORIZATION:
+        error = str(payload.get("error"))
+        words = _AUTHORIZATION.get(error, error)
+        scope = payload.get("scope")
+        details = [f"{error}" + (f", scope {scope}" if scope else "")]
+        return "system", "Authorization request", words, details, None
+    if type == EventType.USER_REQUESTED:
+        text = f"Asked the personal agent to bring the User: {payload.get('reason', '')}"
+        return "system", by or "Support", text, [], None
+    if type in (EventType.DIRECT_OPENED, EventType.DIRECT_CLOSED):
+        opened = type == EventType.DIRECT_OPENED
+        words = "Direct Conversation opened" if opened else "Direct Conversation closed"
+        target = payload.get("conversation_id")
+        return "system", "Direct Conversation", words, [], str(target) if target else None
+    return "system", type, json.dumps(payload, sort_keys=True)[:_DATA_PREVIEW], [], None
+
+
+def _message(message: dict[str, Any], by: str) -> tuple[str, str, str, list[str]]:
+    role, sender = message.get("role"), message.get("sender")
+    if role == "company" and sender == "human":
+        kind, who = "human", f"{by or 'Support'} (person)"
+    elif role == "company":
+        kind, who = "company", "Company Agent"
+    else:
+        kind, who = "user", "User (in person)" if sender == "human" else "Personal agent"
+    details: list[str] = []
+    data = dict(message.get("data") or {})
+    for component in data.pop("components", None) or []:
+        details.append(f"Component {component.get('name')}: {component.get('fallback_text', '')}")
+    for action in data.pop("actions", None) or []:
+        line = f"Action {action.get('tool')}: {action.get('status')} — {action.get('summary')}"
+        if action.get("error"):
+            line += f" ({action['error']})"
+        details.append(line)
+    if data:
+        details.append("Data: " + json.dumps(data, sort_keys=True)[:_DATA_PREVIEW])
+    context = message.get("context")
+    if context:
+        details.append("Context: " + ", ".join(f"{k}={v}" for k, v in sorted(context.items())))
+    text = message.get("text") or ""
+    if not text and not details:
+        text = "(empty message)"
+    elif not text and context and len(details) == 1:
+        text = "(context only)"
+    return kind, who, text, details

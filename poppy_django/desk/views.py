@@ -1,0 +1,317 @@
+"""The desk's pages, its JSON, its live stream and its actions.
+
+Every view is wrapped by the admin site (login, staff) and by :func:`desk_permission`.
+Actions answer JSON: the browser sends a ``request_id`` it made, the service echoes it in
+``Event.meta`` and on the desk's live channel, and the page settles its pending row by it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib.admin import AdminSite
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_eventstream.views import events as eventstream_events
+
+from poppy_django import approvals, service
+from poppy_django.desk import queue, transcript
+from poppy_django.desk.permissions import desk_permission
+from poppy_django.errors import PoppyError, error_response
+from poppy_django.fanout import DESK_CHANNEL, conversation_channel
+from poppy_django.models import ActionRecord, Conversation, Event, Status
+
+#: A browser-made request id (``crypto.randomUUID()`` or the page's fallback).
+REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
+#: Events per page of the transcript JSON.
+EVENTS_PAGE = 200
+#: The longest reply or reason a person may send.
+MAX_TEXT = 10_000
+
+#: URL names (in the admin site's namespace).
+QUEUE = "poppy_django_conversation_desk"
+QUEUE_STREAM = "poppy_django_conversation_desk_stream"
+CONVERSATION = "poppy_django_conversation_desk_conversation"
+EVENTS = "poppy_django_conversation_desk_events"
+CONVERSATION_STREAM = "poppy_django_conversation_desk_conversation_stream"
+ACTION = "poppy_django_conversation_desk_action"
+APPROVAL = "poppy_django_conversation_desk_approval"
+
+
+def _url(admin_site: AdminSite, name: str, *args: Any) -> str:
+    return reverse(f"{admin_site.name}:{name}", args=args, current_app=admin_site.name)
+
+
+def _context(request: HttpRequest, admin_site: AdminSite, title: str) -> dict[str, Any]:
+    return {
+        **admin_site.each_context(request),
+        "title": title,
+        "opts": Conversation._meta,
+        "queue_url": _url(admin_site, QUEUE),
+    }
+
+
+def _conversation_or_404(conversation_id: str) -> Conversation:
+    try:
+        return Conversation.objects.get(pk=conversation_id)
+    except Conversation.DoesNotExist as exc:
+        raise Http404("No such conversation.") from exc
+
+
+def state(conversation: Conversation) -> dict[str, Any]:
+    """The conversation as the desk shows it (staff-only fields included)."""
+    requested = conversation.handoff_requested_at
+    return {
+        "id": conversation.id,
+        "status": conversation.status,
+        "responder": conversation.responder,
+        "assignee": conversation.assignee,
+        "handoff_requested_at": requested.isoformat() if requested else None,
+        "last_seq": conversation.last_seq,
+        "direct": conversation.is_direct,
+        "closed": conversation.status == Status.CLOSED,
+    }
+
+
+# Pages ------------------------------------------------------------------------------------
+
+
+@require_GET
+@desk_permission
+def queue_page(request: HttpRequest, admin_site: AdminSite) -> HttpResponse:
+    """The queue; ``?partial=rows`` answers only the rows (the page re-fetches them live)."""
+    chosen = queue.chosen_filter(request.GET.get("status"))
+    text = request.GET.get("q", "")
+    rows = list(queue.conversations(chosen.key, text)[: queue.LIMIT])
+    # A conversation's page is ``<queue url><id>/`` (see urls.py).
+    context: dict[str, Any] = {"rows": rows, "desk_url": _url(admin_site, QUEUE)}
+    if request.GET.get("partial") == "rows":
+        return render(request, "poppy_django/desk/queue_rows.html", context)
+    counts = queue.counts()
+    context.update(_context(request, admin_site, "Support desk"))
+    context.update(
+        {
+            "filters": [(item, counts[item.key]) for item in queue.FILTERS],
+            "chosen": chosen,
+            "q": text,
+            "stream_url": _url(admin_site, QUEUE_STREAM),
+            "limit": queue.LIMIT,
+        }
+    )
+    return render(request, "poppy_django/desk/queue.html", context)
+
+
+@require_GET
+@desk_permission
+def conversation_page(
+    request: HttpRequest, conversation_id: str, admin_site: AdminSite
+) -> HttpResponse:
+    """One conversation: its live transcript, its state, what a person can do."""
+    conversation = _conversation_or_404(conversation_id)
+    entries = [transcript.describe(e) for e in conversation.events.order_by("seq")]
+    context = _context(request, admin_site, f"Conversation {conversation.id}")
+    context.update(
+        conversation=conversation,
+        state=state(conversation),
+        entries=entries,
+        highlight=request.GET.get("event", ""),
+        approvals=list(approvals.awaiting(conversation.id)),
+        actions=list(conversation.actions.order_by("-created_at")[:50]),
+        directs=list(conversation.direct_conversations.order_by("created_at")),
+        page_url=_url(admin_site, CONVERSATION, conversation.id),
+        stream_url=_url(admin_site, CONVERSATION_STREAM, conversation.id),
+        events_url=_url(admin_site, EVENTS, conversation.id),
+    )
+    return render(request, "poppy_django/desk/conversation.html", context)
+
+
+@require_GET
+@desk_permission
+def events_json(request: HttpRequest, conversation_id: str, admin_site: AdminSite) -> JsonResponse:
+    """Events after ``?after=<seq>``: the page fills any gap the live stream left."""
+    conversation = _conversation_or_404(conversation_id)
+    after_text = request.GET.get("after", "0")
+    if not after_text.isdigit():
+        return error_response("invalid_request", "after must be a sequence number.")
+    after = int(after_text)
+    page = list(conversation.events.filter(seq__gt=after).order_by("seq")[: EVENTS_PAGE + 1])
+    events = []
+    for event in page[:EVENTS_PAGE]:
+        entry = transcript.describe(event)
+        events.append(
+            {
+                "seq": entry.seq,
+                "id": entry.event_id,
+                "type": entry.type,
+                "request_id": entry.request_id,
+                "html": render_to_string(
+                    "poppy_django/desk/event.html", {"entry": entry}, request=request
+                ),
+            }
+        )
+    approvals_html = render_to_string(
+        "poppy_django/desk/approvals.html",
+        {"approvals": list(approvals.awaiting(conversation.id))},
+        request=request,
+    )
+    return JsonResponse(
+        {
+            "conversation": state(conversation),
+            "events": events,
+            "has_more": len(page) > EVENTS_PAGE,
+            "approvals_html": approvals_html,
+        }
+    )
+
+
+# Live stream ------------------------------------------------------------------------------
+
+
+@require_GET
+@desk_permission
+def queue_stream(request: HttpRequest, admin_site: AdminSite) -> HttpResponseBase:
+    """django-eventstream's browser stream of the desk channel (every conversation's nudges)."""
+    response: HttpResponseBase = eventstream_events(request, channels=[DESK_CHANNEL])
+    return response
+
+
+@require_GET
+@desk_permission
+def conversation_stream(
+    request: HttpRequest, conversation_id: str, admin_site: AdminSite
+) -> HttpResponseBase:
+    """The desk channel (nudges with request ids) and the conversation's (reply pieces)."""
+    conversation = _conversation_or_404(conversation_id)
+    channels = [DESK_CHANNEL, conversation_channel(conversation.id)]
+    response: HttpResponseBase = eventstream_events(request, channels=channels)
+    return response
+
+
+# Actions ----------------------------------------------------------------------------------
+
+
+def _text(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise PoppyError("invalid_request", f"{name} is required.")
+    if len(value) > MAX_TEXT:
+        raise PoppyError("invalid_request", f"{name} is too long.")
+    return value.strip()
+
+
+Action = Callable[[str, dict[str, Any], str, str], object]
+
+#: The desk's actions: (conversation id, body, staff username, request id) → the service.
+ACTIONS: dict[str, Action] = {
+    "join": lambda cid, body, by, rid: service.human_joined(cid, by=by, request_id=rid),
+    "reply": lambda cid, body, by, rid: service.post_message(
+        cid, _text(body, "text"), by=by, request_id=rid
+    ),
+    "leave": lambda cid, body, by, rid: service.human_left(cid, by=by, request_id=rid),
+    "unavailable": lambda cid, body, by, rid: service.handoff_unavailable(
+        cid, _text(body, "reason"), by=by, request_id=rid
+    ),
+    "request_user": lambda cid, body, by, rid: service.request_user(
+        cid, _text(body, "reason"), by=by, request_id=rid
+    ),
+    "close": lambda cid, body, by, rid: service.close(cid, by=by, request_id=rid),
+}
+
+
+def _body(request: HttpRequest) -> dict[str, Any]:
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError as exc:
+        raise PoppyError("invalid_request", "The body must be JSON.") from exc
+    if not isinstance(body, dict):
+        raise PoppyError("invalid_request", "The body must be a JSON object.")
+    return body
+
+
+def _request_id(body: dict[str, Any]) -> str:
+    request_id = body.get("request_id")
+    if not isinstance(request_id, str) or not REQUEST_ID.fullmatch(request_id):
+        raise PoppyError("invalid_request", "request_id: 8-64 characters of [A-Za-z0-9_-].")
+    return request_id
+
+
+def _caused(conversation_id: str, request_id: str) -> list[int]:
+    """The events a request id is echoed on (the correlation contract)."""
+    return list(
+        Event.objects.filter(conversation_id=conversation_id, meta__request_id=request_id)
+        .order_by("seq")
+        .values_list("seq", flat=True)
+    )
+
+
+def _perform(
+    request: HttpRequest, conversation_id: str, name: str, run: Callable[[str, str], object]
+) -> JsonResponse:
+    """Run one desk action once per request id; answer what it caused."""
+    try:
+        body = _body(request)
+        request_id = _request_id(body)
+        replayed = bool(_caused(conversation_id, request_id))
+        if not replayed:  # a retried request (same id) is answered, not done twice
+            run(request_id, request.user.get_username())
+        conversation = Conversation.objects.get(pk=conversation_id)
+    except PoppyError as exc:
+        return exc.response()
+    except Conversation.DoesNotExist:
+        return error_response("conversation_not_found")
+    return JsonResponse(
+        {
+            "ok": True,
+            "action": name,
+            "request_id": request_id,
+            "events": _caused(conversation_id, request_id),
+            "replayed": replayed,
+            "conversation": state(conversation),
+        }
+    )
+
+
+@require_POST
+@desk_permission
+def action(
+    request: HttpRequest, conversation_id: str, name: str, admin_site: AdminSite
+) -> JsonResponse:
+    """Join, reply, leave, unavailable, request_user, close: through poppy_django.service."""
+    perform = ACTIONS.get(name)
+    if perform is None:
+        return error_response("not_found", f"No desk action {name!r}.")
+    try:
+        body = _body(request)
+    except PoppyError as exc:
+        return exc.response()
+    return _perform(
+        request,
+        conversation_id,
+        name,
+        lambda rid, by: perform(conversation_id, body, by, rid),
+    )
+
+
+@require_POST
+@desk_permission
+def approval(
+    request: HttpRequest, conversation_id: str, record_id: int, decision: str, admin_site: AdminSite
+) -> JsonResponse:
+    """Approve (run under the recorded roles) or reject an action awaiting a person."""
+    if decision not in ("approve", "reject"):
+        return error_response("not_found", f"No decision {decision!r}.")
+    if not ActionRecord.objects.filter(pk=record_id, conversation_id=conversation_id).exists():
+        return error_response("not_found", "There is no such action in this conversation.")
+    decide = approvals.approve if decision == "approve" else approvals.reject
+    return _perform(
+        request,
+        conversation_id,
+        decision,
+        lambda rid, by: decide(record_id, by=by, request_id=rid),
+    )

@@ -1,0 +1,441 @@
+/*
+ * The Poppy support desk in the browser.
+ *
+ * Live: an EventSource on django-eventstream's stream (channel poppy-desk, plus the
+ * conversation's own channel on a conversation page). A nudge only says "something changed";
+ * the page then re-fetches from the server what it has not seen (the queue's rows, or the
+ * transcript after its last sequence number), so a lost nudge or a reconnection loses nothing.
+ *
+ * Correlation (request ids): every action gets an id made here (crypto.randomUUID) before it
+ * is sent, and a pending row. The server echoes the id on the events the action causes; a
+ * pending row is settled only by its own id. An event carrying an id that no pending row of
+ * this page made goes to the diagnostics panel and settles nothing.
+ */
+(function () {
+  "use strict";
+
+  var root = document.getElementById("poppy-desk");
+  if (!root) {
+    return;
+  }
+  var live = root.querySelector("[data-live]");
+
+  function setLive(text, state) {
+    if (live) {
+      live.textContent = text;
+      live.setAttribute("data-state", state);
+    }
+  }
+
+  function newRequestId() {
+    if (window.crypto && typeof window.crypto.randomUUID === "function") {
+      return window.crypto.randomUUID();
+    }
+    // Not a secure context (plain http on a non-local host): the same shape, from getRandomValues.
+    var bytes = new Uint8Array(16);
+    window.crypto.getRandomValues(bytes);
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    var hex = Array.prototype.map.call(bytes, function (b) {
+      return (b + 0x100).toString(16).slice(1);
+    }).join("");
+    return [hex.slice(0, 8), hex.slice(8, 12), hex.slice(12, 16), hex.slice(16, 20), hex.slice(20)].join("-");
+  }
+
+  function parse(data) {
+    try {
+      return JSON.parse(data);
+    } catch (e) {
+      return null;
+    }
+  }
+
+  /* One EventSource, reopened with backoff if the browser gives up on it (an HTTP error). */
+  function connect(url, handlers) {
+    var source = null;
+    var everOpened = false;
+    var delay = 1000;
+
+    function open() {
+      source = new EventSource(url);
+      source.onopen = function () {
+        delay = 1000;
+        setLive("Live", "live");
+        // First open: catch up with what happened since the page was rendered.
+        // Reopen: fill the gap the disconnection left.
+        handlers.opened(everOpened);
+        everOpened = true;
+      };
+      source.onerror = function () {
+        if (source.readyState === EventSource.CLOSED) {
+          setLive("Disconnected; retrying…", "down");
+          window.setTimeout(open, delay);
+          delay = Math.min(delay * 2, 30000);
+        } else {
+          setLive("Reconnecting…", "down");
+        }
+      };
+      source.addEventListener("poppy.nudge", function (event) {
+        var data = parse(event.data);
+        if (data) {
+          handlers.nudge(data);
+        }
+      });
+      source.addEventListener("poppy.delta", function (event) {
+        var data = parse(event.data);
+        if (data && handlers.delta) {
+          handlers.delta(data);
+        }
+      });
+      // django-eventstream refuses a channel with a stream-error event: stop, say why.
+      source.addEventListener("stream-error", function (event) {
+        var data = parse(event.data) || {};
+        source.close();
+        setLive("Live updates refused: " + (data.text || "error"), "refused");
+      });
+    }
+
+    open();
+    return function () {
+      return source;
+    };
+  }
+
+  function debounce(fn, ms) {
+    var timer = null;
+    return function () {
+      if (timer) {
+        window.clearTimeout(timer);
+      }
+      timer = window.setTimeout(function () {
+        timer = null;
+        fn();
+      }, ms);
+    };
+  }
+
+  /* The queue ---------------------------------------------------------------------------- */
+
+  function queuePage() {
+    var tbody = root.querySelector("[data-rows]");
+    var rowsUrl = root.getAttribute("data-rows-url");
+    var refresh = debounce(function () {
+      fetch(rowsUrl, { credentials: "same-origin", headers: { Accept: "text/html" } })
+        .then(function (response) {
+          if (!response.ok) {
+            throw new Error(String(response.status));
+          }
+          return response.text();
+        })
+        .then(function (html) {
+          tbody.innerHTML = html; // rendered and escaped by the server's template
+        })
+        .catch(function () {
+          setLive("Could not refresh the queue; retrying…", "down");
+        });
+    }, 250);
+    connect(root.getAttribute("data-stream-url"), {
+      opened: function () {
+        refresh();
+      },
+      nudge: function () {
+        refresh();
+      },
+    });
+    window.setInterval(refresh, 30000); // belt and braces: a quiet desk is still current
+  }
+
+  /* A conversation ------------------------------------------------------------------------ */
+
+  function conversationPage() {
+    var conversationId = root.getAttribute("data-conversation-id");
+    var pageUrl = root.getAttribute("data-page-url");
+    var eventsUrl = root.getAttribute("data-events-url");
+    var transcript = root.querySelector("[data-transcript]");
+    var writing = root.querySelector("[data-writing]");
+    var pendingList = root.querySelector("[data-pending]");
+    var diagnostics = root.querySelector("[data-diagnostics]");
+    var diagnosticsCount = root.querySelector("[data-diagnostics-count]");
+    var approvalsList = root.querySelector("[data-approvals]");
+    var csrf = root.querySelector("input[name=csrfmiddlewaretoken]").value;
+    var lastSeq = parseInt(root.getAttribute("data-last-seq"), 10) || 0;
+    var state = parse(document.getElementById("poppy-state").textContent) || {};
+    var pending = {}; // request id -> {row, action, events, answered}
+    var seenStray = {}; // "request id/seq" already listed in diagnostics
+    var deltas = {}; // message id -> text written so far
+    var fetching = null;
+    var again = false;
+
+    function applyState(next) {
+      state = next;
+      ["status", "responder", "assignee", "handoff_requested_at"].forEach(function (name) {
+        var cell = root.querySelector('[data-field="' + name + '"]');
+        if (cell) {
+          cell.textContent = next[name] || "—";
+        }
+      });
+      root.querySelectorAll("[data-needs]").forEach(function (button) {
+        var need = button.getAttribute("data-needs");
+        var ok = !next.closed;
+        if (need === "human") {
+          ok = ok && next.responder === "human";
+        } else if (need === "queued") {
+          ok = ok && next.status === "queued";
+        } else if (need === "undirected") {
+          ok = ok && !next.direct;
+        }
+        button.disabled = !ok;
+      });
+    }
+
+    /* Pending rows: one per request id, settled by that id only. */
+    function addPending(requestId, label) {
+      var none = pendingList.querySelector("[data-none]");
+      if (none) {
+        none.remove();
+      }
+      var row = document.createElement("li");
+      row.className = "poppy-request";
+      row.setAttribute("data-request-id", requestId);
+      row.setAttribute("data-state", "pending");
+      var title = document.createElement("strong");
+      title.textContent = label;
+      var status = document.createElement("span");
+      status.className = "poppy-request-status";
+      status.textContent = " — sending…";
+      var rid = document.createElement("code");
+      rid.className = "poppy-rid";
+      rid.textContent = requestId.slice(0, 8);
+      rid.title = requestId;
+      row.appendChild(title);
+      row.appendChild(status);
+      row.appendChild(document.createTextNode(" "));
+      row.appendChild(rid);
+      pendingList.insertBefore(row, pendingList.firstChild);
+      pending[requestId] = { row: row, events: [], answered: false };
+      return pending[requestId];
+    }
+
+    function markPending(entry, rowState, text) {
+      entry.row.setAttribute("data-state", rowState);
+      entry.row.querySelector(".poppy-request-status").textContent = " — " + text;
+    }
+
+    function settle(requestId, seq) {
+      var entry = pending[requestId];
+      if (entry.events.indexOf(seq) === -1) {
+        entry.events.push(seq);
+      }
+      var n = entry.events.length;
+      markPending(entry, "settled", "done (" + n + (n === 1 ? " event" : " events") + ")");
+    }
+
+    function stray(requestId, seq, type, via) {
+      var key = requestId + "/" + seq;
+      if (seenStray[key]) {
+        return;
+      }
+      seenStray[key] = true;
+      var item = document.createElement("li");
+      item.setAttribute("data-request-id", requestId);
+      item.textContent = "#" + seq + " " + type + " — request " + requestId + " (" + via + ")";
+      diagnostics.insertBefore(item, diagnostics.firstChild);
+      diagnosticsCount.textContent = String(diagnostics.children.length);
+    }
+
+    /* One event seen (from the stream or a fetch) that carries a request id. */
+    function correlate(requestId, seq, type, via) {
+      if (!requestId) {
+        return;
+      }
+      if (Object.prototype.hasOwnProperty.call(pending, requestId)) {
+        settle(requestId, seq);
+      } else {
+        stray(requestId, seq, type, via);
+      }
+    }
+
+    function highlight() {
+      var id = root.getAttribute("data-highlight");
+      var row = id ? document.getElementById(id) : null;
+      if (row) {
+        row.classList.add("poppy-highlight");
+        row.scrollIntoView({ block: "center" });
+      } else {
+        transcript.lastElementChild && transcript.lastElementChild.scrollIntoView({ block: "end" });
+      }
+    }
+
+    function showDelta(data) {
+      deltas[data.message_id] = (deltas[data.message_id] || "") + data.text;
+      writing.textContent = "Company Agent is writing: " + deltas[data.message_id];
+      writing.hidden = false;
+    }
+
+    /* Fetch every event after lastSeq (page by page) and append it. */
+    function refill() {
+      if (fetching) {
+        again = true;
+        return fetching;
+      }
+      fetching = fetch(eventsUrl + "?after=" + lastSeq, {
+        credentials: "same-origin",
+        headers: { Accept: "application/json" },
+      })
+        .then(function (response) {
+          if (!response.ok) {
+            throw new Error(String(response.status));
+          }
+          return response.json();
+        })
+        .then(function (page) {
+          var nearBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+          page.events.forEach(function (event) {
+            if (event.seq <= lastSeq) {
+              return;
+            }
+            transcript.insertAdjacentHTML("beforeend", event.html); // escaped by the server
+            lastSeq = event.seq;
+            correlate(event.request_id, event.seq, event.type, "transcript");
+            if (event.type === "message") {
+              writing.hidden = true;
+              deltas = {};
+            }
+          });
+          approvalsList.innerHTML = page.approvals_html; // escaped by the server
+          applyState(page.conversation);
+          if (page.events.length && nearBottom) {
+            transcript.lastElementChild.scrollIntoView({ block: "end" });
+          }
+          if (page.has_more) {
+            again = true;
+          }
+        })
+        .catch(function () {
+          setLive("Could not load new events; retrying…", "down");
+          window.setTimeout(refill, 2000);
+        })
+        .then(function () {
+          fetching = null;
+          if (again) {
+            again = false;
+            refill();
+          }
+        });
+      return fetching;
+    }
+
+    function post(url, body, label) {
+      var requestId = newRequestId();
+      var entry = addPending(requestId, label);
+      body.request_id = requestId;
+      return fetch(url, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: {
+          "Content-Type": "application/json",
+          Accept: "application/json",
+          "X-CSRFToken": csrf,
+        },
+        body: JSON.stringify(body),
+      })
+        .then(function (response) {
+          return response.json().then(
+            function (json) {
+              return { ok: response.ok, status: response.status, json: json };
+            },
+            function () {
+              return { ok: false, status: response.status, json: {} };
+            }
+          );
+        })
+        .then(function (answer) {
+          entry.answered = true;
+          if (!answer.ok) {
+            markPending(entry, "failed", "refused: " + (answer.json.error_description || answer.json.error || answer.status));
+            return false;
+          }
+          if (!answer.json.events.length) {
+            markPending(entry, "settled", "no change");
+          } else if (entry.row.getAttribute("data-state") === "pending") {
+            markPending(entry, "pending", "accepted; waiting for its events…");
+            refill(); // the stream normally delivers first; this covers a lost nudge
+          }
+          applyState(answer.json.conversation);
+          return true;
+        })
+        .catch(function () {
+          markPending(entry, "failed", "not sent (network)");
+          return false;
+        });
+    }
+
+    function actionUrl(name) {
+      return pageUrl + "action/" + name + "/";
+    }
+
+    root.querySelectorAll("[data-action]").forEach(function (button) {
+      button.addEventListener("click", function () {
+        var question = button.getAttribute("data-confirm");
+        if (question && !window.confirm(question)) {
+          return;
+        }
+        post(actionUrl(button.getAttribute("data-action")), {}, button.textContent.trim());
+      });
+    });
+
+    root.querySelectorAll("form[data-form]").forEach(function (form) {
+      form.addEventListener("submit", function (event) {
+        event.preventDefault();
+        var name = form.getAttribute("data-form");
+        var field = form.querySelector("textarea, input[name]");
+        var body = {};
+        body[field.name] = field.value;
+        var label = form.querySelector("button").textContent.trim();
+        post(actionUrl(name), body, label).then(function (ok) {
+          if (ok) {
+            field.value = "";
+          }
+        });
+      });
+    });
+
+    approvalsList.addEventListener("click", function (event) {
+      var button = event.target.closest("button[data-decision]");
+      if (!button) {
+        return;
+      }
+      var decision = button.getAttribute("data-decision");
+      var record = button.getAttribute("data-record");
+      button.disabled = true;
+      post(pageUrl + "approvals/" + record + "/" + decision + "/", {}, decision === "approve" ? "Approve" : "Reject");
+    });
+
+    connect(root.getAttribute("data-stream-url"), {
+      opened: function () {
+        refill();
+      },
+      nudge: function (data) {
+        if (data.conversation_id !== conversationId) {
+          return;
+        }
+        correlate(data.request_id, data.seq, data.type, "stream");
+        if (typeof data.seq !== "number" || data.seq > lastSeq) {
+          refill();
+        }
+      },
+      delta: showDelta,
+    });
+    window.setInterval(refill, 20000); // belt and braces under a silent stream
+
+    applyState(state);
+    highlight();
+    root.setAttribute("data-ready", "1");
+  }
+
+  if (root.getAttribute("data-page") === "queue") {
+    queuePage();
+  } else {
+    conversationPage();
+  }
+})();

@@ -1,0 +1,65 @@
+"""Desk fixtures: staff with and without the desk permission, and conversations to handle."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import uuid
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+
+from tests.conftest import PersonalAgent
+
+DESK = "/admin/poppy_django/conversation/desk/"
+_names = itertools.count(1)
+
+
+def desk_url(conversation_id: str, tail: str = "") -> str:
+    return f"{DESK}{conversation_id}/{tail}"
+
+
+def make_user(*, staff: bool = True, desk: bool = True, name: str | None = None) -> User:
+    user = User.objects.create_user(name or f"staff{next(_names)}", password=None, is_staff=staff)
+    if desk:
+        user.user_permissions.add(Permission.objects.get(codename="handle_conversations"))
+    return user
+
+
+@pytest.fixture
+def desk_user(db: Any) -> User:
+    return make_user(name="sam")
+
+
+@pytest.fixture
+def desk(desk_user: User) -> Client:
+    """A browser signed in as a staff member holding the desk permission."""
+    client = Client()
+    client.force_login(desk_user)
+    return client
+
+
+def new_request_id() -> str:
+    return str(uuid.uuid4())
+
+
+def act(client: Client, conversation_id: str, name: str, request_id: str | None = None, **body):
+    """POST one desk action as the page does (JSON, a browser-made request id)."""
+    body["request_id"] = request_id or new_request_id()
+    return client.post(
+        desk_url(conversation_id, f"action/{name}/"),
+        data=json.dumps(body),
+        content_type="application/json",
+    )
+
+
+def queued(agent: PersonalAgent, text: str = "hello") -> str:
+    """A conversation whose personal agent asked for a person (the example hook queues it)."""
+    conversation_id = agent.start(text).json()["conversation_id"]
+    agent.settled(conversation_id)
+    response = agent.post(f"/{conversation_id}/handoff", {})
+    assert response.status_code == 202, response.content
+    assert response.json()["status"] == "queued"
+    return conversation_id

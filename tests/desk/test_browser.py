@@ -1,0 +1,160 @@
+"""The desk in a real browser (Debian's headless Chromium, driven by Playwright) against a
+live uvicorn server on its own PostgreSQL database: a handoff handled end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.multiprocess.cluster import ROOT, Cluster, cluster
+from tests.multiprocess.http import HttpAgent, company_messages
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = ROOT / "var" / "test-artifacts"
+DOCS_SCREENSHOT = ROOT / "docs" / "img" / "desk.png"
+PASSWORD = "desk-test-password"
+DESK = "/admin/poppy_django/conversation/desk/"
+SETTLED = ".poppy-request[data-state=settled]"
+
+
+def chromium() -> str:
+    for candidate in ("chromium", "chromium-browser"):
+        found = shutil.which(candidate)
+        if found:
+            return found
+    if Path("/usr/bin/chromium").exists():
+        return "/usr/bin/chromium"
+    pytest.skip("Chromium is not installed (scripts/ensure-browser.sh: apt-get install chromium)")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[Cluster, str]]:
+    """One uvicorn process in embedded mode (in-process turns and fan-out) and a desk user."""
+    with cluster(tmp_path) as running:
+        running.env.pop("REDIS_URL")  # embedded: one process, no Celery, no Redis fan-out
+        running.manage(
+            "shell",
+            "-c",
+            "from django.contrib.auth.models import Permission, User\n"
+            f"u = User.objects.create_user('sam', password='{PASSWORD}', is_staff=True)\n"
+            "u.user_permissions.add(Permission.objects.get(codename='handle_conversations'))",
+        )
+        yield running, running.web("web")
+
+
+def settled(page, count: int) -> None:
+    page.wait_for_function(
+        f"document.querySelectorAll('{SETTLED}').length >= {count}", timeout=15_000
+    )
+
+
+def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    executable = chromium()
+    _, base = server
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    agent = HttpAgent()
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 960})
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        try:
+            # Sign in to the admin and open the desk's queue.
+            page.goto(f"{base}/admin/login/?next={DESK}")
+            page.fill("#id_username", "sam")
+            page.fill("#id_password", PASSWORD)
+            page.click("input[type=submit]")
+            page.wait_for_url(f"**{DESK}")
+            page.wait_for_selector("[data-live][data-state=live]")
+
+            # A personal agent talks to the Company Agent, then asks for a person.
+            started = agent.post(base, "", agent.message("hello"))
+            assert started.status_code == 201, started.text
+            conversation_id = started.json()["conversation_id"]
+            agent.wait_for(base, conversation_id, lambda events: len(company_messages(events)) == 1)
+            handoff = agent.post(base, f"/{conversation_id}/handoff", {})
+            assert handoff.json()["status"] == "queued"
+
+            # It appears on the queue without a reload, waiting for a person.
+            row = f'tr[data-conversation-id="{conversation_id}"]'
+            page.wait_for_selector(f"{row}.poppy-status-queued", timeout=15_000)
+            assert "waiting for a person" in page.text_content(row)
+            page.screenshot(path=str(ARTIFACTS / "desk-queue.png"))
+
+            # The support agent opens it, joins and replies.
+            page.click(f"{row} a")
+            page.wait_for_selector("#poppy-desk[data-ready='1']")
+            page.wait_for_selector("[data-live][data-state=live]")
+            page.click("button[data-action=join]")
+            settled(page, 1)
+            page.wait_for_function(
+                "document.querySelector('[data-field=assignee]').textContent === 'sam'"
+            )
+            reply = "Hi, I am Sam from Acme. How can I help?"
+            page.fill("#poppy-reply-text", reply)
+            page.click("form[data-form=reply] button")
+            settled(page, 2)
+            reply_request_id = page.get_attribute(".poppy-request >> nth=0", "data-request-id")
+            assert reply_request_id
+            page.wait_for_selector(f'.poppy-event[data-request-id="{reply_request_id}"]')
+
+            # The personal agent reads the person's message over HTTP, and nothing staff-only.
+            events = agent.wait_for(
+                base,
+                conversation_id,
+                lambda events: any(m.get("text") == reply for m in company_messages(events)),
+            )
+            person = next(m for m in company_messages(events) if m.get("text") == reply)
+            assert person["sender"] == "human"
+            raw = httpx.get(
+                f"{base}/poppy/conversations/{conversation_id}/events", headers=agent.headers
+            ).text
+            assert reply_request_id not in raw and "sam" not in raw and "request_id" not in raw
+
+            # The support agent leaves; the Company Agent answers again, live on the desk.
+            page.click("button[data-action=leave]")
+            settled(page, 3)
+            asked = agent.post(base, f"/{conversation_id}/messages", agent.message("your hours?"))
+            assert asked.status_code == 202, asked.text
+            agent.wait_for(
+                base,
+                conversation_id,
+                lambda events: "Monday" in str(company_messages(events)[-1].get("text")),
+            )
+            page.wait_for_selector(".poppy-kind-company:has-text('Monday to Friday')")
+            assert page.text_content("[data-field=responder]") == "agent"
+            assert page.text_content("[data-diagnostics-count]") == "0"
+            assert page.locator(".poppy-request[data-state=failed]").count() == 0
+
+            page.screenshot(path=str(ARTIFACTS / "desk.png"), full_page=True)
+            DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(DOCS_SCREENSHOT), full_page=True)
+
+            # A link to one event opens the conversation with it highlighted.
+            first = agent.all_events(base, conversation_id)[0]["id"]
+            page.goto(f"{page.url.split('?')[0]}?event={first}")
+            page.wait_for_selector(f"#{first}.poppy-highlight")
+            assert errors == [], json.dumps(errors)
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "desk-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
