@@ -97,6 +97,10 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
             row = f'tr[data-conversation-id="{conversation_id}"]'
             page.wait_for_selector(f"{row}.poppy-status-queued", timeout=15_000)
             assert "waiting for a person" in page.text_content(row)
+            page.wait_for_function(  # the tabs' counts follow too
+                "document.querySelector('[data-tabs] li:nth-child(2) .poppy-count')"
+                ".textContent === '1'"
+            )
             page.screenshot(path=str(ARTIFACTS / "desk-queue.png"))
 
             # The support agent opens it, joins and replies.

@@ -128,7 +128,17 @@
           return response.text();
         })
         .then(function (html) {
-          tbody.innerHTML = html; // rendered and escaped by the server's template
+          // The page as the server renders it now (escaped by its templates): take its rows
+          // and its tabs' counts.
+          var fresh = new DOMParser().parseFromString(html, "text/html");
+          var rows = fresh.querySelector("[data-rows]");
+          var tabs = fresh.querySelector("[data-tabs]");
+          if (rows) {
+            tbody.innerHTML = rows.innerHTML;
+          }
+          if (tabs && root.querySelector("[data-tabs]")) {
+            root.querySelector("[data-tabs]").innerHTML = tabs.innerHTML;
+          }
         })
         .catch(function () {
           setLive("Could not refresh the queue; retrying…", "down");
