@@ -179,28 +179,31 @@ async def post_message(request: HttpRequest, conversation_id: str) -> HttpRespon
     return await _post_answer(request, answer, wait, after)
 
 
-@endpoint("POST")
-async def handoff(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
+async def _act(
+    request: HttpRequest,
+    conversation_id: str,
+    operation: Callable[[Principal, str], conversations.Answer],
+) -> HttpResponseBase:
+    """Handoff and close: a body that may be empty or any JSON, then the operation."""
+
     def write() -> conversations.Answer:
         principal = authenticate(request)
         conversations.get_owned(principal, conversation_id)
         wire.parse_json_body(read_body(request), required=False)
-        return conversations.request_handoff(principal, conversation_id)
+        return operation(principal, conversation_id)
 
     answer = await reading.in_thread(write)
     return JsonResponse(answer.body, status=answer.status_code)
+
+
+@endpoint("POST")
+async def handoff(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
+    return await _act(request, conversation_id, conversations.request_handoff)
 
 
 @endpoint("POST")
 async def close(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
-    def write() -> conversations.Answer:
-        principal = authenticate(request)
-        conversations.get_owned(principal, conversation_id)
-        wire.parse_json_body(read_body(request), required=False)
-        return conversations.close(principal, conversation_id)
-
-    answer = await reading.in_thread(write)
-    return JsonResponse(answer.body, status=answer.status_code)
+    return await _act(request, conversation_id, conversations.close)
 
 
 def wants_stream(request: HttpRequest) -> bool:
