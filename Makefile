@@ -32,8 +32,8 @@ browser:
 	@bash scripts/ensure-browser.sh
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check --no-cache .
+	$(VENV)/bin/ruff format --check --no-cache .
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy poppy_django example_project
