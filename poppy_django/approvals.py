@@ -26,7 +26,14 @@ from poppy_django.agent.tools import Tool, ToolContext
 from poppy_django.auth import Actor
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
-from poppy_django.models import ActionRecord, ActionStatus, Conversation, Event, Status
+from poppy_django.models import (
+    ActionRecord,
+    ActionStatus,
+    AgentThread,
+    Conversation,
+    Event,
+    Status,
+)
 
 #: The status of a refusal to decide an action that is no longer awaiting a decision.
 DECIDED_STATUS = 409
@@ -104,6 +111,18 @@ def _tool(conversation: Conversation, record: ActionRecord) -> Tool:
     return tool
 
 
+def _remember(conversation: Conversation, record: ActionRecord, text: str) -> None:
+    """Tell the Company Agent's thread what staff decided, so later turns know it."""
+    thread = (
+        AgentThread.objects.select_for_update()
+        .filter(conversation_id=conversation.thread_root_id, actor_id=record.actor_id)
+        .first()
+    )
+    if thread is not None:
+        thread.history = [*thread.history, {"role": "assistant", "text": text}]
+        thread.save(update_fields=["history", "updated_at"])
+
+
 def _post_outcome(
     conversation: Conversation,
     record: ActionRecord,
@@ -120,6 +139,7 @@ def _post_outcome(
     meta: dict[str, Any] = {"by": by, "action_record": record.pk}
     if request_id:
         meta["request_id"] = request_id
+    _remember(conversation, record, text)
     return log.append_company_message(
         conversation,
         message_id=handoff.new_company_message_id(),

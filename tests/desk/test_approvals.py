@@ -13,7 +13,7 @@ from example_project.shop.models import Order
 from poppy_django import approvals
 from poppy_django.agent import CompanyAgent, ToolContext, register, tool
 from poppy_django.errors import PoppyError
-from poppy_django.models import ActionRecord, ActionStatus, Event
+from poppy_django.models import ActionRecord, ActionStatus, AgentThread, Event
 from tests.conftest import PersonalAgent, messages
 from tests.desk.conftest import desk_url, new_request_id
 
@@ -81,6 +81,9 @@ def test_approve_runs_under_the_recorded_actor_and_roles(acct1: PersonalAgent) -
     assert "req-approve-1" not in raw and "sam" not in raw
     event = Event.objects.get(conversation_id=conversation_id, meta__request_id="req-approve-1")
     assert event.meta["by"] == "sam"
+    # The Company Agent's thread learns the decision, for its later turns.
+    thread = AgentThread.objects.get(conversation_id=conversation_id, actor_id="acct-1")
+    assert thread.history[-1] == {"role": "assistant", "text": "Done: Cancel order A-2."}
 
 
 def test_a_failing_action_is_told_as_failed(acct1: PersonalAgent) -> None:
