@@ -1,8 +1,9 @@
 """System checks of the auth settings (``poppy_django.E101``-``E106``, ``W101``-``W102``).
 
-The app config calls :func:`register_auth_checks` from ``ready()``. The DPoP checks run only
-when ``POPPY["AUTHENTICATE"]`` is the default DPoP verifier; the development authority check
-always runs, because its tokens are accepted by whichever verifier trusts its key.
+``poppy_django.checks.check_auth`` runs them once the POPPY dict itself is valid (E004).
+The DPoP checks run only when ``POPPY["AUTHENTICATE"]`` is the default DPoP verifier; the
+development authority check always runs, because its tokens are accepted by whichever
+verifier trusts its key.
 """
 
 from __future__ import annotations
@@ -144,9 +145,3 @@ def _cache_checks(alias: str) -> list[checks.CheckMessage]:
             )
         ]
     return []
-
-
-def register_auth_checks() -> None:
-    """Register the auth checks (idempotent: Django keeps a set of checks)."""
-    checks.register(check_dev_authority, checks.Tags.security)
-    checks.register(check_dpop_verifier, checks.Tags.security)

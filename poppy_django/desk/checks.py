@@ -28,6 +28,6 @@ def check_channel_manager(app_configs: Any = None, **kwargs: Any) -> list[checks
             "django-eventstream's channel manager does not restrict Poppy's channels: any "
             "django_eventstream view your project mounts would serve poppy-desk to anyone.",
             hint=f'Set EVENTSTREAM_CHANNELMANAGER_CLASS = "{CHANNEL_MANAGER}" (or a subclass).',
-            id="poppy_django.W101",
+            id="poppy_django.W201",
         )
     ]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from poppy_django.auth.checks import check_dev_authority, check_dpop_verifier, register_auth_checks
+from poppy_django.auth.checks import check_dev_authority, check_dpop_verifier
 
 GOOD = {
     "AUTHENTICATE": "poppy_django.auth.dpop.verify",
@@ -83,10 +83,13 @@ def test_dpop_checks_only_for_the_dpop_verifier(settings: Any) -> None:
     assert ids(settings, AUTHENTICATE="poppy_django.auth.fake.verify", ISSUER=None, TOKENS={}) == []
 
 
-def test_registered(settings: Any) -> None:
+def test_run_by_the_registered_checks(settings: Any) -> None:
     from django.core import checks
 
-    register_auth_checks()
-    register_auth_checks()
-    registered = checks.registry.registry.get_checks()
-    assert check_dev_authority in registered and check_dpop_verifier in registered
+    from poppy_django.checks import check_auth
+
+    assert check_auth in checks.registry.registry.get_checks()
+    settings.DEBUG = True
+    assert "poppy_django.E101" not in [m.id for m in check_auth()]
+    settings.DEBUG = False  # the development authority is refused in production
+    assert "poppy_django.E101" in [m.id for m in check_auth()]

@@ -191,5 +191,5 @@ def test_the_system_check_warns_without_the_desk_channel_manager() -> None:
     assert check_channel_manager() == []
     with override_settings(EVENTSTREAM_CHANNELMANAGER_CLASS=None):
         warnings = check_channel_manager()
-    assert [w.id for w in warnings] == ["poppy_django.W101"]
+    assert [w.id for w in warnings] == ["poppy_django.W201"]
     assert isinstance(warnings[0], checks.Warning)
