@@ -51,6 +51,8 @@ def parse_json_body(raw: bytes, *, required: bool) -> dict[str, Any]:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise PoppyError("invalid_request", "The body is not valid JSON.") from exc
+    except RecursionError as exc:  # e.g. a megabyte of "[": nested past what we parse
+        raise PoppyError("invalid_request", "The body is nested too deeply.") from exc
     if not isinstance(body, dict):
         if required:
             raise PoppyError("invalid_request", "The body must be a JSON object.")

@@ -34,6 +34,9 @@ MALFORMED_BODIES: dict[str, bytes] = {
     "message null": b'{"message": null}',
     "message a string": b'{"message": "hello"}',
     "message a list": b'{"message": ["hello"]}',
+    "nested too deeply": b'{"message": {"id": "a", "sender": "agent", "data": '
+    + b"[" * 200_000
+    + b"}}",
 }
 
 MALFORMED_MESSAGES: dict[str, dict[str, Any]] = {
