@@ -227,7 +227,7 @@ ACTIONS: dict[str, Action] = {
 def _body(request: HttpRequest) -> dict[str, Any]:
     try:
         body = json.loads(request.body or b"{}")
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise PoppyError("invalid_request", "The body must be JSON.") from exc
     if not isinstance(body, dict):
         raise PoppyError("invalid_request", "The body must be a JSON object.")
