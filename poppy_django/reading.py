@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync, sync_to_async
 from django.db import close_old_connections
 
 from poppy_django import fanout, ids
@@ -40,6 +40,25 @@ async def in_thread(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs)
             close_old_connections()
 
     return await sync_to_async(call, thread_sensitive=False)()
+
+
+def release_request_thread() -> None:
+    """Give back the thread Django's ASGI handler keeps for this request while it waits.
+
+    The handler runs each request in an asgiref ``ThreadSensitiveContext``; its first
+    thread-sensitive call (Django's own ``request_started`` receivers) starts a worker
+    thread that then idles until the response ends — one thread per waiting reader. A
+    reader about to wait shuts that executor down; a later thread-sensitive call of the
+    same request (``request_finished``) simply starts a new one for its moment.
+    """
+    context = getattr(SyncToAsync, "thread_sensitive_context", None)
+    executors = getattr(SyncToAsync, "context_to_thread_executor", None)
+    if context is None or executors is None:
+        return  # an asgiref without per-context threads: nothing is held
+    current = context.get(None)
+    executor = executors.pop(current, None) if current is not None else None
+    if executor is not None:
+        executor.shutdown(wait=False)
 
 
 def after_seq(conversation: Conversation, cursor: str | None) -> int:
@@ -109,6 +128,7 @@ async def read_waiting(conversation_id: str, after: int, cursor: str | None, wai
     if page.events or wait <= 0:
         return page
     deadline = time.monotonic() + wait
+    release_request_thread()
     async with fanout.listen(conversation_id) as listener:
         # Subscribed now: re-read so an event committed in between is not missed.
         page = await in_thread(read_page, conversation_id, after, cursor)

@@ -43,6 +43,7 @@ async def stream_events(conversation_id: str, after: int) -> AsyncIterator[str]:
     keepalive = poppy_settings.STREAM_KEEPALIVE_SECONDS
     last_write = now
     completed: set[str] = set()
+    reading.release_request_thread()
     async with fanout.listen(conversation_id) as listener:
         # Opening the stream is itself a write, so proxies and clients see it at once.
         yield ": stream opened\n\n"

@@ -1,0 +1,65 @@
+"""Waiting readers cost no threads: long-polls and streams held open on a real ASGI server."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.multiprocess.cluster import Cluster
+from tests.multiprocess.http import HttpAgent
+
+pytestmark = pytest.mark.multiprocess
+READERS = 80
+
+
+def _threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+
+
+async def _hold_readers(port: int, path: str, authorization: str, cursor: str) -> list:
+    """Open READERS waiting reads (half long-polls, half SSE streams), waiting for each."""
+    held = []
+    for n in range(READERS):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        stream = n % 2 == 1
+        query = "" if stream else f"?wait=30&cursor={cursor}"
+        accept = "text/event-stream" if stream else "application/json"
+        writer.write(
+            f"GET {path}{query} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: {accept}\r\n"
+            f"Authorization: {authorization}\r\n\r\n".encode()
+        )
+        await writer.drain()
+        if stream:  # a stream answers at once with its opening comment
+            assert b"200" in await reader.readline()
+        held.append(writer)
+    await asyncio.sleep(2.0)  # every long-poll has read once and is now waiting
+    return held
+
+
+def test_held_long_polls_and_streams_hold_no_threads(mp: Cluster):
+    web = mp.web("web")
+    pa = HttpAgent()
+    context_only = {"message": {"id": "ctx-1", "sender": "agent", "context": {"locale": "en"}}}
+    conversation_id = pa.post(web, "", context_only).json()["conversation_id"]
+    cursor = pa.read(web, conversation_id)["cursor"]
+    pid = mp.processes["web"].pid
+    before = _threads(pid)
+
+    async def measure() -> int:
+        held = await _hold_readers(
+            urlsplit(web).port or 80,
+            f"/poppy/conversations/{conversation_id}/events",
+            pa.headers["Authorization"],
+            cursor,
+        )
+        holding = _threads(pid)
+        for writer in held:
+            writer.close()
+        return holding
+
+    holding = asyncio.run(measure())
+    # A thread per reader would add READERS threads; a small executor pool is all we allow.
+    assert holding - before < 12, (before, holding)
