@@ -82,7 +82,7 @@ DEFAULTS: dict[str, Any] = {
     "STREAM_KEEPALIVE_SECONDS": 15.0,
     "STREAM_MAX_SECONDS": 300.0,
     # A waiting reader re-reads the database this often even without a wake-up.
-    "WAKE_FALLBACK_SECONDS": 10.0,
+    "WAKE_FALLBACK_SECONDS": 60.0,
 }
 
 #: Keys whose value is an import string resolved once per settings version.
