@@ -1,0 +1,1152 @@
+"""Latency and throughput of one uvicorn process in production mode, and of the reference Company.
+
+    flock /tmp/poppy-bench.lock .venv/bin/python bench/latency.py [--turns 200] [--duration 6]
+
+Starts its own stack on the loopback address: a PostgreSQL database ``poppy_bench_lat``
+(dropped at the end), a private ``redis-server``, ONE uvicorn process of the example project
+(``DATABASE_URL`` + ``REDIS_URL``: Celery turns, Redis fan-out and cache, ``DJANGO_DEBUG=0``,
+scripted model) and one Celery worker (solo pool). Then, in one run:
+
+1. Turn latency: a message POST → the first ``text-delta`` on an already-open SSE stream,
+   and → the complete reply seen by a long-poll reader (``wait=30``), p50/p99 over
+   ``--turns`` sequential plain echo messages ("You said: …", word by word).
+2. POST message and JSON read (``GET …/events?cursor=<4 events before the end>``): req/s
+   and p50/p99 at 1, 8 and 32 concurrent clients, each request with a fresh ES256 DPoP
+   proof and a real Session Token from the development authority (what ``poppy_token``
+   mints). Then the same with a second server run under the fake verifier
+   (``POPPY_AUTHENTICATE=poppy_django.auth.fake.verify``), and the verifier's own cost
+   measured in this process on pre-made valid requests (fresh ``jti`` each, the
+   production Redis replay cache). The client: asyncio, one raw HTTP/1.1 keep-alive
+   connection per client, proofs signed with ``cryptography`` directly; its CPU time
+   against wall time is reported for every cell.
+3. The same cells on conversations of 10, 1,000 and 10,000 events (seeded by ORM bulk
+   inserts consistent with the model: whole turns, ``last_seq`` = N, the agent thread's
+   history), plus turn latency on a 10,000-event conversation.
+4. The reference Company of ``personal-agent-protocol`` 0.26 (its demo company Manzanita
+   under uvicorn, started by ``bench/ref_company.py`` in the separate venv ``--ref-venv``),
+   driven by the same client through the same cells; ratios ours / reference.
+
+Results: tables on stdout and ``var/bench/latency.json``; published by hand in
+``docs/benchmarks.md``. Everything is bounded (``--duration`` per cell, ``--turns``) and the
+script stops what it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+DB_NAME = "poppy_bench_lat"
+PATH = "/poppy/conversations"
+DEV_CLIENT_ID = "https://agent.example/dev-client"
+
+
+# -- the machine --------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    def first(path: str, prefix: str) -> str:
+        with contextlib.suppress(OSError):
+            for line in Path(path).read_text().splitlines():
+                if line.startswith(prefix):
+                    return line.split(":", 1)[1].strip()
+        return "unknown"
+
+    def version(command: list[str]) -> str:
+        try:
+            return subprocess.run(
+                command, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return "unknown"
+
+    import django
+    import httpx
+    import psycopg
+    import uvicorn
+
+    pg = "unknown"
+    with contextlib.suppress(Exception), psycopg.connect(PG_ADMIN) as conn:
+        pg = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": first("/proc/cpuinfo", "model name"),
+        "memory": first("/proc/meminfo", "MemTotal"),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "django": django.get_version(),
+        "uvicorn": uvicorn.__version__,
+        "httpx": httpx.__version__,
+        "postgresql": pg,
+        "redis": version(["redis-server", "--version"]).split(" ")[2].removeprefix("v=")
+        if shutil.which("redis-server")
+        else "missing",
+    }
+
+
+# -- statistics ---------------------------------------------------------------------------
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def ms(value: float) -> str:
+    return f"{value * 1000:7.1f}"
+
+
+# -- processes ----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_port(port: int, process: subprocess.Popen[bytes], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on {port}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Stack:
+    """PostgreSQL database, redis-server, uvicorn and a Celery worker of our own."""
+
+    def __init__(self, tmp: Path, port: int) -> None:
+        self.tmp = tmp
+        self.port = port
+        self.redis_port = free_port()
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
+            "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            "POPPY_CELERY_QUEUE": f"{DB_NAME}-turns",
+            "POPPY_VAR_DIR": str(tmp),
+            "POPPY_BASE_URL": f"http://127.0.0.1:{port}",
+            "POPPY_LOG_LEVEL": "WARNING",
+            "DJANGO_DEBUG": "0",
+            "DJANGO_SETTINGS_MODULE": "example_project.settings",
+            "PYTHONPATH": str(ROOT),
+        }
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> int:
+        log = open(self.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        process = subprocess.Popen(
+            argv, env=env or self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+        )
+        self.processes[name] = process
+        return process.pid
+
+    def stop(self, name: str) -> None:
+        process = self.processes.pop(name, None)
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+    def start(self) -> None:
+        import psycopg
+
+        self.spawn(
+            "redis",
+            [
+                "redis-server",
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+        )
+        wait_port(self.redis_port, self.processes["redis"], "redis-server")
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "-v0", "--skip-checks"],
+            env=self.env,
+            cwd=ROOT,
+            check=True,
+            timeout=300,
+        )
+        self.spawn(
+            "celery",
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "example_project",
+                "worker",
+                "--pool=solo",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-Q",
+                self.env["POPPY_CELERY_QUEUE"],
+                "-n",
+                "bench-lat@%h",
+                "--loglevel=WARNING",
+            ],
+        )
+
+    def web(self, authenticate: str) -> int:
+        """(Re)start the one uvicorn process with this verifier; its pid."""
+        self.stop("web")
+        env = {**self.env, "POPPY_AUTHENTICATE": authenticate}
+        pid = self.spawn(
+            "web",
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "example_project.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--no-access-log",
+                "--log-level",
+                "warning",
+            ],
+            env,
+        )
+        wait_port(self.port, self.processes["web"], "uvicorn")
+        return pid
+
+    def destroy(self) -> None:
+        for name in list(self.processes):
+            self.stop(name)
+        with contextlib.suppress(Exception):
+            import psycopg
+
+            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+
+
+# -- the light client ---------------------------------------------------------------------
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+class Signer:
+    """ES256 DPoP proofs with ``cryptography`` directly: the header (constant per key) and
+    ``ath`` (constant per token) are built once, as any client may; ``jti``, ``iat``,
+    ``htm``, ``htu`` and the signature are fresh for every request."""
+
+    def __init__(self, private_key: Any, token: str | None) -> None:
+        from poppy_django.auth.jwk import public_jwk
+
+        self.key = private_key
+        header = {"typ": "dpop+jwt", "alg": "ES256", "jwk": public_jwk(private_key.public_key())}
+        self.header = b64url(json.dumps(header, separators=(",", ":")).encode())
+        self.ath = b64url(hashlib.sha256(token.encode()).digest()) if token else None
+
+    def proof(self, method: str, htu: str) -> str:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+        claims = {
+            "jti": secrets.token_urlsafe(16),
+            "htm": method,
+            "htu": htu,
+            "iat": int(time.time()),
+        }
+        if self.ath:
+            claims["ath"] = self.ath
+        signing_input = (
+            f"{self.header}.{b64url(json.dumps(claims, separators=(',', ':')).encode())}"
+        )
+        r, s = decode_dss_signature(
+            self.key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256()))
+        )
+        return f"{signing_input}.{b64url(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
+
+
+@dataclass
+class Conversation:
+    id: str
+    cursor: str  # 4 events before the end: a read returns those 4
+    size: int
+
+
+@dataclass
+class Agent:
+    """One personal agent for one User: its credentials and conversations."""
+
+    name: str
+    authorization: str
+    signer: Signer | None  # None: the fake verifier (no proof)
+    conversations: dict[int, Conversation] = field(default_factory=dict)
+
+
+@dataclass
+class Target:
+    """A server to drive: where to connect and what URL the proofs name."""
+
+    name: str
+    port: int
+    public: str  # the public origin proofs name (htu)
+    agents: list[Agent]
+    pid: int | None = None
+
+
+class Http:
+    """One raw HTTP/1.1 keep-alive connection: as little client CPU per request as can be."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(
+        self, method: str, target: str, headers: dict[str, str], body: bytes = b""
+    ) -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        assert self.reader is not None
+        lines = [f"{method} {target} HTTP/1.1", f"Host: 127.0.0.1:{self.port}"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        if body or method == "POST":
+            lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status_line, *header_lines = head.decode("latin-1").split("\r\n")
+        status = int(status_line.split(" ", 2)[1])
+        length, chunked, close = None, False, False
+        for line in header_lines:
+            name, _, value = line.partition(":")
+            name = name.lower()
+            if name == "content-length":
+                length = int(value)
+            elif name == "transfer-encoding" and "chunked" in value.lower():
+                chunked = True
+            elif name == "connection" and "close" in value.lower():
+                close = True
+        if chunked:
+            parts = []
+            while True:
+                size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
+                data = await self.reader.readexactly(size + 2)
+                if size == 0:
+                    break
+                parts.append(data[:-2])
+            payload = b"".join(parts)
+        else:
+            payload = await self.reader.readexactly(length or 0)
+        if close:
+            await self.close()
+        return status, payload
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(Exception):
+                await self.writer.wait_closed()
+        self.reader = self.writer = None
+
+
+def auth_headers(target: Target, agent: Agent, method: str, path: str) -> dict[str, str]:
+    headers = {"Authorization": agent.authorization, "Accept": "application/json"}
+    if agent.signer is not None:
+        headers["DPoP"] = agent.signer.proof(method, target.public + path)
+    return headers
+
+
+_message_numbers = iter(range(10**9))
+
+
+async def post_message(http: Http, target: Target, agent: Agent, size: int) -> int:
+    conversation = agent.conversations[size]
+    path = f"{PATH}/{conversation.id}/messages"
+    number = next(_message_numbers)
+    body = json.dumps(
+        {
+            "message": {
+                "id": f"b{number}_{secrets.token_hex(6)}",
+                "sender": "agent",
+                "text": f"hello {number}",
+            }
+        }
+    ).encode()
+    status, _ = await http.request("POST", path, auth_headers(target, agent, "POST", path), body)
+    return status
+
+
+async def read_events(http: Http, target: Target, agent: Agent, size: int) -> int:
+    conversation = agent.conversations[size]
+    path = f"{PATH}/{conversation.id}/events"
+    status, _ = await http.request(
+        "GET", f"{path}?cursor={conversation.cursor}", auth_headers(target, agent, "GET", path)
+    )
+    return status
+
+
+Operation = Callable[[Http, Target, Agent, int], Awaitable[int]]
+
+
+async def run_cell(
+    target: Target,
+    operation: Operation,
+    size: int,
+    clients: int,
+    duration: float,
+    warmup: float,
+) -> dict[str, Any]:
+    """``clients`` loops, each its own agent and connection, for warmup + duration seconds."""
+    agents = target.agents[:clients]
+    latencies: list[float] = []
+    errors: dict[int, int] = {}
+    start = time.perf_counter()
+    measure_from = start + warmup
+    end = measure_from + duration
+    cpu0 = time.process_time()
+    server0 = cpu_seconds(target.pid) if target.pid else 0.0
+
+    async def loop(agent: Agent) -> None:
+        http = Http(target.port)
+        try:
+            while (began := time.perf_counter()) < end:
+                status = await operation(http, target, agent, size)
+                done = time.perf_counter()
+                if status >= 300:
+                    errors[status] = errors.get(status, 0) + 1
+                elif began >= measure_from:
+                    latencies.append(done - began)
+        finally:
+            await http.close()
+
+    await asyncio.gather(*(loop(agent) for agent in agents))
+    wall = time.perf_counter() - start
+    client_cpu = time.process_time() - cpu0
+    server_cpu = (cpu_seconds(target.pid) - server0) if target.pid else None
+    total = len(latencies)
+    return {
+        "clients": clients,
+        "size": size,
+        "requests": total,
+        "rps": total / duration,
+        "p50_ms": pct(latencies, 0.50) * 1000,
+        "p99_ms": pct(latencies, 0.99) * 1000,
+        "errors": errors,
+        "client_cpu_pct": 100 * client_cpu / wall,
+        "server_cpu_ms_per_req": (1000 * server_cpu / total) if server_cpu and total else None,
+    }
+
+
+# -- Django in this process: tokens, seeding, the verifier alone --------------------------
+
+
+def setup_django(env: dict[str, str], authenticate: str) -> None:
+    for name in (
+        "DATABASE_URL",
+        "REDIS_URL",
+        "POPPY_VAR_DIR",
+        "POPPY_BASE_URL",
+        "POPPY_LOG_LEVEL",
+        "DJANGO_DEBUG",
+        "DJANGO_SETTINGS_MODULE",
+        "POPPY_CELERY_QUEUE",
+    ):
+        os.environ[name] = env[name]
+    os.environ["POPPY_AUTHENTICATE"] = authenticate
+    import django
+
+    django.setup()
+
+
+def dpop_agent(name: str) -> Agent:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from poppy_django.auth import dev_authority
+    from poppy_django.auth.jwk import public_jwk, thumbprint
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    token = dev_authority.mint_token(
+        user=name, jkt=thumbprint(public_jwk(key.public_key())), ttl=3 * 3600
+    )
+    return Agent(name, f"DPoP {token}", Signer(key, token))
+
+
+def fake_agent(name: str) -> Agent:
+    from poppy_django.auth.fake import fake_authorization
+
+    return Agent(name, fake_authorization(client_id=DEV_CLIENT_ID, user_id=name), None)
+
+
+def seed(agents: list[Agent], sizes: list[int]) -> float:
+    """Conversations of ``size`` events for every agent, by bulk inserts; seconds taken.
+
+    Whole turns (user message, working, company reply, idle); a size that is not a multiple
+    of 4 ends with context-only user messages (which start no turn). ``last_seq`` = N,
+    ``answered_seq``/``turn_upto_seq`` = the last answered message, and the agent thread
+    holds the history those turns would have left.
+    """
+    from django.db import transaction
+
+    from poppy_django import ids
+    from poppy_django.models import AgentThread, Event
+    from poppy_django.models import Conversation as Row
+
+    started = time.perf_counter()
+    for agent in agents:
+        principal = {
+            "client_id": DEV_CLIENT_ID,
+            "user_id": agent.name,
+            "account_id": None,
+            "session_id": "ses_bench",
+            "signed_in": False,
+            "scopes": [],
+            "actor": None,
+        }
+        for size in sizes:
+            with transaction.atomic():
+                row = Row.objects.create(
+                    client_id=DEV_CLIENT_ID, user_id=agent.name, agent_name="support", status="idle"
+                )
+                events: list[Event] = []
+                history: list[dict[str, str]] = []
+                answered = 0
+                seq = 0
+
+                def add(
+                    type_: str,
+                    payload: dict[str, Any],
+                    message_id: str | None = None,
+                    role: str = "",
+                    meta: dict[str, Any] | None = None,
+                    row: Row = row,
+                    events: list[Event] = events,
+                ) -> int:
+                    nonlocal seq
+                    seq += 1
+                    events.append(
+                        Event(
+                            conversation=row,
+                            seq=seq,
+                            type=type_,
+                            payload=payload,
+                            meta=meta or {},
+                            message_id=message_id,
+                            role=role,
+                        )
+                    )
+                    return seq
+
+                for turn in range(size // 4):
+                    text = f"hello {turn}"
+                    mid = f"seed_{turn}"
+                    answered = add(
+                        "message",
+                        {"message": {"id": mid, "role": "user", "sender": "agent", "text": text}},
+                        mid,
+                        "user",
+                        {"principal": principal},
+                    )
+                    add("state", {"status": "working", "responder": "agent"})
+                    reply_id = ids.company_message_id(row.id, f"seed-{turn}")
+                    reply = f"You said: {text}"
+                    add(
+                        "message",
+                        {
+                            "message": {
+                                "id": reply_id,
+                                "role": "company",
+                                "sender": "agent",
+                                "text": reply,
+                            }
+                        },
+                        reply_id,
+                        "company",
+                        {"turn": f"seed-{turn}"},
+                    )
+                    add("state", {"status": "idle", "responder": "agent"})
+                    history += [
+                        {"role": "user", "text": text},
+                        {"role": "assistant", "text": reply},
+                    ]
+                for extra in range(size % 4):
+                    mid = f"seedctx_{extra}"
+                    add(
+                        "message",
+                        {
+                            "message": {
+                                "id": mid,
+                                "role": "user",
+                                "sender": "agent",
+                                "context": {"locale": "en"},
+                            }
+                        },
+                        mid,
+                        "user",
+                        {"principal": principal},
+                    )
+                Event.objects.bulk_create(events, batch_size=2000)
+                Row.objects.filter(pk=row.pk).update(
+                    last_seq=seq, answered_seq=answered, turn_upto_seq=answered
+                )
+                if history:
+                    AgentThread.objects.create(
+                        conversation=row,
+                        actor_id=ids.anonymous_actor_id(DEV_CLIENT_ID, agent.name),
+                        history=history,
+                    )
+            agent.conversations[size] = Conversation(
+                row.id, ids.event_id(row.id, max(1, seq - 4)), size
+            )
+    return time.perf_counter() - started
+
+
+def wait_idle(agents: list[Agent], timeout: float = 180) -> float:
+    """Until no turn is left to run in these agents' conversations (the worker drained)."""
+    from poppy_django.models import Conversation as Row
+
+    ids_ = [c.id for agent in agents for c in agent.conversations.values()]
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if not Row.objects.filter(pk__in=ids_, status="working").exists():
+            return time.monotonic() - started
+        time.sleep(0.2)
+    raise RuntimeError("turns did not drain")
+
+
+def verifier_cost(base: str, n: int) -> dict[str, Any]:
+    """``poppy_django.auth.dpop.verify`` on pre-made valid requests, fresh jti each (µs)."""
+    from poppy_django.auth import dpop
+
+    agent = dpop_agent("lat-verifier")
+    assert agent.signer is not None
+    url = f"{base}{PATH}/cnv_x/events"
+    requests = [
+        {
+            "method": "GET",
+            "url": url,
+            "headers": {
+                "authorization": agent.authorization,
+                "dpop": agent.signer.proof("GET", url),
+            },
+        }
+        for _ in range(n)
+    ]
+    dpop.verify(requests.pop())  # build the verifier, warm the Redis connection
+    timings = []
+    for info in requests:
+        start = time.perf_counter_ns()
+        dpop.verify(info)  # type: ignore[arg-type]
+        timings.append((time.perf_counter_ns() - start) / 1000)
+    result = {
+        "n": len(timings),
+        "median_us": statistics.median(timings),
+        "p95_us": pct(timings, 0.95),
+    }
+
+    # Where it goes: the same without the replay cache, and the replay cache's add alone,
+    # once on this thread's (reused) cache backend and once on a backend created for the
+    # call, as a request under ASGI gets one (django.core.cache.caches is per context).
+    from django.core.cache import caches
+
+    from poppy_django.auth import replay
+
+    fresh = [
+        {**info, "headers": {**info["headers"], "dpop": agent.signer.proof("GET", url)}}
+        for info in requests[: n // 2]
+    ]
+    original = replay.first_use
+    replay.first_use = lambda *args, **kwargs: True  # type: ignore[assignment]
+    try:
+        no_replay = []
+        for info in fresh:
+            start = time.perf_counter_ns()
+            dpop.verify(info)  # type: ignore[arg-type]
+            no_replay.append((time.perf_counter_ns() - start) / 1000)
+    finally:
+        replay.first_use = original
+    reused, created = [], []
+    for number in range(n // 2):
+        start = time.perf_counter_ns()
+        caches["default"].add(f"poppy:bench:{number}:{secrets.token_hex(4)}", 1, timeout=5)
+        reused.append((time.perf_counter_ns() - start) / 1000)
+        start = time.perf_counter_ns()
+        backend = caches.create_connection("default")
+        backend.add(f"poppy:bench:{number}:{secrets.token_hex(4)}", 1, timeout=5)
+        created.append((time.perf_counter_ns() - start) / 1000)
+        backend.close()
+    result.update(
+        without_replay_median_us=statistics.median(no_replay),
+        replay_add_reused_backend_median_us=statistics.median(reused),
+        replay_add_new_backend_median_us=statistics.median(created),
+    )
+    return result
+
+
+def client_cost(n: int) -> dict[str, Any]:
+    """What one proof costs the client: this bench's signer and poppy_django.client's."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from poppy_django.client import DPoPKey
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    token = "x" * 500
+    signer = Signer(key, token)
+    dpop_key = DPoPKey(key)
+    url = "http://127.0.0.1:1/poppy/conversations/cnv_x/messages"
+    result = {}
+    for name, sign in (
+        ("bench signer", lambda: signer.proof("POST", url)),
+        ("poppy_django.client.DPoPKey", lambda: dpop_key.proof("POST", url, access_token=token)),
+    ):
+        timings = []
+        for _ in range(n):
+            start = time.perf_counter_ns()
+            sign()
+            timings.append((time.perf_counter_ns() - start) / 1000)
+        result[name] = statistics.median(timings)
+    return result
+
+
+# -- 1. turn latency ----------------------------------------------------------------------
+
+
+async def turn_latency(target: Target, agent: Agent, size: int, turns: int) -> dict[str, Any]:
+    """POST → first text-delta on an open SSE stream, and → reply seen by a long-poll."""
+    import httpx
+
+    conversation = agent.conversations[size]
+    events_path = f"{PATH}/{conversation.id}/events"
+    base = f"http://127.0.0.1:{target.port}"
+    last_id = ids_last = conversation.cursor
+    state: dict[str, Any] = {"posted": None, "delta": None, "sse_reply": None, "poll_reply": None}
+    progress = asyncio.Event()
+    stop = False
+
+    async def sse() -> None:
+        nonlocal last_id
+        async with httpx.AsyncClient(timeout=httpx.Timeout(60, read=None)) as client:
+            while not stop:
+                headers = {
+                    **auth_headers(target, agent, "GET", events_path),
+                    "Accept": "text/event-stream",
+                    "Last-Event-ID": last_id,
+                }
+                async with client.stream("GET", base + events_path, headers=headers) as response:
+                    assert response.status_code == 200, await response.aread()
+                    name = None
+                    async for line in response.aiter_lines():
+                        if line.startswith("event: "):
+                            name = line[7:]
+                        elif line.startswith("id: "):
+                            last_id = line[4:]
+                        elif line.startswith("data: "):
+                            now = time.perf_counter()
+                            data = json.loads(line[6:])
+                            if state["posted"] is not None:
+                                if name == "text-delta" and state["delta"] is None:
+                                    state["delta"] = now
+                                elif (
+                                    data.get("type") == "message"
+                                    and data["message"]["role"] == "company"
+                                    and state["sse_reply"] is None
+                                ):
+                                    state["sse_reply"] = now
+                                    progress.set()
+                            name = None
+                        if stop:
+                            return
+
+    async def poll() -> None:
+        nonlocal ids_last
+        http = Http(target.port)
+        try:
+            while not stop:
+                status, body = await http.request(
+                    "GET",
+                    f"{events_path}?cursor={ids_last}&wait=30",
+                    auth_headers(target, agent, "GET", events_path),
+                )
+                now = time.perf_counter()
+                assert status == 200, body
+                page = json.loads(body)
+                ids_last = page["cursor"]
+                for event in page["events"]:
+                    if (
+                        event["type"] == "message"
+                        and event["message"]["role"] == "company"
+                        and state["posted"] is not None
+                        and state["poll_reply"] is None
+                    ):
+                        state["poll_reply"] = now
+                        progress.set()
+                    if event["type"] == "state" and event["status"] == "idle":
+                        state["idle"] = True
+                        progress.set()
+        finally:
+            await http.close()
+
+    readers = [asyncio.ensure_future(sse()), asyncio.ensure_future(poll())]
+    await asyncio.sleep(1.0)  # both readers are waiting
+    deltas, sse_replies, poll_replies, posts = [], [], [], []
+    http = Http(target.port)
+    try:
+        for _ in range(turns):
+            state.update(posted=None, delta=None, sse_reply=None, poll_reply=None, idle=False)
+            posted = time.perf_counter()
+            state["posted"] = posted
+            status = await post_message(http, target, agent, size)
+            posts.append(time.perf_counter() - posted)
+            assert status == 202, status
+            deadline = time.monotonic() + 30
+            while not (
+                state["delta"] and state["sse_reply"] and state["poll_reply"] and state.get("idle")
+            ):
+                progress.clear()
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"turn did not complete: {state}")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(progress.wait(), 1.0)
+            deltas.append(state["delta"] - posted)
+            sse_replies.append(state["sse_reply"] - posted)
+            poll_replies.append(state["poll_reply"] - posted)
+    finally:
+        stop = True
+        await http.close()
+        for reader in readers:
+            reader.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.gather(*readers, return_exceptions=True)
+
+    def summary(values: list[float]) -> dict[str, float]:
+        return {"p50_ms": pct(values, 0.5) * 1000, "p99_ms": pct(values, 0.99) * 1000}
+
+    return {
+        "turns": turns,
+        "size": size,
+        "post": summary(posts),
+        "first_delta": summary(deltas),
+        "sse_reply": summary(sse_replies),
+        "long_poll_reply": summary(poll_replies),
+    }
+
+
+async def reference_turn_latency(target: Target, agent: Agent, turns: int) -> dict[str, Any]:
+    """The reference answers inline: POST ``?wait=0`` returns the page with the reply."""
+    conversation = agent.conversations[10]
+    path = f"{PATH}/{conversation.id}/messages"
+    http = Http(target.port)
+    timings = []
+    try:
+        for number in range(turns):
+            body = json.dumps(
+                {
+                    "message": {
+                        "id": f"t{number}_{secrets.token_hex(6)}",
+                        "sender": "agent",
+                        "text": "hello",
+                    }
+                }
+            ).encode()
+            start = time.perf_counter()
+            status, payload = await http.request(
+                "POST",
+                f"{path}?wait=0&cursor={conversation.cursor}",
+                auth_headers(target, agent, "POST", path),
+                body,
+            )
+            timings.append(time.perf_counter() - start)
+            assert status == 202, payload
+            assert any(
+                e["type"] == "message" and e["message"]["role"] == "company"
+                for e in json.loads(payload)["events"]
+            ), payload
+            conversation.cursor = json.loads(payload)["cursor"]
+    finally:
+        await http.close()
+    return {
+        "turns": turns,
+        "reply_in_post": {"p50_ms": pct(timings, 0.5) * 1000, "p99_ms": pct(timings, 0.99) * 1000},
+    }
+
+
+# -- the reference Company ----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def reference(venv: Path, tmp: Path, users: int, sizes: list[int]) -> Iterator[Target | str]:
+    python = venv / "bin" / "python"
+    if not python.exists():
+        yield (
+            f"no reference venv at {venv} (python3 -m venv {venv}; "
+            f"{venv}/bin/pip install personal-agent-protocol==0.26.0)"
+        )
+        return
+    port = free_port()
+    creds = tmp / "ref-creds.json"
+    log = open(tmp / "ref.log", "wb")  # noqa: SIM115
+    process = subprocess.Popen(
+        [
+            str(python),
+            str(ROOT / "bench" / "ref_company.py"),
+            "--port",
+            str(port),
+            "--users",
+            str(users),
+            "--sizes",
+            ",".join(map(str, sizes)),
+            "--creds",
+            str(creds),
+            "--max-seconds",
+            "1800",
+        ],
+        cwd=tmp,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_port(port, process, "the reference Company", timeout=600)
+        from cryptography.hazmat.primitives import serialization
+
+        data = json.loads(creds.read_text())
+        public = data["endpoint"].removesuffix(PATH)
+        agents = []
+        for user in data["users"]:
+            key = serialization.load_pem_private_key(user["dpop_key_pem"].encode(), None)
+            agent = Agent(user["user"], f"DPoP {user['token']}", Signer(key, user["token"]))
+            for size, conversation in user["conversations"].items():
+                agent.conversations[int(size)] = Conversation(
+                    conversation["id"], conversation["events"][-5], int(size)
+                )
+            agents.append(agent)
+        yield Target("reference", port, public, agents, process.pid)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+def print_cells(title: str, cells: list[dict[str, Any]]) -> None:
+    print(f"\n{title}")
+    print("  op     events clients    req/s   p50 ms   p99 ms  client CPU  server CPU/req  errors")
+    for cell in cells:
+        server = cell.get("server_cpu_ms_per_req")
+        print(
+            f"  {cell['op']:5} {cell['size']:7} {cell['clients']:7} {cell['rps']:8.0f}"
+            f" {cell['p50_ms']:8.1f} {cell['p99_ms']:8.1f} {cell['client_cpu_pct']:10.0f}%"
+            f" {f'{server:9.2f} ms' if server else '        -   '}  {cell['errors'] or ''}"
+        )
+
+
+async def cells_for(
+    target: Target,
+    sizes: list[int],
+    clients: list[int],
+    args: Any,
+    drain: Callable[[], None] | None,
+) -> list[dict[str, Any]]:
+    results = []
+    for size in sizes:
+        for name, operation in (("read", read_events), ("post", post_message)):
+            for count in clients:
+                cell = await run_cell(target, operation, size, count, args.duration, args.warmup)
+                cell.update(op=name, target=target.name)
+                results.append(cell)
+                print_cells(f"[{target.name}]", [cell])
+                if name == "post" and drain is not None:
+                    await asyncio.to_thread(drain)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument(
+        "--long-turns", type=int, default=50, help="turns on the 10,000-event conversation"
+    )
+    parser.add_argument("--duration", type=float, default=6.0, help="seconds per cell")
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--clients", default="1,8,32")
+    parser.add_argument("--sizes", default="10,1000,10000")
+    parser.add_argument("--verifier-n", type=int, default=2000)
+    parser.add_argument("--ref-venv", default=str(ROOT / "var" / "bench" / "ref-venv"))
+    parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument("--out", default=str(ROOT / "var" / "bench" / "latency.json"))
+    args = parser.parse_args()
+    clients = [int(c) for c in args.clients.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",")]
+    most = max(clients)
+
+    info = machine()
+    print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+    results: dict[str, Any] = {"machine": info, "args": vars(args), "started": time.time()}
+    tmp = Path(tempfile.mkdtemp(prefix="poppy-bench-lat-"))
+    port = free_port()
+    stack = Stack(tmp, port)
+    try:
+        stack.start()
+        setup_django(stack.env, "poppy_django.auth.dpop.verify")
+        public = f"http://127.0.0.1:{port}"
+
+        dpop_agents = [dpop_agent(f"lat-dpop-{n}") for n in range(most)]
+        turn_agent = dpop_agent("lat-turns")
+        fake_agents = [fake_agent(f"lat-fake-{n}") for n in range(most)]
+        seconds = seed(dpop_agents, sizes) + seed(fake_agents, [sizes[0]])
+        seconds += seed([turn_agent], sorted({sizes[0], sizes[-1]}))
+        print(f"seeded in {seconds:.1f} s")
+        results["client_proof_us"] = client_cost(2000)
+        results["verifier"] = verifier_cost(public, args.verifier_n)
+        print(f"verifier breakdown: {json.dumps(results['verifier'])}")
+        print(
+            f"verifier alone (in-process, Redis replay cache): median "
+            f"{results['verifier']['median_us']:.0f} µs, p95 {results['verifier']['p95_us']:.0f}"
+            f" µs; client proof: "
+            + ", ".join(f"{k} {v:.0f} µs" for k, v in results["client_proof_us"].items())
+        )
+
+        # Our server, DPoP verification.
+        pid = stack.web("poppy_django.auth.dpop.verify")
+        ours = Target("ours", port, public, dpop_agents, pid)
+        results["turns"] = asyncio.run(turn_latency(ours, turn_agent, sizes[0], args.turns))
+        print(
+            f"\n1. turn latency ({args.turns} turns, {sizes[0]} events): "
+            + json.dumps(results["turns"])
+        )
+        if sizes[-1] != sizes[0] and args.long_turns:
+            results["turns_long"] = asyncio.run(
+                turn_latency(ours, turn_agent, sizes[-1], args.long_turns)
+            )
+            print(
+                f"   on {sizes[-1]} events ({args.long_turns} turns): "
+                + json.dumps(results["turns_long"])
+            )
+        wait_idle([turn_agent])
+
+        def drain_ours() -> None:
+            wait_idle(dpop_agents + fake_agents)
+
+        results["ours"] = asyncio.run(cells_for(ours, sizes, clients, args, drain_ours))
+
+        # Our server again, the fake verifier (no verification).
+        pid = stack.web("poppy_django.auth.fake.verify")
+        fake = Target("ours-fake", port, public, fake_agents, pid)
+        results["ours_fake"] = asyncio.run(cells_for(fake, sizes[:1], clients, args, drain_ours))
+        stack.stop("web")
+        stack.stop("celery")  # the reference gets the machine to itself too
+
+        if args.no_reference:
+            results["reference"] = "skipped (--no-reference)"
+        else:
+            with reference(Path(args.ref_venv), tmp, most + 1, sizes) as ref:
+                if isinstance(ref, str):
+                    results["reference"] = ref
+                    print(f"\nreference: {ref}")
+                else:
+                    results["reference_turns"] = asyncio.run(
+                        reference_turn_latency(ref, ref.agents[-1], args.turns)
+                    )
+                    ref.agents = ref.agents[:most]
+                    results["reference"] = asyncio.run(cells_for(ref, sizes, clients, args, None))
+        report(results)
+    finally:
+        stack.destroy()
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(results, indent=2, default=str))
+        print(f"\nwritten: {args.out} (server logs in {tmp})")
+
+
+def report(results: dict[str, Any]) -> None:
+    print("\n==== summary ====")
+    turns = results["turns"]
+    print(f"1. turn latency over {turns['turns']} turns ({turns['size']} events), ms p50/p99:")
+    for name in ("post", "first_delta", "sse_reply", "long_poll_reply"):
+        print(f"   {name:16} {turns[name]['p50_ms']:7.1f} {turns[name]['p99_ms']:7.1f}")
+    if "turns_long" in results:
+        long = results["turns_long"]
+        print(f"   on {long['size']} events ({long['turns']} turns):")
+        for name in ("post", "first_delta", "sse_reply", "long_poll_reply"):
+            print(f"   {name:16} {long[name]['p50_ms']:7.1f} {long[name]['p99_ms']:7.1f}")
+    print_cells("2./3. ours, DPoP verification", results["ours"])
+    print_cells("2. ours, fake verifier", results["ours_fake"])
+    verifier = results["verifier"]
+    print(
+        f"   verifier alone: median {verifier['median_us']:.0f} µs (p95 "
+        f"{verifier['p95_us']:.0f} µs) per request"
+    )
+    if isinstance(results.get("reference"), list):
+        print_cells("4. reference Company (personal-agent-protocol 0.26)", results["reference"])
+        ref = {(c["op"], c["size"], c["clients"]): c for c in results["reference"]}
+        print("\n   ratios ours / reference (req/s; p50; p99):")
+        for cell in results["ours"]:
+            other = ref.get((cell["op"], cell["size"], cell["clients"]))
+            if other and other["rps"]:
+                print(
+                    f"   {cell['op']:5} {cell['size']:6} x{cell['clients']:<3}"
+                    f" req/s {cell['rps'] / other['rps']:6.2f}"
+                    f"  p50 {cell['p50_ms'] / other['p50_ms']:6.2f}"
+                    f"  p99 {cell['p99_ms'] / other['p99_ms']:6.2f}"
+                )
+        rt = results["reference_turns"]["reply_in_post"]
+        print(
+            f"   reference reply in the POST answer: p50 {rt['p50_ms']:.1f} ms, "
+            f"p99 {rt['p99_ms']:.1f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()
