@@ -167,19 +167,25 @@ class _Chat:
 
     def _follow_stream(self) -> None:
         assert self.conversation_id is not None
-        streaming = False
+        streamed = ""  # the pieces of the reply printed so far
         for frame in self.client.stream(self.conversation_id, self.cursor, reconnect=False):
             if frame.event == "text-delta":
-                self.out.write(frame.json().get("text", ""), ending="")
+                piece = frame.json().get("text", "")
+                self.out.write(piece, ending="")
                 self.out.flush()
-                streaming = True
+                streamed += piece
                 continue
             if frame.id is not None:
                 self.cursor = frame.id
             event = frame.json()
-            if streaming and event.get("type") == "message":
+            if streamed and event.get("type") == "message":
                 self.out.write("")
-                streaming = False
+                # Deltas are a preview and may be partial (the stream opened mid-reply):
+                # the complete message is what was said.
+                complete = (event.get("message") or {}).get("text") or ""
+                if complete != streamed:
+                    self.show(event)
+                streamed = ""
                 continue
             if self.show(event):
                 return
