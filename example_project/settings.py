@@ -35,8 +35,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: errors raised before the endpoint's views (e.g. a bad Host) are JSON there too.
-    "poppy_django.middleware.PoppyJsonErrorsMiddleware",
+    # First: the endpoint's short path (no session/auth/CSRF/messages hops; JSON errors).
+    "poppy_django.middleware.PoppyEndpointMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -151,7 +151,7 @@ def test_answers_are_json_whatever_the_client_accepts(agent, accept):
 
 
 def test_a_host_that_is_not_served_is_a_json_error(agent):
-    """CommonMiddleware refuses the Host before the view; PoppyJsonErrorsMiddleware answers JSON."""
+    """A Host outside ALLOWED_HOSTS is refused as JSON (PoppyEndpointMiddleware's short path)."""
     before = rows()
     body = {"message": {"id": "host-1", "sender": "agent", "text": "hi"}}
     response = agent.post("", body, HTTP_HOST="evil.example")
@@ -165,3 +165,11 @@ def test_pages_outside_the_endpoint_keep_their_own_error_pages(agent):
     response = agent.client.get("/not-the-endpoint/x", HTTP_HOST="evil.example")
     assert response.status_code == 400
     assert not response["Content-Type"].startswith("application/json")
+
+
+def test_the_endpoint_takes_its_short_path_past_the_other_middleware(agent):
+    # XFrameOptionsMiddleware marks every page it sees; the endpoint's answers skip it.
+    assert agent.client.get("/admin/login/")["X-Frame-Options"] == "DENY"
+    response = agent.start("hello")
+    assert response.status_code == 201
+    assert "X-Frame-Options" not in response
