@@ -81,8 +81,9 @@ DEFAULTS: dict[str, Any] = {
     # SSE: a keep-alive comment this often, and the longest a stream stays open.
     "STREAM_KEEPALIVE_SECONDS": 15.0,
     "STREAM_MAX_SECONDS": 300.0,
-    # A waiting reader re-reads the database this often even without a wake-up.
-    "WAKE_FALLBACK_SECONDS": 60.0,
+    # How often each process's watchdog checks, in one query for all its waiting readers,
+    # for events whose wake-up was lost (a failed publish), and wakes those readers.
+    "WAKE_FALLBACK_SECONDS": 10.0,
 }
 
 #: Keys whose value is an import string resolved once per settings version.

@@ -72,11 +72,14 @@ class Delta:
 class ConversationListener(Listener):
     """A django-eventstream listener on one channel, awaited instead of queued to a client."""
 
-    def __init__(self, channel: str) -> None:
+    def __init__(self, conversation_id: str) -> None:
         super().__init__()
-        self.channels = {channel}
+        self.conversation_id = conversation_id
+        self.channels = {conversation_channel(conversation_id)}
         self.user_id = "poppy"
         self.overflow: bool = False
+        #: The conversation's ``last_seq`` as of the reader's latest read (see the watchdog).
+        self.seen_seq = 0
 
     async def wait(self, timeout: float) -> tuple[bool, list[Delta]]:
         """Wait for a nudge or delta: (nudged, deltas received in order)."""
@@ -146,13 +149,70 @@ def _wake_everyone(manager: ListenerManager) -> None:
         listener.wake_threadsafe()
 
 
+_watchdogs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
+    weakref.WeakKeyDictionary()
+)
+#: Conversations asked about per watchdog query.
+_WATCH_CHUNK = 1000
+
+
+def _ensure_watchdog(manager: ListenerManager) -> None:
+    loop = asyncio.get_running_loop()
+    task = _watchdogs.get(loop)
+    if task is None or task.done():
+        _watchdogs[loop] = loop.create_task(_watch(manager))
+
+
+async def _watch(manager: ListenerManager) -> None:
+    """The bounded fallback for lost nudges: one query per interval for every reader.
+
+    Every ``WAKE_FALLBACK_SECONDS`` it reads ``last_seq`` of the conversations this process
+    has readers for (one query per thousand) and wakes the readers that have not read up to
+    it. Idle readers cost nothing in between, however many there are.
+    """
+    from poppy_django.conf import poppy_settings
+    from poppy_django.reading import in_thread
+
+    while True:
+        await asyncio.sleep(poppy_settings.WAKE_FALLBACK_SECONDS)
+        with manager.lock:
+            readers = [
+                listener
+                for group in manager.listeners_by_channel.values()
+                for listener in group
+                if isinstance(listener, ConversationListener)
+            ]
+        if not readers:
+            continue
+        try:
+            latest = await in_thread(_last_seqs, sorted({r.conversation_id for r in readers}))
+        except Exception:
+            logger.warning("poppy: the wake-up watchdog could not read", exc_info=True)
+            continue
+        for reader in readers:
+            if latest.get(reader.conversation_id, 0) > reader.seen_seq:
+                reader.overflow = True
+                reader.wake_threadsafe()
+
+
+def _last_seqs(conversation_ids: list[str]) -> dict[str, int]:
+    from poppy_django.models import Conversation
+
+    latest: dict[str, int] = {}
+    for start in range(0, len(conversation_ids), _WATCH_CHUNK):
+        chunk = conversation_ids[start : start + _WATCH_CHUNK]
+        latest.update(Conversation.objects.filter(pk__in=chunk).values_list("id", "last_seq"))
+    return latest
+
+
 @asynccontextmanager
 async def listen(conversation_id: str) -> AsyncIterator[ConversationListener]:
     """Register a listener for the conversation for the duration of the block."""
-    listener = ConversationListener(conversation_channel(conversation_id))
+    listener = ConversationListener(conversation_id)
     listener.assign_loop()
     manager = get_listener_manager()
     _supervise_redis(manager)
+    _ensure_watchdog(manager)
     manager.add_listener(listener)
     try:
         yield listener

@@ -2,7 +2,8 @@
 
 A read after a cursor is an index range scan on ``(conversation, seq)``. A waiting reader
 holds no thread and no database connection while it waits: it sleeps on a fan-out listener
-and re-reads when nudged (or, as a bounded fallback, every ``WAKE_FALLBACK_SECONDS``).
+and re-reads when nudged — by a publisher, or by the process's watchdog that catches lost
+nudges every ``WAKE_FALLBACK_SECONDS`` with one query for all readers.
 """
 
 from __future__ import annotations
@@ -132,13 +133,12 @@ async def read_waiting(conversation_id: str, after: int, cursor: str | None, wai
     async with fanout.listen(conversation_id) as listener:
         # Subscribed now: re-read so an event committed in between is not missed.
         page = await in_thread(read_page, conversation_id, after, cursor)
+        listener.seen_seq = after  # what it has read: the watchdog wakes it past this
         while not page.events:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            timeout = min(remaining, poppy_settings.WAKE_FALLBACK_SECONDS)
-            started = time.monotonic()
-            nudged, _ = await listener.wait(timeout)
-            if nudged or time.monotonic() - started >= timeout:
+            nudged, _ = await listener.wait(remaining)
+            if nudged:
                 page = await in_thread(read_page, conversation_id, after, cursor)
     return page

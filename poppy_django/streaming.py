@@ -4,7 +4,8 @@
 frames (no id) for the pieces of a reply while it is written, always before its complete
 message; a ``: keep-alive`` comment after STREAM_KEEPALIVE_SECONDS of silence; the stream
 closes after STREAM_MAX_SECONDS and ends after the ``closed`` state event. Waiting holds no
-thread: the generator sleeps on a fan-out listener and re-reads the log when nudged.
+thread: the generator sleeps on a fan-out listener and re-reads the log when nudged (by a
+publisher, or by the watchdog that catches lost nudges).
 """
 
 from __future__ import annotations
@@ -66,14 +67,9 @@ async def stream_events(conversation_id: str, after: int) -> AsyncIterator[str]:
             now = time.monotonic()
             if now >= deadline:
                 return
-            timeout = min(
-                deadline - now,
-                max(0.0, last_write + keepalive - now),
-                poppy_settings.WAKE_FALLBACK_SECONDS,
-            )
-            started = time.monotonic()
+            listener.seen_seq = after
+            timeout = min(deadline - now, max(0.0, last_write + keepalive - now))
             nudged, deltas = await listener.wait(timeout)
-            timed_out = time.monotonic() - started >= timeout
             for delta in deltas:
                 if delta.message_id not in completed:
                     yield delta_frame(delta)
@@ -81,7 +77,7 @@ async def stream_events(conversation_id: str, after: int) -> AsyncIterator[str]:
             if time.monotonic() - last_write >= keepalive:
                 yield KEEP_ALIVE
                 last_write = time.monotonic()
-            read_now = nudged or timed_out
+            read_now = nudged
 
 
 def event_stream_response(conversation_id: str, after: int) -> StreamingHttpResponse:

@@ -1,0 +1,57 @@
+"""A lost wake-up (a failed publish) is caught by the process's watchdog, for every reader."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from poppy_django import fanout, service
+from tests.conftest import PersonalAgent
+from tests.stream.asgi import get
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def nudges_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fanout, "nudge_on_commit", lambda *args, **kwargs: None)
+
+
+@pytest.fixture
+def quick_watchdog(settings) -> None:
+    settings.POPPY = {**settings.POPPY, "WAKE_FALLBACK_SECONDS": 0.3}
+
+
+def _later(action, delay: float = 0.8) -> None:
+    threading.Timer(delay, action).start()
+
+
+def test_a_long_poll_whose_nudge_was_lost_is_woken(
+    agent: PersonalAgent, quick_watchdog, nudges_lost
+):
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    cursor = agent.settled(conversation_id)[-1]["id"]
+    _later(lambda: service.post_message(conversation_id, "unannounced", by="sam"))
+    began = time.monotonic()
+    page = agent.read(conversation_id, f"?cursor={cursor}&wait=25").json()
+    assert [e["message"]["text"] for e in page["events"]] == ["unannounced"]
+    assert time.monotonic() - began < 15  # the watchdog, not the end of the wait
+
+
+def test_a_stream_whose_nudge_was_lost_is_woken(agent: PersonalAgent, quick_watchdog, nudges_lost):
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    cursor = agent.settled(conversation_id)[-1]["id"]
+    _later(lambda: service.post_message(conversation_id, "unannounced", by="sam"))
+    headers = {
+        "authorization": agent.headers()["HTTP_AUTHORIZATION"],
+        "accept": "text/event-stream",
+    }
+    response = get(
+        f"/poppy/conversations/{conversation_id}/events?cursor={cursor}",
+        headers,
+        hang_up=lambda body: b"unannounced" in body,
+        timeout=20,
+    )
+    assert [e["message"]["text"] for e in response.stored] == ["unannounced"]
