@@ -125,13 +125,12 @@ def read_page(conversation_id: str, after: int, cursor: str | None) -> Page:
 
 async def read_waiting(conversation_id: str, after: int, cursor: str | None, wait: float) -> Page:
     """A page, held up to ``wait`` seconds until at least one event is after the cursor."""
-    page = await in_thread(read_page, conversation_id, after, cursor)
-    if page.events or wait <= 0:
-        return page
+    if wait <= 0:
+        return await in_thread(read_page, conversation_id, after, cursor)
     deadline = time.monotonic() + wait
     release_request_thread()
     async with fanout.listen(conversation_id) as listener:
-        # Subscribed now: re-read so an event committed in between is not missed.
+        # Subscribed before the first read: an event committed after it wakes the listener.
         page = await in_thread(read_page, conversation_id, after, cursor)
         listener.seen_seq = after  # what it has read: the watchdog wakes it past this
         while not page.events:
