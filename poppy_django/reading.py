@@ -82,7 +82,6 @@ class Page:
     has_more: bool
     status: str
     responder: str
-    last_seq: int
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -103,7 +102,7 @@ def read_page(conversation_id: str, after: int, cursor: str | None) -> Page:
             : limit + 1
         ]
     )
-    state = Conversation.objects.values("status", "responder", "last_seq").get(pk=conversation_id)
+    state = Conversation.objects.values("status", "responder").get(pk=conversation_id)
     events: list[dict[str, Any]] = []
     size = _ENVELOPE_BYTES
     for row in rows[:limit]:
@@ -119,7 +118,6 @@ def read_page(conversation_id: str, after: int, cursor: str | None) -> Page:
         has_more=len(rows) > len(events),
         status=state["status"],
         responder=state["responder"],
-        last_seq=state["last_seq"],
     )
 
 
