@@ -92,7 +92,9 @@ def _bind_account(principal: Principal, conversation: Conversation) -> None:
 
 
 def open_direct(conversation: Conversation) -> Conversation | None:
-    return conversation.direct_conversations.exclude(status=Status.CLOSED).first()
+    # Unordered: at most one is open, and the model's ordering would add a sort to every
+    # message's check.
+    return conversation.direct_conversations.exclude(status=Status.CLOSED).order_by().first()
 
 
 def _check_accepts_messages(conversation: Conversation) -> None:

@@ -251,7 +251,7 @@ def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: Tu
                 text=texts[error].format(scope=scope or "another permission"),
                 meta=meta,
             )
-        _remember(request, None)
+        _remember(conversation, request, None)
         return
     if outcome.failed:
         log.append_company_message(
@@ -266,13 +266,12 @@ def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: Tu
         data=outcome.message_data(),
         meta=meta,
     )
-    _remember(request, text)
+    _remember(conversation, request, text)
 
 
-def _remember(request: TurnRequest, reply: str | None) -> None:
+def _remember(conversation: Conversation, request: TurnRequest, reply: str | None) -> None:
     """Add the turn to its actor's thread, so the next turn sees what was said."""
     actor = resolve_actor(request.principal)
-    conversation = Conversation.objects.get(pk=request.conversation_id)
     thread = AgentThread.objects.select_for_update().get(
         conversation_id=conversation.thread_root_id, actor_id=actor.id
     )
