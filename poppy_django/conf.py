@@ -56,6 +56,11 @@ DEFAULTS: dict[str, Any] = {
     "TOKENS": {},
     # The development authority (example project and tests only; refused in production).
     "DEV_AUTHORITY": False,
+    # Import string of session_status(principal) -> bool (False: the session has ended and
+    # the token is refused), consulted after a token verifies; None: sessions are not checked.
+    "SESSION_STATUS": None,
+    # How long an answer of SESSION_STATUS is cached per session id (Django's default cache).
+    "SESSION_STATUS_CACHE_SECONDS": 5.0,
     # poppy.json: organization and extra fields of the discovery document.
     "DISCOVERY": {},
     # Import string of actor_for(principal, default) -> Actor | None.
@@ -87,7 +92,9 @@ DEFAULTS: dict[str, Any] = {
 }
 
 #: Keys whose value is an import string resolved once per settings version.
-IMPORT_STRINGS = frozenset({"AUTHENTICATE", "ACTOR_FOR", "EXECUTOR", "ACTION_FORMATTER"})
+IMPORT_STRINGS = frozenset(
+    {"AUTHENTICATE", "ACTOR_FOR", "EXECUTOR", "ACTION_FORMATTER", "SESSION_STATUS"}
+)
 #: Keys whose value is a mapping of import strings.
 IMPORT_STRING_MAPS = frozenset({"HANDOFF_HOOKS", "DIRECT_HOOKS"})
 

@@ -11,41 +11,50 @@
   a current server nonce when ``REQUIRE_NONCE``, and a ``jti`` never seen before;
 - the token: an allowed ``alg``, signed by an issuer key (by ``kid``), ``iss`` = the issuer,
   ``aud`` naming the endpoint, ``exp``/``nbf``/``iat`` within leeway, ``cnf.jkt`` = the
-  proof key's thumbprint, and a client id and User.
+  proof key's thumbprint, a client id and User, and (``POPPY["SESSION_STATUS"]``) a session
+  that has not ended;
+- every number in either is finite (Python's JSON reads ``NaN``, which no comparison stops).
 
-Every refusal carries a fixed description per error code: which check failed is logged at
-DEBUG level (never the token or the proof), not told to the caller.
+pyjwt does the JWS work (framing, base64url, signature) and the ``iss``/``aud``/required-claim
+checks. What is DPoP's own stays here: the proof's claims, the key/alg fit and thumbprint
+(:mod:`poppy_django.auth.jwk`). Time claims are compared here, against the verifier's clock,
+because pyjwt reads the wall clock and accepts numeric strings ("123") as times.
+
+An ``invalid_token`` refusal says which claim failed and why (never echoing a credential):
+that is what a developer needs to fix a token minted for another audience. Proof refusals
+keep one fixed description; which check failed is logged at DEBUG level (never the token or
+the proof).
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
-import json
 import logging
-import re
+import math
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
+import jwt
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
-from jwt.algorithms import get_default_algorithms
 
-from poppy_django.auth import nonces, replay
-from poppy_django.auth.jwk import JWKError, PublicKey, b64url, public_key_for, thumbprint
+from poppy_django.auth import nonces, replay, sessions
+from poppy_django.auth.jwk import JWKError, b64url, public_key_for, thumbprint
 from poppy_django.auth.jwks import KeySource, RemoteKeys, StaticKeys
-from poppy_django.auth.options import ASYMMETRIC_ALGORITHMS, TokenOptions, parse_options
+from poppy_django.auth.options import TokenOptions, parse_options
 from poppy_django.auth.principal import AuthRefusal, Principal, RequestInfo
 from poppy_django.conf import poppy_settings
 
 logger = logging.getLogger("poppy_django.auth")
 
-#: The description of each refusal: the same whichever check failed.
+#: The description of each refusal (``invalid_token`` adds which claim failed and why).
 DESCRIPTIONS = {
     "invalid_token": "The access token is missing, malformed, expired or not for this resource.",
     "invalid_dpop_proof": "The DPoP proof is missing or not valid for this request.",
@@ -54,23 +63,32 @@ DESCRIPTIONS = {
     "insufficient_scope": "The token lacks a scope this request requires.",
 }
 PROOF_TYPE = "dpop+jwt"
-#: A compact JWS: three base64url segments (an empty payload is not a JWT).
-_JWS_RE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: Claim values longer than these are refused rather than stored.
 MAX_ID_LENGTH = 512
 MAX_JTI_LENGTH = 256
-
-#: pyjwt's implementations of the asymmetric algorithms (never none or HMAC).
-_ALGORITHMS = {
-    name: algorithm
-    for name, algorithm in get_default_algorithms().items()
-    if name in ASYMMETRIC_ALGORITHMS
+#: Claim values quoted in a refusal are cut to this length.
+MAX_QUOTED = 200
+#: pyjwt checks the signature only: time claims are ours (see the module docstring).
+_PROOF_OPTIONS: Any = {
+    "verify_exp": False,
+    "verify_nbf": False,
+    "verify_iat": False,
+    "verify_aud": False,
+    "verify_iss": False,
+    "verify_sub": False,
+    "verify_jti": False,
+}
+_TOKEN_OPTIONS: Any = {
+    "verify_exp": False,
+    "verify_nbf": False,
+    "verify_iat": False,
+    "require": ["iss", "aud", "exp"],
 }
 
 
 class _Refused(Exception):
-    """Internal: a failed check, with a reason for the debug log only."""
+    """Internal: a failed check. ``reason`` is logged; for invalid_token it is also told."""
 
     def __init__(self, code: str, reason: str, *, scope: str | None = None) -> None:
         super().__init__(reason)
@@ -79,21 +97,38 @@ class _Refused(Exception):
         self.scope = scope
 
 
-def _b64decode(segment: str) -> bytes:
-    """Unpadded base64url (the alphabet was checked by the JWS pattern)."""
-    return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
-
-
-def _segment(segment: str) -> dict[str, Any]:
-    """A base64url JSON object segment of a JWS (strict: no padding, an object)."""
-    value = json.loads(_b64decode(segment))
-    if not isinstance(value, dict):
-        raise ValueError("not an object")
-    return value
-
-
 def _number(value: Any) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A JSON number that is finite (not a bool, not NaN or Infinity)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _all_finite(value: Any) -> bool:
+    """No NaN or Infinity anywhere in a decoded JSON value (iterative: depth is the caller's)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return False
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return True
+
+
+def _same(value: Any, expected: str) -> bool:
+    """Constant-time equality of an untrusted claim and an ASCII value (no TypeError on
+    non-ASCII text, which ``hmac.compare_digest`` raises for ``str``)."""
+    return isinstance(value, str) and value.isascii() and hmac.compare_digest(value, expected)
+
+
+def _quote(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= MAX_QUOTED else text[: MAX_QUOTED - 3] + "..."
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def normalize_htu(url: str) -> str:
@@ -121,8 +156,63 @@ def _claim(claims: Mapping[str, Any], dotted: str) -> Any:
 
 def _string(value: Any, code: str, what: str, *, max_length: int = MAX_ID_LENGTH) -> str:
     if not isinstance(value, str) or not value or len(value) > max_length:
-        raise _Refused(code, f"{what} is missing or not a string")
+        raise _Refused(code, f"{what}: missing, empty, too long or not a string")
     return value
+
+
+def _header(jws: str, code: str, what: str) -> dict[str, Any]:
+    """The unverified JOSE header of one compact JWS (pyjwt parses it)."""
+    if jws.count(".") != 2 or not jws.isascii():
+        raise _Refused(code, f"{what}: not one compact JWS")
+    try:
+        return jwt.get_unverified_header(jws)
+    except (jwt.InvalidTokenError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise _Refused(code, f"{what}: malformed header ({reason})") from None
+
+
+class VerifiedTokens:
+    """Verified token claims by token hash, bounded LRU: a token's signature is checked once.
+
+    Only tokens that passed the signature, ``iss`` and ``aud`` checks enter, so callers
+    without credentials cannot fill it. An entry is kept until the token expires, and never
+    longer than ``max_age`` (the JWKS cache time: a retired key stops counting by then).
+    Time claims, the proof, the session and the replay cache are still checked per request.
+    """
+
+    def __init__(self, size: int, max_age: float) -> None:
+        self.size = size
+        self.max_age = max_age
+        self._entries: OrderedDict[bytes, tuple[float, dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(token: str, audiences: tuple[str, ...]) -> bytes:
+        return hashlib.sha256("\x00".join((token, *audiences)).encode()).digest()
+
+    def get(self, key: bytes, now: float) -> dict[str, Any] | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            if entry[0] <= now:
+                del self._entries[key]
+                return None
+            self._entries.move_to_end(key)
+            return entry[1]
+
+    def put(self, key: bytes, claims: dict[str, Any], now: float, leeway: float) -> None:
+        if self.size <= 0:
+            return
+        until = min(float(claims["exp"]) + leeway, now + self.max_age)
+        with self._lock:
+            self._entries[key] = (until, claims)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class DPoPVerifier:
@@ -143,6 +233,9 @@ class DPoPVerifier:
         self.path = path.strip("/")
         self.clock = clock
         self.algs_param = " ".join(options.dpop_algorithms)
+        self.verified = VerifiedTokens(
+            options.verified_token_cache_size, max_age=options.jwks_cache_seconds
+        )
 
     # -- the contract ----------------------------------------------------------------------
 
@@ -151,9 +244,12 @@ class DPoPVerifier:
             return self._verify(request, self.clock())
         except _Refused as refused:
             logger.debug("Refused a Poppy request (%s): %s", refused.code, refused.reason)
-            raise self.refusal(refused.code, scope=refused.scope) from None
+            description = refused.reason if refused.code == "invalid_token" else None
+            raise self.refusal(refused.code, scope=refused.scope, description=description) from None
 
-    def refusal(self, code: str, *, scope: str | None = None) -> AuthRefusal:
+    def refusal(
+        self, code: str, *, scope: str | None = None, description: str | None = None
+    ) -> AuthRefusal:
         """The :class:`AuthRefusal` for ``code``: WWW-Authenticate with algs, nonce if asked."""
         challenge = f'DPoP error="{code}"'
         if scope:
@@ -162,7 +258,9 @@ class DPoPVerifier:
         headers: dict[str, str] = {}
         if code == "use_dpop_nonce" or self.options.require_nonce:
             headers["DPoP-Nonce"] = self.current_nonce()
-        return AuthRefusal(code, DESCRIPTIONS[code], www_authenticate=challenge, headers=headers)
+        return AuthRefusal(
+            code, description or DESCRIPTIONS[code], www_authenticate=challenge, headers=headers
+        )
 
     def current_nonce(self) -> str:
         """The nonce a client should use now (for a ``DPoP-Nonce`` header)."""
@@ -182,14 +280,19 @@ class DPoPVerifier:
             raise _Refused("invalid_dpop_proof", "DPoP header too large")
         jwk, proof_claims = self._check_proof(proof, token, request, now)
         claims = self._check_token(token, request["url"], now)
-        jkt = _claim(claims, self.options.claims["jkt"])
-        if not isinstance(jkt, str) or not hmac.compare_digest(jkt, thumbprint(jwk)):
+        if not _same(_claim(claims, self.options.claims["jkt"]), thumbprint(jwk)):
             raise _Refused("invalid_dpop_proof", "proof key is not the token's cnf.jkt")
         principal = self._principal(claims, request["url"])
+        if not sessions.is_active(principal):
+            raise _Refused(
+                "invalid_token",
+                "session revoked: the session behind this token has ended (signed out or "
+                "revoked); get a new token",
+            )
         self._check_scope(principal)
         # Last: only a request that passed every other check spends its jti.
         if not replay.first_use(
-            jkt,
+            thumbprint(jwk),
             proof_claims["jti"],
             ttl=self.options.replay_ttl,
             alias=self.options.replay_cache,
@@ -199,26 +302,23 @@ class DPoPVerifier:
 
     def _token_from(self, authorization: Any) -> str:
         if not isinstance(authorization, str) or not authorization:
-            raise _Refused("invalid_token", "no Authorization header")
+            raise _Refused("invalid_token", "Authorization: missing")
         if len(authorization) > self.options.max_token_bytes + len("DPoP "):
-            raise _Refused("invalid_token", "Authorization header too large")
+            raise _Refused("invalid_token", "Authorization: larger than MAX_TOKEN_BYTES")
         scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() != "dpop":
-            raise _Refused("invalid_token", f"scheme {scheme[:16]!r} is not DPoP")
+            raise _Refused(
+                "invalid_token", "Authorization: the scheme is not DPoP (a DPoP-bound token)"
+            )
         token = token.strip()
-        if not _JWS_RE.fullmatch(token):
-            raise _Refused("invalid_token", "token is not a compact JWS")
+        if not token.isascii():
+            raise _Refused("invalid_token", "Authorization: the token is not a compact JWS")
         return token
 
     def _check_proof(
         self, proof: str, token: str, request: RequestInfo, now: float
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        if not _JWS_RE.fullmatch(proof):
-            raise _Refused("invalid_dpop_proof", "proof is not one compact JWS")
-        try:
-            header = _segment(proof.split(".", 1)[0])
-        except ValueError:
-            raise _Refused("invalid_dpop_proof", "proof header is not base64url JSON") from None
+        header = _header(proof, "invalid_dpop_proof", "proof")
         typ = header.get("typ")
         if not isinstance(typ, str) or typ.lower() != PROOF_TYPE:
             raise _Refused("invalid_dpop_proof", "proof typ is not dpop+jwt")
@@ -233,7 +333,12 @@ class DPoPVerifier:
         except JWKError as exc:
             raise _Refused("invalid_dpop_proof", f"proof jwk: {exc}") from None
         assert isinstance(jwk, dict)  # public_key_for checked it is a mapping
-        claims = self._signed_payload(proof, key, str(alg), "invalid_dpop_proof")
+        try:
+            claims = jwt.decode(proof, key, algorithms=[str(alg)], options=_PROOF_OPTIONS)
+        except jwt.InvalidTokenError as exc:
+            raise _Refused("invalid_dpop_proof", f"proof: {exc}") from None
+        if not _all_finite(claims):
+            raise _Refused("invalid_dpop_proof", "a proof claim is NaN or Infinity")
         jti = _string(claims.get("jti"), "invalid_dpop_proof", "jti", max_length=MAX_JTI_LENGTH)
         claims["jti"] = jti
         if claims.get("htm") != request["method"].upper():
@@ -246,13 +351,13 @@ class DPoPVerifier:
             raise _Refused("invalid_dpop_proof", "htu is not an http(s) URL") from None
         iat = claims.get("iat")
         if not _number(iat):
-            raise _Refused("invalid_dpop_proof", "iat missing")
+            raise _Refused("invalid_dpop_proof", "iat missing or not a finite number")
         if iat > now + self.options.leeway:
             raise _Refused("invalid_dpop_proof", "iat in the future")
         if iat < now - self.options.proof_max_age - self.options.leeway:
             raise _Refused("invalid_dpop_proof", "iat too old")
-        ath = b64url(hashlib.sha256(token.encode("ascii")).digest())
-        if not isinstance(claims.get("ath"), str) or not hmac.compare_digest(claims["ath"], ath):
+        ath = b64url(hashlib.sha256(token.encode()).digest())
+        if not _same(claims.get("ath"), ath):
             raise _Refused("invalid_dpop_proof", "ath is not the token's hash")
         if self.options.require_nonce and not nonces.is_valid(
             claims.get("nonce"),
@@ -263,68 +368,103 @@ class DPoPVerifier:
             raise _Refused("use_dpop_nonce", "nonce missing or stale")
         return jwk, claims
 
-    def _signed_payload(self, jws: str, key: PublicKey, alg: str, code: str) -> dict[str, Any]:
-        """Verify a compact JWS (its shape already checked) and return its JSON payload.
-
-        pyjwt's algorithm objects check the signature; the JWS framing is done here because
-        PyJWS re-validates every character in Python, a third of the verifier's time.
-        """
-        header, payload, signature = jws.split(".")
-        try:
-            valid = _ALGORITHMS[alg].verify(
-                f"{header}.{payload}".encode("ascii"), key, _b64decode(signature)
-            )
-            claims = json.loads(_b64decode(payload)) if valid else None
-        except (ValueError, TypeError):
-            raise _Refused(code, "signature or payload malformed") from None
-        if not valid:
-            raise _Refused(code, "signature invalid")
-        if not isinstance(claims, dict):
-            raise _Refused(code, "payload is not an object")
+    def _check_token(self, token: str, url: str, now: float) -> dict[str, Any]:
+        audiences = self._resources(url)
+        cache_key = self.verified.key(token, audiences)
+        claims = self.verified.get(cache_key, now)
+        if claims is None:
+            claims = self._verify_signed_token(token, audiences)
+            self._check_times(claims, now)
+            self.verified.put(cache_key, claims, now, self.options.leeway)
+        else:
+            self._check_times(claims, now)
         return claims
 
-    def _check_token(self, token: str, url: str, now: float) -> dict[str, Any]:
+    def _verify_signed_token(self, token: str, audiences: tuple[str, ...]) -> dict[str, Any]:
+        """The signature, ``iss``, ``aud`` and required claims (pyjwt), and finite numbers."""
         options = self.options
-        try:
-            header = _segment(token.split(".", 1)[0])
-        except ValueError:
-            raise _Refused("invalid_token", "token header is not base64url JSON") from None
+        header = _header(token, "invalid_token", "token")
         alg = header.get("alg")
         if alg not in options.algorithms:
-            raise _Refused("invalid_token", "token alg not allowed")
+            raise _Refused(
+                "invalid_token", f"alg: not one of the accepted {', '.join(options.algorithms)}"
+            )
         typ = header.get("typ")
         typ_lower = typ.lower() if isinstance(typ, str) else None
         if typ_lower == PROOF_TYPE:
-            raise _Refused("invalid_token", "a DPoP proof is not a token")
+            raise _Refused("invalid_token", "typ: a DPoP proof is not an access token")
         if options.token_types is not None and typ_lower not in {
             t.lower() for t in options.token_types
         }:
-            raise _Refused("invalid_token", "token typ not accepted")
+            raise _Refused(
+                "invalid_token", f"typ: not one of the accepted {', '.join(options.token_types)}"
+            )
         if "crit" in header or "b64" in header:
-            raise _Refused("invalid_token", "token has critical extensions")
+            raise _Refused("invalid_token", "crit: critical header extensions are not supported")
         kid = header.get("kid")
-        if kid is not None and not isinstance(kid, str):
-            raise _Refused("invalid_token", "kid is not a string")
         key = self.keys.key(kid, str(alg))
         if key is None:
-            raise _Refused("invalid_token", "no issuer key for the token's kid")
-        claims = self._signed_payload(token, key, str(alg), "invalid_token")
-        if claims.get("iss") != self.issuer:
-            raise _Refused("invalid_token", "wrong issuer")
-        audience = claims.get("aud")
-        audiences = [audience] if isinstance(audience, str) else audience
-        if not isinstance(audiences, list) or not any(
-            value in audiences for value in self._resources(url)
-        ):
-            raise _Refused("invalid_token", "wrong audience")
+            raise _Refused("invalid_token", f"kid: the issuer has no {alg} key with this kid")
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key,
+                algorithms=[str(alg)],
+                issuer=self.issuer,
+                audience=audiences,
+                options=_TOKEN_OPTIONS,
+            )
+        except jwt.InvalidSignatureError:
+            raise _Refused("invalid_token", "signature: not made by the issuer's key") from None
+        except jwt.MissingRequiredClaimError as exc:
+            raise _Refused("invalid_token", f"{exc.claim}: missing") from None
+        except jwt.InvalidIssuerError:
+            iss = self._unverified(token).get("iss")
+            raise _Refused(
+                "invalid_token",
+                f"iss mismatch: token is from {_quote(iss)}, this endpoint trusts {self.issuer!r}",
+            ) from None
+        except jwt.InvalidAudienceError:
+            aud = self._unverified(token).get("aud")
+            raise _Refused(
+                "invalid_token",
+                f"aud mismatch: token is for {_quote(aud)}, this endpoint is "
+                f"{' or '.join(map(repr, audiences))}",
+            ) from None
+        except jwt.InvalidTokenError as exc:
+            raise _Refused("invalid_token", f"token: {exc}") from None
+        if not _all_finite(claims):
+            raise _Refused("invalid_token", "a claim is NaN or Infinity: numbers must be finite")
+        return claims
+
+    @staticmethod
+    def _unverified(token: str) -> dict[str, Any]:
+        """Claims of a token whose signature pyjwt has just verified (to quote iss/aud)."""
+        claims = jwt.decode(token, options={"verify_signature": False})
+        return claims if isinstance(claims, dict) else {}
+
+    def _check_times(self, claims: Mapping[str, Any], now: float) -> None:
+        leeway = self.options.leeway
         exp = claims.get("exp")
-        if not _number(exp) or exp <= now - options.leeway:
-            raise _Refused("invalid_token", "expired or no exp")
+        if not _number(exp):
+            raise _Refused("invalid_token", "exp: not a finite number")
+        if exp <= now - leeway:
+            raise _Refused(
+                "invalid_token",
+                f"exp: expired at {_when(exp)} (now {_when(now)}, leeway {leeway:g} s)",
+            )
         for name in ("nbf", "iat"):
             value = claims.get(name)
-            if value is not None and (not _number(value) or value > now + options.leeway):
-                raise _Refused("invalid_token", f"{name} in the future")
-        return claims
+            if value is None:
+                continue
+            if not _number(value):
+                raise _Refused("invalid_token", f"{name}: not a finite number")
+            if value > now + leeway:
+                raise _Refused(
+                    "invalid_token",
+                    f"{name}: {_when(value)} is in the future (now {_when(now)}, "
+                    f"leeway {leeway:g} s)",
+                )
 
     def _resources(self, url: str) -> tuple[str, ...]:
         """The audiences this endpoint answers to: configured, else the public endpoint URL."""
@@ -335,23 +475,25 @@ class DPoPVerifier:
 
     def _principal(self, claims: Mapping[str, Any], url: str) -> Principal:
         names = self.options.claims
-        client_id = _string(_claim(claims, names["client_id"]), "invalid_token", "client id")
-        user_id = _string(_claim(claims, names["user_id"]), "invalid_token", "user id")
+        client_id = _string(_claim(claims, names["client_id"]), "invalid_token", names["client_id"])
+        user_id = _string(_claim(claims, names["user_id"]), "invalid_token", names["user_id"])
         account = _claim(claims, names["account_id"])
         if account is not None:
-            account = _string(account, "invalid_token", "account id", max_length=256)
+            account = _string(account, "invalid_token", names["account_id"], max_length=256)
         signed_in_claim = _claim(claims, names["signed_in"])
         if signed_in_claim is None:
             signed_in = account is not None
         elif isinstance(signed_in_claim, bool):
             signed_in = signed_in_claim
         else:
-            raise _Refused("invalid_token", "signed-in flag is not a boolean")
+            raise _Refused("invalid_token", f"{names['signed_in']}: not a boolean")
         if signed_in and account is None:
-            raise _Refused("invalid_token", "signed in without an account")
+            raise _Refused(
+                "invalid_token", f"{names['signed_in']}: signed in without {names['account_id']}"
+            )
         session = _claim(claims, names["session_id"])
         if session is not None:
-            session = _string(session, "invalid_token", "session id")
+            session = _string(session, "invalid_token", names["session_id"])
         scope = _claim(claims, names["scope"])
         if scope is None:
             scopes: frozenset[str] = frozenset()
@@ -360,7 +502,7 @@ class DPoPVerifier:
         elif isinstance(scope, list) and all(isinstance(s, str) for s in scope):
             scopes = frozenset(scope)
         else:
-            raise _Refused("invalid_token", "scope is neither a string nor a list")
+            raise _Refused("invalid_token", f"{names['scope']}: neither a string nor a list")
         audience = claims.get("aud")
         resources = self._resources(url)
         resource = next(

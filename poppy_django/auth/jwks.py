@@ -66,16 +66,24 @@ def _select(keys: dict[str | None, list[dict[str, Any]]], kid: str | None, alg: 
 
 
 class StaticKeys:
-    """An inline JWKS from settings (or the development authority's key)."""
+    """An inline JWKS from settings (or the development authority's key).
+
+    Keys found are remembered (at most one per configured key and algorithm); a miss is not:
+    ``kid`` arrives before any signature is checked, so remembering misses would let anyone
+    grow the process's memory with made-up ``kid`` values.
+    """
 
     def __init__(self, document: Mapping[str, Any]) -> None:
         self._keys = parse_jwks(document)
-        self._cache: dict[tuple[str | None, str], PublicKey | None] = {}
+        self._found: dict[tuple[str | None, str], PublicKey] = {}
 
     def key(self, kid: str | None, alg: str) -> PublicKey | None:
-        if (kid, alg) not in self._cache:
-            self._cache[(kid, alg)] = _select(self._keys, kid, alg)
-        return self._cache[(kid, alg)]
+        found = self._found.get((kid, alg))
+        if found is None and (kid is None or kid in self._keys):
+            found = _select(self._keys, kid, alg)
+            if found is not None:
+                self._found[(kid, alg)] = found
+        return found
 
 
 def fetch_json(url: str, timeout: float) -> Mapping[str, Any]:

@@ -42,10 +42,14 @@ Written once here so the verifier, the system checks and the docs agree. Sub-key
     Larger ``Authorization`` / ``DPoP`` headers are refused without being parsed.
 ``JWKS_CACHE_SECONDS`` (300), ``JWKS_MIN_REFRESH_SECONDS`` (30), ``JWKS_TIMEOUT_SECONDS`` (5)
     Remote JWKS caching and fetching.
+``VERIFIED_TOKEN_CACHE_SIZE`` (1024)
+    Verified tokens remembered per process (by hash), so a token's signature is checked once:
+    until it expires, and at most ``JWKS_CACHE_SECONDS``. 0 checks every request's token.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,6 +91,7 @@ TOKEN_DEFAULTS: dict[str, Any] = {
     "JWKS_CACHE_SECONDS": 300,
     "JWKS_MIN_REFRESH_SECONDS": 30,
     "JWKS_TIMEOUT_SECONDS": 5,
+    "VERIFIED_TOKEN_CACHE_SIZE": 1024,
 }
 
 
@@ -113,6 +118,7 @@ class TokenOptions:
     jwks_cache_seconds: float = 300
     jwks_min_refresh_seconds: float = 30
     jwks_timeout_seconds: float = 5
+    verified_token_cache_size: int = 1024
 
     @property
     def replay_ttl(self) -> float:
@@ -134,8 +140,15 @@ def _strings(name: str, value: Any) -> tuple[str, ...]:
 
 
 def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ImproperlyConfigured(f'POPPY["TOKENS"]["{name}"] must be a non-negative number.')
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ImproperlyConfigured(
+            f'POPPY["TOKENS"]["{name}"] must be a finite non-negative number.'
+        )
     return float(value)
 
 
@@ -202,4 +215,7 @@ def parse_options(raw: Mapping[str, Any] | None) -> TokenOptions:
             "JWKS_MIN_REFRESH_SECONDS", merged["JWKS_MIN_REFRESH_SECONDS"]
         ),
         jwks_timeout_seconds=_number("JWKS_TIMEOUT_SECONDS", merged["JWKS_TIMEOUT_SECONDS"]),
+        verified_token_cache_size=int(
+            _number("VERIFIED_TOKEN_CACHE_SIZE", merged["VERIFIED_TOKEN_CACHE_SIZE"])
+        ),
     )

@@ -22,7 +22,7 @@ _backends: dict[str, BaseCache] = {}
 _lock = threading.Lock()
 
 
-def _cache(alias: str) -> BaseCache:
+def shared_cache(alias: str) -> BaseCache:
     """One backend per alias for the whole process.
 
     ``caches[alias]`` is per request context under ASGI, and Django's Redis backend builds a
@@ -49,5 +49,6 @@ def first_use(jkt: str, jti: str, *, ttl: float, alias: str = "default") -> bool
 
     The key is a hash: ``jti`` is attacker-chosen text and must not shape cache keys.
     """
-    digest = hashlib.sha256(f"{jkt}\x00{jti}".encode()).hexdigest()
-    return bool(_cache(alias).add(PREFIX + digest, 1, timeout=max(1, math.ceil(ttl))))
+    # surrogatepass: JSON may carry a lone surrogate, which plain UTF-8 cannot encode.
+    digest = hashlib.sha256(f"{jkt}\x00{jti}".encode("utf-8", "surrogatepass")).hexdigest()
+    return bool(shared_cache(alias).add(PREFIX + digest, 1, timeout=max(1, math.ceil(ttl))))

@@ -30,6 +30,7 @@ def dpop_poppy(settings: Any, issuer: Issuer, **tokens: Any) -> dict[str, Any]:
         "ISSUER": ISSUER,
         "BASE_URL": BASE_URL,
         "TOKENS": {"JWKS": issuer.jwks, **tokens},
+        "SESSION_STATUS": None,  # the session seam has its own tests (test_sessions.py)
     }
     settings.POPPY = poppy
     return poppy
