@@ -167,6 +167,8 @@ class Stack:
             "POPPY_BASE_URL": f"http://127.0.0.1:{port}",
             "POPPY_LOG_LEVEL": "WARNING",
             "DJANGO_DEBUG": "0",
+            # The development authority mints the bench's tokens: the explicit opt-in.
+            "POPPY_DEV_AUTHORITY": "1",
             "DJANGO_SETTINGS_MODULE": "example_project.settings",
             "PYTHONPATH": str(ROOT),
         }
@@ -497,6 +499,7 @@ def setup_django(env: dict[str, str], authenticate: str) -> None:
         "POPPY_BASE_URL",
         "POPPY_LOG_LEVEL",
         "DJANGO_DEBUG",
+        "POPPY_DEV_AUTHORITY",
         "DJANGO_SETTINGS_MODULE",
         "POPPY_CELERY_QUEUE",
     ):

@@ -4,11 +4,18 @@
 - ``REDIS_URL``: unset → embedded mode (turns in in-process threads, in-process wake-ups);
   set → production mode (Celery workers, Redis fan-out and cache).
 - ``POPPY_BASE_URL``: the public origin DPoP proofs name.
+- ``DJANGO_DEBUG``: default on in embedded mode, off in production mode (no debug pages).
+- ``DJANGO_SECRET_KEY``: with DEBUG off and none given, a random key is made once under
+  ``var/`` (shared by this machine's processes; give the same one to every machine). Never a
+  published default.
+- ``POPPY_DEV_AUTHORITY``: the development authority, on by default only with DEBUG on;
+  ``POPPY_DEV_AUTHORITY=1`` is the explicit opt-in that runs it with DEBUG off too.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +25,34 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("POPPY_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "example-project-not-secret")
+REDIS_URL = os.environ.get("REDIS_URL")
+DEBUG = os.environ.get("DJANGO_DEBUG", "0" if REDIS_URL else "1") == "1"
+
+
+def _secret_key() -> str:
+    """``DJANGO_SECRET_KEY``; with DEBUG on a fixed development key; else one made once here."""
+    configured = os.environ.get("DJANGO_SECRET_KEY")
+    if configured:
+        return configured
+    if DEBUG:
+        return "example-project-debug-only-not-secret"
+    path = VAR_DIR / "django-secret-key"
+    if not path.exists():
+        import secrets
+
+        fd, tmp = tempfile.mkstemp(dir=VAR_DIR, prefix=".secret-key-")
+        try:
+            os.write(fd, secrets.token_urlsafe(50).encode())
+            os.close(fd)
+            os.link(tmp, path)  # atomic: processes starting at once agree on one key
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,testserver").split(",")
 
 INSTALLED_APPS = [
@@ -79,7 +112,6 @@ else:
         }
     }
 
-REDIS_URL = os.environ.get("REDIS_URL")
 EXECUTOR = "poppy_django.executors.ThreadExecutor"
 if REDIS_URL:
     import redis
@@ -112,6 +144,7 @@ if REDIS_URL:
         "poppy-prune": {"task": "poppy_django.prune", "schedule": 3600.0},
     }
 
+DEV_AUTHORITY = os.environ.get("POPPY_DEV_AUTHORITY", "1" if DEBUG else "0") == "1"
 POPPY: dict[str, Any] = {
     "BASE_URL": os.environ.get("POPPY_BASE_URL") or None,
     "PATH": "poppy/conversations",
@@ -119,12 +152,19 @@ POPPY: dict[str, Any] = {
     "MODEL": os.environ.get("POPPY_MODEL", "scripted"),
     # DPoP-bound Session Tokens, minted here by the development authority (poppy_token).
     "AUTHENTICATE": os.environ.get("POPPY_AUTHENTICATE", "poppy_django.auth.dpop.verify"),
-    # POPPY_DEV_AUTHORITY=0 turns it off (it is refused with DEBUG=False: check E101).
+    # The development authority: on by default with DEBUG only. POPPY_DEV_AUTHORITY=1 is the
+    # explicit opt-in that runs it with DEBUG off as well (ALLOW_WITHOUT_DEBUG; check W103).
     "DEV_AUTHORITY": (
-        {"KEY_FILE": str(VAR_DIR / "poppy-dev-signing-key.pem")}
-        if os.environ.get("POPPY_DEV_AUTHORITY", "1") == "1"
+        {
+            "KEY_FILE": str(VAR_DIR / "poppy-dev-signing-key.pem"),
+            "ALLOW_WITHOUT_DEBUG": os.environ.get("POPPY_DEV_AUTHORITY") == "1",
+        }
+        if DEV_AUTHORITY
         else False
     ),
+    # Its sessions can be revoked (poppy_token --revoke): tokens of a revoked session are
+    # refused once the status cache (5 s) expires.
+    "SESSION_STATUS": ("poppy_django.auth.dev_authority.session_active" if DEV_AUTHORITY else None),
     "DISCOVERY": {"ORGANIZATION": {"name": "Acme Outfitters", "domain": "acme.example"}},
     "EXECUTOR": EXECUTOR,
     "HANDOFF_HOOKS": {

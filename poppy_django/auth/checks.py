@@ -33,17 +33,32 @@ def _uses_dpop_verifier() -> bool:
 
 
 def check_dev_authority(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """E101: the development authority mints any token for anyone: never in production."""
-    if poppy_settings.raw("DEV_AUTHORITY") and not settings.DEBUG:
+    """E101/W103: the development authority mints any token for anyone: never in production.
+
+    It is also refused at run time (``dev_authority.enabled``), since ASGI servers run no
+    checks; W103 reports the explicit opt-in that lifts that.
+    """
+    from poppy_django.auth import dev_authority
+
+    if not poppy_settings.raw("DEV_AUTHORITY") or settings.DEBUG:
+        return []
+    if dev_authority.allowed_without_debug():
         return [
-            checks.Error(
-                'POPPY["DEV_AUTHORITY"] is on with DEBUG=False: anyone who can run '
-                "manage.py poppy_token can act for any User.",
-                hint='Turn POPPY["DEV_AUTHORITY"] off and configure your issuer (ISSUER, TOKENS).',
-                id="poppy_django.E101",
+            checks.Warning(
+                'POPPY["DEV_AUTHORITY"] runs with DEBUG=False (ALLOW_WITHOUT_DEBUG): anyone '
+                "who can run manage.py poppy_token can act for any User.",
+                hint="Only for measuring or trying production mode where no one else connects.",
+                id="poppy_django.W103",
             )
         ]
-    return []
+    return [
+        checks.Error(
+            'POPPY["DEV_AUTHORITY"] is on with DEBUG=False: anyone who can run '
+            "manage.py poppy_token can act for any User. It is refused at run time.",
+            hint='Turn POPPY["DEV_AUTHORITY"] off and configure your issuer (ISSUER, TOKENS).',
+            id="poppy_django.E101",
+        )
+    ]
 
 
 def check_dpop_verifier(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:

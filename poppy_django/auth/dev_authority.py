@@ -1,7 +1,11 @@
 """The development authority: mints DPoP-bound Session Tokens for the example project and tests.
 
-Switched on by ``POPPY["DEV_AUTHORITY"]`` (``True``, or ``{"KEY_FILE": path}``) and refused by
-check ``poppy_django.E101`` when ``DEBUG`` is off: anyone with shell access mints any token.
+Switched on by ``POPPY["DEV_AUTHORITY"]`` (``True``, or a dict with ``KEY_FILE`` and
+``ALLOW_WITHOUT_DEBUG``). Anyone with shell access mints any token, so it works only with
+``DEBUG`` on: with ``DEBUG`` off it is refused at run time (no tokens minted, none trusted, its
+JWKS 404) — a system check is not enough, since ASGI servers run none — unless the deployment
+opts in by name with ``"ALLOW_WITHOUT_DEBUG": True`` (the example project does so for
+``POPPY_DEV_AUTHORITY=1``, to be measured production-like).
 
 The ES256 signing key comes from the environment variable ``POPPY_DEV_SIGNING_KEY`` (a PEM),
 else from ``KEY_FILE`` (default ``<BASE_DIR>/var/poppy-dev-signing-key.pem``), created on first
@@ -11,7 +15,9 @@ with or without Redis, and creating it is atomic (``os.link``), so two processes
 once agree on one key. Several machines need the environment variable.
 
 The issuer is ``POPPY["ISSUER"]``, else the origin of ``POPPY["BASE_URL"]``, else
-``http://localhost:8000``; its JWKS is served by :func:`jwks_view`.
+:data:`DEFAULT_ORIGIN` (the one default ``poppy_token`` and ``poppy_chat`` also use); its JWKS
+is served by :func:`jwks_view`. Sessions it minted can be revoked (``poppy_token --revoke``):
+:func:`session_active` is its ``POPPY["SESSION_STATUS"]`` callable.
 """
 
 from __future__ import annotations
@@ -35,20 +41,43 @@ from django.http import HttpRequest, JsonResponse
 
 from poppy_django.auth.jwk import public_jwk, thumbprint
 from poppy_django.auth.options import DEFAULT_CLAIMS
+from poppy_django.auth.principal import Principal
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
 
 ENV_KEY = "POPPY_DEV_SIGNING_KEY"
 KEY_FILE_NAME = "poppy-dev-signing-key.pem"
-DEFAULT_ORIGIN = "http://localhost:8000"
+#: The one default public origin of the development tools (issuer, audience, poppy_chat).
+DEFAULT_ORIGIN = "http://127.0.0.1:8000"
 DEFAULT_CLIENT_ID = "https://agent.example/dev-client"
 ALGORITHM = "ES256"
 TOKEN_TYPE = "at+jwt"
 
 
-def enabled() -> bool:
-    """Whether ``POPPY["DEV_AUTHORITY"]`` is on."""
+def configured() -> bool:
+    """Whether ``POPPY["DEV_AUTHORITY"]`` is on (whether or not it may run here)."""
     return bool(poppy_settings.DEV_AUTHORITY)
+
+
+def allowed_without_debug() -> bool:
+    """The deployment's explicit opt-in: ``DEV_AUTHORITY["ALLOW_WITHOUT_DEBUG"] is True``."""
+    return _options().get("ALLOW_WITHOUT_DEBUG") is True
+
+
+def enabled() -> bool:
+    """Whether the authority runs: configured, and DEBUG on or explicitly allowed without."""
+    return configured() and (bool(settings.DEBUG) or allowed_without_debug())
+
+
+def disabled_reason() -> str:
+    """Why :func:`enabled` is False, in words a developer can act on."""
+    if not configured():
+        return 'POPPY["DEV_AUTHORITY"] is off: no development tokens.'
+    return (
+        'POPPY["DEV_AUTHORITY"] is refused with DEBUG=False (anyone who can run poppy_token '
+        'could act for any User); set DEV_AUTHORITY["ALLOW_WITHOUT_DEBUG"] = True to run it '
+        "anyway, never where others can reach it."
+    )
 
 
 def _options() -> Mapping[str, Any]:
@@ -117,7 +146,8 @@ def public_jwks() -> dict[str, Any]:
     return {"keys": [{**jwk, "kid": thumbprint(jwk), "alg": ALGORITHM, "use": "sig"}]}
 
 
-def _origin(url: str) -> str:
+def origin(url: str) -> str:
+    """``scheme://host[:port]`` of a URL."""
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
 
@@ -128,15 +158,16 @@ def issuer() -> str:
     if configured:
         return str(configured)
     base_url = poppy_settings.BASE_URL
-    return _origin(base_url) if base_url else DEFAULT_ORIGIN
+    return origin(base_url) if base_url else DEFAULT_ORIGIN
 
 
-def default_audience() -> str:
-    """The endpoint URL a minted token names: the configured public origin + ``PATH``."""
+def default_audience(url: str | None = None) -> str:
+    """The endpoint URL a token names: ``url``'s origin, else ``BASE_URL``'s, else the
+    default origin, + ``PATH``."""
     from poppy_django.discovery import endpoint_url
 
-    base_url = poppy_settings.BASE_URL
-    return endpoint_url(_origin(base_url) if base_url else DEFAULT_ORIGIN)
+    base_url = url or poppy_settings.BASE_URL
+    return endpoint_url(origin(base_url) if base_url else DEFAULT_ORIGIN)
 
 
 def mint_token(
@@ -148,15 +179,16 @@ def mint_token(
     account: str | None = None,
     ttl: int = 3600,
     audience: str | None = None,
+    session: str | None = None,
     now: float | None = None,
 ) -> str:
     """A Session Token bound to the DPoP key ``jkt``: signed in with ``account``, else signed out.
 
     Scopes are written as given; they count only for a signed-in token (the turn gives the
-    ``scope:<s>`` roles only then).
+    ``scope:<s>`` roles only then). ``session`` is the session id (``sid``), new by default.
     """
     if not enabled():
-        raise ImproperlyConfigured('POPPY["DEV_AUTHORITY"] is off: no development tokens.')
+        raise ImproperlyConfigured(disabled_reason())
     issued = int(time.time() if now is None else now)
     names = {**DEFAULT_CLAIMS, **(poppy_settings.TOKENS.get("CLAIMS") or {})}
     payload: dict[str, Any] = {
@@ -171,7 +203,7 @@ def mint_token(
         "jkt": jkt,
         "client_id": client_id,
         "user_id": user,
-        "session_id": "ses_" + secrets.token_urlsafe(12),
+        "session_id": session or new_session_id(),
         "signed_in": account is not None,
     }
     scope_list = [scope for scope in scopes if scope]
@@ -189,6 +221,33 @@ def mint_token(
     jwks = public_jwks()
     headers = {"kid": jwks["keys"][0]["kid"], "typ": TOKEN_TYPE}
     return jwt.encode(payload, signing_key(), algorithm=ALGORITHM, headers=headers)
+
+
+def new_session_id() -> str:
+    return "ses_" + secrets.token_urlsafe(12)
+
+
+def revoke(session_id: str) -> bool:
+    """End a session: its tokens are refused once the status cache window passes.
+
+    Stored in the database, so every process (web, worker, another machine) sees it; False
+    when it was already revoked.
+    """
+    from poppy_django.models import RevokedSession
+
+    if not enabled():
+        raise ImproperlyConfigured(disabled_reason())
+    _, created = RevokedSession.objects.get_or_create(session_id=session_id)
+    return created
+
+
+def session_active(principal: Principal) -> bool:
+    """``POPPY["SESSION_STATUS"]`` for the authority's tokens: active unless revoked."""
+    from poppy_django.models import RevokedSession
+
+    if principal.session_id is None:
+        return True
+    return not RevokedSession.objects.filter(session_id=principal.session_id).exists()
 
 
 def jwks_view(request: HttpRequest) -> JsonResponse:

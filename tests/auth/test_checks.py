@@ -38,6 +38,14 @@ def test_e101_dev_authority_in_production(settings: Any) -> None:
     assert ids(settings, debug=True, DEV_AUTHORITY=True) == []
 
 
+def test_w103_dev_authority_explicitly_allowed_without_debug(settings: Any) -> None:
+    allowed = {"ALLOW_WITHOUT_DEBUG": True}
+    assert ids(settings, debug=False, DEV_AUTHORITY=allowed) == ["poppy_django.W103"]
+    assert ids(settings, debug=True, DEV_AUTHORITY=allowed) == []
+    truthy = {"ALLOW_WITHOUT_DEBUG": "yes"}  # only True counts as the opt-in
+    assert ids(settings, debug=False, DEV_AUTHORITY=truthy) == ["poppy_django.E101"]
+
+
 def test_e102_missing_issuer(settings: Any) -> None:
     assert ids(settings, ISSUER=None) == ["poppy_django.E102"]
     assert ids(settings, ISSUER=None, DEV_AUTHORITY=True) == []  # the authority is the issuer

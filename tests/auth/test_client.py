@@ -84,6 +84,7 @@ def asgi_server(transactional_db: None) -> Iterator[str]:
 
 @pytest.fixture
 def live(settings: Any, asgi_server: str, tmp_path: Path) -> Iterator[str]:
+    settings.DEBUG = True  # the development authority runs with DEBUG only
     settings.POPPY = {
         **settings.POPPY,
         "AUTHENTICATE": "poppy_django.auth.dpop.verify",

@@ -21,6 +21,7 @@ from tests.auth.support import BASE_URL, ENDPOINT_URL, request_info
 
 @pytest.fixture
 def dev(settings: Any, tmp_path: Path) -> Path:
+    settings.DEBUG = True  # the development authority runs with DEBUG only
     key_file = tmp_path / "var" / "dev-key.pem"
     settings.POPPY = {
         **settings.POPPY,
@@ -29,6 +30,7 @@ def dev(settings: Any, tmp_path: Path) -> Path:
         "ISSUER": None,
         "TOKENS": {},
         "DEV_AUTHORITY": {"KEY_FILE": str(key_file)},
+        "SESSION_STATUS": None,  # revocation has its own tests (test_sessions.py)
     }
     yield key_file
     dpop.reset()
@@ -54,7 +56,7 @@ def verify(token: str, key: DPoPKey) -> Any:
 
 def test_signed_out_token(dev: Path) -> None:
     key = DPoPKey()
-    token = poppy_token("--user", "u1", "--jkt", key.thumbprint)
+    token = poppy_token("--user", "u1", f"--jkt={key.thumbprint}")
     principal = verify(token, key)
     assert (principal.user_id, principal.signed_in, principal.account_id) == ("u1", False, None)
     assert principal.client_id == dev_authority.DEFAULT_CLIENT_ID
@@ -78,8 +80,7 @@ def test_signed_in_token_with_scopes_client_and_ttl(dev: Path) -> None:
         "poppy:write",
         "--account",
         "acct-1",
-        "--jkt",
-        key.thumbprint,
+        f"--jkt={key.thumbprint}",
         "--ttl",
         "120",
     )
@@ -92,7 +93,7 @@ def test_signed_in_token_with_scopes_client_and_ttl(dev: Path) -> None:
 
 
 def test_token_is_bound_to_the_thumbprint(dev: Path) -> None:
-    token = poppy_token("--user", "u1", "--jkt", DPoPKey().thumbprint)
+    token = poppy_token("--user", "u1", f"--jkt={DPoPKey().thumbprint}")
     with pytest.raises(Exception) as caught:
         verify(token, DPoPKey())
     assert caught.value.error == "invalid_dpop_proof"
@@ -133,7 +134,7 @@ def test_bad_arguments(dev: Path, args: tuple[str, ...]) -> None:
 def test_refused_without_the_dev_authority(settings: Any) -> None:
     settings.POPPY = {**settings.POPPY, "DEV_AUTHORITY": False}
     with pytest.raises(CommandError):
-        poppy_token("--user", "u1", "--jkt", DPoPKey().thumbprint)
+        poppy_token("--user", "u1", f"--jkt={DPoPKey().thumbprint}")
 
 
 @pytest.mark.urls("tests.auth.urls")
@@ -151,3 +152,116 @@ def test_jwks_view_is_404_when_off(settings: Any) -> None:
     settings.POPPY = {**settings.POPPY, "DEV_AUTHORITY": False}
     response = dev_authority.jwks_view(RequestFactory().get("/.well-known/jwks.json"))
     assert response.status_code == 404
+
+
+def dashed_key() -> DPoPKey:
+    """A key whose thumbprint starts with '-' (one in 64)."""
+    while True:
+        key = DPoPKey()
+        if key.thumbprint.startswith("-"):
+            return key
+
+
+def test_a_thumbprint_starting_with_a_dash(dev: Path) -> None:
+    key = dashed_key()
+    token = poppy_token("--user", "u1", f"--jkt={key.thumbprint}")
+    assert claims_of(token)["cnf"] == {"jkt": key.thumbprint}
+    assert verify(token, key).user_id == "u1"
+
+
+def test_url_names_the_audience_and_one_default_everywhere(settings: Any, dev: Path) -> None:
+    from poppy_django.management.commands.poppy_chat import Command as PoppyChat
+
+    key = DPoPKey()
+    claims = claims_of(
+        poppy_token("--user", "u1", f"--jkt={key.thumbprint}", "--url", "http://10.0.0.5:9000/x")
+    )
+    assert claims["aud"] == "http://10.0.0.5:9000/poppy/conversations"
+    # Without BASE_URL: poppy_token, the issuer and poppy_chat agree on one origin.
+    settings.POPPY = {**settings.POPPY, "BASE_URL": None}
+    claims = claims_of(poppy_token("--user", "u1", f"--jkt={key.thumbprint}"))
+    assert claims["iss"] == dev_authority.DEFAULT_ORIGIN == "http://127.0.0.1:8000"
+    assert (
+        claims["aud"] == PoppyChat()._default_url() == "http://127.0.0.1:8000/poppy/conversations"
+    )
+    with pytest.raises(CommandError):
+        poppy_token("--user", "u1", f"--jkt={key.thumbprint}", "--url", "localhost:8000")
+
+
+@pytest.mark.django_db
+@pytest.mark.urls("tests.auth.urls")
+def test_refused_at_run_time_without_debug(settings: Any, dev: Path) -> None:
+    """No system check runs under uvicorn: DEBUG=False alone stops the authority."""
+    key = DPoPKey()
+    token = poppy_token("--user", "u1", f"--jkt={key.thumbprint}")
+    settings.DEBUG = False
+    dpop.reset()
+    with pytest.raises(CommandError, match="ALLOW_WITHOUT_DEBUG"):
+        poppy_token("--user", "u1", f"--jkt={key.thumbprint}")
+    assert Client().get("/.well-known/jwks.json").status_code == 404
+    response = Client().post(
+        "/poppy/conversations",
+        data={"message": {"id": "m1", "sender": "agent", "text": "hi"}},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"DPoP {token}",
+        HTTP_DPOP=key.proof("POST", ENDPOINT_URL, access_token=token),
+    )
+    # Not trusted: the verifier has no issuer keys, and says so in the log.
+    assert response.status_code == 500 and response.json()["error"] == "server_error"
+    from poppy_django.models import Conversation
+
+    assert not Conversation.objects.exists()
+
+
+def test_the_explicit_opt_in_runs_it_without_debug(settings: Any, dev: Path) -> None:
+    settings.DEBUG = False
+    settings.POPPY = {
+        **settings.POPPY,
+        "DEV_AUTHORITY": {"KEY_FILE": str(dev), "ALLOW_WITHOUT_DEBUG": True},
+    }
+    key = DPoPKey()
+    assert verify(poppy_token("--user", "u1", f"--jkt={key.thumbprint}"), key).user_id == "u1"
+
+
+def example_settings(tmp_path: Path, **env: str) -> dict[str, Any]:
+    """The example project's settings in a fresh interpreter with this environment."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import json, example_project.settings as s; "
+        "print(json.dumps({'DEBUG': s.DEBUG, 'SECRET_KEY': s.SECRET_KEY, "
+        "'DEV': s.POPPY['DEV_AUTHORITY'], 'STATUS': s.POPPY['SESSION_STATUS']}))"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "POPPY_"))}
+    clean.pop("REDIS_URL", None)
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**clean, "POPPY_VAR_DIR": str(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    return dict(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def test_example_project_production_mode(tmp_path: Path) -> None:
+    production = {"REDIS_URL": "redis://127.0.0.1:6379/2"}
+    found = example_settings(tmp_path, **production)
+    # No debug pages, no published secret, no development authority by default.
+    assert found["DEBUG"] is False and found["DEV"] is False and found["STATUS"] is None
+    assert "not-secret" not in found["SECRET_KEY"] and len(found["SECRET_KEY"]) >= 50
+    assert example_settings(tmp_path, **production)["SECRET_KEY"] == found["SECRET_KEY"]
+    assert example_settings(tmp_path, DJANGO_DEBUG="0")["SECRET_KEY"] == found["SECRET_KEY"]
+    given = example_settings(tmp_path, DJANGO_SECRET_KEY="s" * 60, **production)
+    assert given["SECRET_KEY"] == "s" * 60
+    # POPPY_DEV_AUTHORITY=1 is the explicit opt-in that keeps it with DJANGO_DEBUG=0.
+    opted = example_settings(tmp_path, DJANGO_DEBUG="0", POPPY_DEV_AUTHORITY="1")
+    assert opted["DEBUG"] is False and opted["DEV"]["ALLOW_WITHOUT_DEBUG"] is True
+    assert opted["STATUS"] == "poppy_django.auth.dev_authority.session_active"
+    # Embedded development: DEBUG on, the authority on (needing no opt-in).
+    development = example_settings(tmp_path)
+    assert development["DEBUG"] is True and development["DEV"]["ALLOW_WITHOUT_DEBUG"] is False

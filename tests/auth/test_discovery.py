@@ -55,6 +55,7 @@ def test_unknown_discovery_key_is_named(settings: Any) -> None:
 
 @pytest.mark.urls("tests.auth.urls")
 def test_view_uses_the_request_origin_and_dev_issuer(settings: Any) -> None:
+    settings.DEBUG = True  # the development authority runs with DEBUG only
     settings.POPPY = {**settings.POPPY, "BASE_URL": None, "ISSUER": None, "DEV_AUTHORITY": True}
     response = Client().get("/.well-known/poppy.json", HTTP_HOST="localhost:8765")
     assert response.status_code == 200
@@ -63,7 +64,7 @@ def test_view_uses_the_request_origin_and_dev_issuer(settings: Any) -> None:
     assert document["agent"]["protocols"] == [
         {"type": "poppy", "endpoint": "http://localhost:8765/poppy/conversations"}
     ]
-    assert document["auth"]["issuer"] == "http://localhost:8000"
+    assert document["auth"]["issuer"] == "http://127.0.0.1:8000"
     assert document["auth"]["jwks_uri"] == "http://localhost:8765/.well-known/jwks.json"
 
 

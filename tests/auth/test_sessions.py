@@ -1,0 +1,188 @@
+"""Sign-out takes effect at once: the session-status seam, and revocation end to end over HTTP.
+
+``POPPY["SESSION_STATUS"]`` names ``(principal) -> bool``; it is asked after a token verifies,
+its answer cached per session id for ``SESSION_STATUS_CACHE_SECONDS``. The development
+authority revokes with ``poppy_token --revoke`` and the example project wires its callable.
+"""
+
+from __future__ import annotations
+
+import io
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from poppy_django.auth import Principal, dpop
+from poppy_django.auth.replay import shared_cache
+from poppy_django.auth.sessions import CACHE_ALIAS
+from poppy_django.client import DPoPKey
+from tests.auth.conftest import dpop_poppy
+from tests.auth.support import BASE_URL, ENDPOINT_URL, NOW, Issuer, proof
+from tests.auth.test_http import assert_refused
+
+pytestmark = pytest.mark.django_db
+PATH = "/poppy/conversations"
+HERE = "tests.auth.test_sessions"
+
+#: The principals the test callable was asked about, and the sessions it calls ended.
+ASKED: list[Principal] = []
+ENDED: set[str] = set()
+
+
+def session_status(principal: Principal) -> bool:
+    ASKED.append(principal)
+    return principal.session_id not in ENDED
+
+
+@pytest.fixture
+def seam(settings: Any, issuer: Issuer) -> Iterator[Issuer]:
+    ASKED.clear()
+    ENDED.clear()
+    shared_cache(CACHE_ALIAS).clear()
+    dpop_poppy(settings, issuer)
+    settings.POPPY = {**settings.POPPY, "SESSION_STATUS": f"{HERE}.session_status"}
+    pin_clock()
+    yield issuer
+    dpop.reset()
+    shared_cache(CACHE_ALIAS).clear()
+
+
+def pin_clock() -> None:
+    """The configured verifier (rebuilt on every settings change) on the tests' clock."""
+    dpop.reset()
+    dpop.get_verifier().clock = lambda: NOW
+
+
+def cache_seconds(settings: Any, seconds: float) -> None:
+    settings.POPPY = {**settings.POPPY, "SESSION_STATUS_CACHE_SECONDS": seconds}
+    pin_clock()
+
+
+def read(token: str, key: DPoPKey, *, now: float = NOW) -> Any:
+    """An authenticated read of an unknown conversation: 404 once the caller is verified."""
+    url = ENDPOINT_URL + "/cnv_unknown/events"
+    return Client().get(
+        PATH + "/cnv_unknown/events",
+        HTTP_AUTHORIZATION=f"DPoP {token}",
+        HTTP_DPOP=proof(key, "GET", url, token, now=now),
+    )
+
+
+def test_a_revoked_session_is_refused_and_an_active_one_accepted(
+    settings: Any, seam: Issuer
+) -> None:
+    cache_seconds(settings, 0)
+    key = DPoPKey()
+    token = seam.token(jkt=key.thumbprint, now=NOW, sid="ses-active", account="acct-1")
+    assert read(token, key).status_code == 404
+    (asked,) = ASKED
+    assert (asked.session_id, asked.user_id, asked.account_id) == ("ses-active", "user-1", "acct-1")
+    ENDED.add("ses-active")
+    response = read(token, key)
+    assert_refused(response, 401, "invalid_token")
+    assert "session revoked" in response.json()["error_description"]
+    other = seam.token(jkt=key.thumbprint, now=NOW, sid="ses-other")
+    assert read(other, key).status_code == 404
+
+
+def test_the_answer_is_cached_per_session(settings: Any, seam: Issuer) -> None:
+    cache_seconds(settings, 60)
+    key = DPoPKey()
+    token = seam.token(jkt=key.thumbprint, now=NOW, sid="ses-cached")
+    for _ in range(3):
+        assert read(token, key).status_code == 404
+    assert len(ASKED) == 1
+    # Within the window a revocation is not yet seen; another session is asked on its own.
+    ENDED.add("ses-cached")
+    assert read(token, key).status_code == 404
+    assert read(seam.token(jkt=key.thumbprint, now=NOW, sid="ses-2"), key).status_code == 404
+    assert len(ASKED) == 2
+
+
+def test_the_callable_is_not_asked_for_refused_tokens(seam: Issuer) -> None:
+    key = DPoPKey()
+    token = seam.token(jkt=key.thumbprint, now=NOW, aud="https://elsewhere.example/poppy")
+    assert_refused(read(token, key), 401, "invalid_token")
+    assert ASKED == []
+
+
+# -- the development authority, end to end --------------------------------------------------
+
+
+@pytest.fixture
+def dev(settings: Any, tmp_path: Path) -> Iterator[None]:
+    settings.DEBUG = True  # the development authority runs with DEBUG only
+    settings.POPPY = {
+        **settings.POPPY,
+        "AUTHENTICATE": "poppy_django.auth.dpop.verify",
+        "BASE_URL": BASE_URL,
+        "ISSUER": None,
+        "TOKENS": {},
+        "DEV_AUTHORITY": {"KEY_FILE": str(tmp_path / "dev-key.pem")},
+        # What the example project configures, with no cache window for the test.
+        "SESSION_STATUS": "poppy_django.auth.dev_authority.session_active",
+        "SESSION_STATUS_CACHE_SECONDS": 0,
+    }
+    dpop.reset()
+    yield
+    dpop.reset()
+
+
+def poppy_token(*args: str) -> str:
+    out = io.StringIO()
+    call_command("poppy_token", *args, stdout=out)
+    return out.getvalue().strip().splitlines()[-1]
+
+
+def post_start(token: str, key: DPoPKey) -> Any:
+    return Client().post(
+        PATH,
+        data={"message": {"id": secrets.token_hex(4), "sender": "agent", "text": "hi"}},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"DPoP {token}",
+        HTTP_DPOP=key.proof("POST", ENDPOINT_URL, access_token=token),
+    )
+
+
+def get_events(token: str, key: DPoPKey, conversation_id: str) -> Any:
+    url = f"{ENDPOINT_URL}/{conversation_id}/events"
+    return Client().get(
+        f"{PATH}/{conversation_id}/events",
+        HTTP_AUTHORIZATION=f"DPoP {token}",
+        HTTP_DPOP=key.proof("GET", url, access_token=token),
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_poppy_token_revoke_ends_the_session_over_http(dev: None) -> None:
+    from poppy_django.executors import ThreadExecutor
+
+    key = DPoPKey()
+    token = poppy_token("--user", "u-rev", f"--jkt={key.thumbprint}", "--session", "ses_rev")
+    kept = poppy_token("--user", "u-rev", f"--jkt={key.thumbprint}", "--session", "ses_kept")
+    started = post_start(token, key)
+    assert started.status_code == 201, started.content
+    conversation_id = started.json()["conversation_id"]
+    ThreadExecutor.shutdown(wait=True)
+    assert get_events(token, key, conversation_id).status_code == 200
+
+    assert poppy_token("--revoke", "ses_rev") == "Revoked session ses_rev."
+    response = get_events(token, key, conversation_id)
+    assert_refused(response, 401, "invalid_token")
+    assert "session revoked" in response.json()["error_description"]
+    assert_refused(post_start(token, key), 401, "invalid_token")
+    # The same User's other session is untouched; revoking twice says so.
+    assert get_events(kept, key, conversation_id).status_code == 200
+    assert poppy_token("--revoke", "ses_rev") == "Session ses_rev was already revoked."
+
+
+def test_revoke_refuses_a_malformed_session_id(dev: None) -> None:
+    from django.core.management import CommandError
+
+    with pytest.raises(CommandError):
+        poppy_token("--revoke", "not a session id")
