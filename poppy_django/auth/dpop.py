@@ -335,8 +335,8 @@ class DPoPVerifier:
         assert isinstance(jwk, dict)  # public_key_for checked it is a mapping
         try:
             claims = jwt.decode(proof, key, algorithms=[str(alg)], options=_PROOF_OPTIONS)
-        except jwt.InvalidTokenError as exc:
-            raise _Refused("invalid_dpop_proof", f"proof: {exc}") from None
+        except (jwt.InvalidTokenError, RecursionError) as exc:
+            raise _Refused("invalid_dpop_proof", f"proof: {type(exc).__name__}") from None
         if not _all_finite(claims):
             raise _Refused("invalid_dpop_proof", "a proof claim is NaN or Infinity")
         jti = _string(claims.get("jti"), "invalid_dpop_proof", "jti", max_length=MAX_JTI_LENGTH)
@@ -433,6 +433,8 @@ class DPoPVerifier:
             ) from None
         except jwt.InvalidTokenError as exc:
             raise _Refused("invalid_token", f"token: {exc}") from None
+        except RecursionError:  # pyjwt before 2.15 let deep JSON through
+            raise _Refused("invalid_token", "token: nested too deeply") from None
         if not _all_finite(claims):
             raise _Refused("invalid_token", "a claim is NaN or Infinity: numbers must be finite")
         return claims

@@ -1,10 +1,13 @@
 """JWKS rotation against a real HTTP server on 127.0.0.1: a new kid is fetched, unknown kids
-are refused without a fetch storm. The key source's clock is a counter the test moves."""
+are refused without a fetch storm. pyjwt's ``PyJWKClient`` keeps the time (the monotonic
+clock), so the tests use short cache and cooldown times and wait them out: what they count is
+fetches, never how long anything took."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -26,6 +29,7 @@ class JWKSServer:
         self.issuer = issuer
         self.fetches = 0
         self.fail = False
+        self.garbage: bytes | None = None
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -35,7 +39,7 @@ class JWKSServer:
                     self.send_response(500)
                     self.end_headers()
                     return
-                body = json.dumps(server.issuer.jwks).encode()
+                body = server.garbage or json.dumps(server.issuer.jwks).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -64,20 +68,20 @@ def jwks_server(issuer: Issuer) -> Iterator[JWKSServer]:
         yield server
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+#: The JWKS cooldown after a fetch, and how long a fetched set is used.
+MIN_REFRESH = 0.5
+MAX_AGE = 1.5
 
 
-def make_verifier(
-    settings: Any, issuer: Issuer, server: JWKSServer, clock: Clock
-) -> dpop.DPoPVerifier:
+def wait_out(seconds: float) -> None:
+    """Let a cooldown or cache time pass (with a margin)."""
+    time.sleep(seconds + 0.1)
+
+
+def make_verifier(settings: Any, issuer: Issuer, server: JWKSServer) -> dpop.DPoPVerifier:
     dpop_poppy(settings, issuer)
     options = parse_options({"JWKS_URL": server.url})
-    keys = RemoteKeys(server.url, max_age=300, min_refresh=30, timeout=5, clock=clock)
+    keys = RemoteKeys(server.url, max_age=MAX_AGE, min_refresh=MIN_REFRESH, timeout=5)
     return dpop.DPoPVerifier(
         options, issuer=ISSUER, keys=keys, path="poppy/conversations", clock=lambda: NOW
     )
@@ -94,8 +98,7 @@ def call(verify: dpop.DPoPVerifier, issuer: Issuer, kid: str) -> Any:
 def test_rotation_fetches_a_new_kid_and_unknown_kids_cause_no_storm(
     settings: Any, issuer: Issuer, jwks_server: JWKSServer
 ) -> None:
-    clock = Clock()
-    verify = make_verifier(settings, issuer, jwks_server, clock)
+    verify = make_verifier(settings, issuer, jwks_server)
     assert call(verify, issuer, "k1")
     assert call(verify, issuer, "k1")
     assert jwks_server.fetches == 1  # cached
@@ -106,7 +109,7 @@ def test_rotation_fetches_a_new_kid_and_unknown_kids_cause_no_storm(
     assert jwks_server.fetches == 1
 
     # Later, a forged kid many times: one refetch, every request refused.
-    clock.now += 30
+    wait_out(MIN_REFRESH)
     for _ in range(50):
         with pytest.raises(AuthRefusal) as caught:
             call(verify, Issuer(kid="forged"), "forged")
@@ -115,7 +118,7 @@ def test_rotation_fetches_a_new_kid_and_unknown_kids_cause_no_storm(
 
     # The issuer rotates in a new key: after the refetch interval, its kid is fetched once.
     issuer.add_key("k2", "RS256")
-    clock.now += 30
+    wait_out(MIN_REFRESH)
     assert call(verify, issuer, "k2")
     assert call(verify, issuer, "k2")
     assert jwks_server.fetches == 3
@@ -123,7 +126,7 @@ def test_rotation_fetches_a_new_kid_and_unknown_kids_cause_no_storm(
 
     # The old key is retired: after max_age the set is refreshed and k1 is refused.
     del issuer.keys["k1"]
-    clock.now += 300
+    wait_out(MAX_AGE)
     assert call(verify, issuer, "k2")
     assert jwks_server.fetches == 4
     issuer.kid = "k2"
@@ -134,22 +137,47 @@ def test_rotation_fetches_a_new_kid_and_unknown_kids_cause_no_storm(
 def test_fetch_failure_keeps_the_old_keys(
     settings: Any, issuer: Issuer, jwks_server: JWKSServer
 ) -> None:
-    clock = Clock()
-    verify = make_verifier(settings, issuer, jwks_server, clock)
+    verify = make_verifier(settings, issuer, jwks_server)
     assert call(verify, issuer, "k1")
     jwks_server.fail = True
-    clock.now += 400  # stale: a refresh is attempted, fails, the old keys stay
+    wait_out(MAX_AGE)  # stale: a refresh is attempted, fails, the old keys stay
     assert call(verify, issuer, "k1")
     assert jwks_server.fetches == 2
     assert call(verify, issuer, "k1")
     assert jwks_server.fetches == 2  # not retried before min_refresh
+    # While the issuer is down, forged kids cause no fetches either (PyJWKClient alone would
+    # try on every request once its set expired), and once it is back the keys refresh.
+    for _ in range(20):
+        with pytest.raises(AuthRefusal):
+            call(verify, Issuer(kid="forged"), "forged")
+    assert jwks_server.fetches == 2
+    wait_out(MIN_REFRESH)
+    assert call(verify, issuer, "k1")
+    assert jwks_server.fetches == 3
+    jwks_server.fail = False
+    wait_out(MIN_REFRESH)
+    issuer.add_key("k2")
+    assert call(verify, issuer, "k2")
+    assert jwks_server.fetches == 4
+
+
+@pytest.mark.parametrize("garbage", [b"[]", b"{not json", b'{"keys": [{"kty": "oct"}]}'])
+def test_a_malformed_jwks_keeps_the_old_keys(
+    settings: Any, issuer: Issuer, jwks_server: JWKSServer, garbage: bytes
+) -> None:
+    verify = make_verifier(settings, issuer, jwks_server)
+    assert call(verify, issuer, "k1")
+    jwks_server.garbage = garbage
+    wait_out(MAX_AGE)
+    for _ in range(5):
+        assert call(verify, issuer, "k1")
+    assert jwks_server.fetches == 2
 
 
 def test_concurrent_unknown_kids_share_one_fetch(issuer: Issuer, jwks_server: JWKSServer) -> None:
-    clock = Clock()
-    keys = RemoteKeys(jwks_server.url, max_age=300, min_refresh=30, clock=clock)
+    keys = RemoteKeys(jwks_server.url, max_age=300, min_refresh=MIN_REFRESH)
     assert keys.key("k1", "ES256") is not None
-    clock.now += 60
+    wait_out(MIN_REFRESH)
     threads = [threading.Thread(target=keys.key, args=(f"x{n}", "ES256")) for n in range(20)]
     for thread in threads:
         thread.start()

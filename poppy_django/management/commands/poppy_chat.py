@@ -83,7 +83,7 @@ class Command(BaseCommand):
     def _default_url(self) -> str:
         from poppy_django.conf import poppy_settings
 
-        base = poppy_settings.BASE_URL or "http://127.0.0.1:8000"
+        base = poppy_settings.BASE_URL or dev_authority.DEFAULT_ORIGIN
         return endpoint_url(base)
 
     def _key(self, path: str | None) -> DPoPKey:
