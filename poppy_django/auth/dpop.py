@@ -280,7 +280,8 @@ class DPoPVerifier:
             raise _Refused("invalid_dpop_proof", "DPoP header too large")
         jwk, proof_claims = self._check_proof(proof, token, request, now)
         claims = self._check_token(token, request["url"], now)
-        if not _same(_claim(claims, self.options.claims["jkt"]), thumbprint(jwk)):
+        jkt = thumbprint(jwk)
+        if not _same(_claim(claims, self.options.claims["jkt"]), jkt):
             raise _Refused("invalid_dpop_proof", "proof key is not the token's cnf.jkt")
         principal = self._principal(claims, request["url"])
         if not sessions.is_active(principal):
@@ -292,7 +293,7 @@ class DPoPVerifier:
         self._check_scope(principal)
         # Last: only a request that passed every other check spends its jti.
         if not replay.first_use(
-            thumbprint(jwk),
+            jkt,
             proof_claims["jti"],
             ttl=self.options.replay_ttl,
             alias=self.options.replay_cache,
