@@ -224,6 +224,7 @@ def mint_token(
 
 
 def new_session_id() -> str:
+    """A fresh session id (``sid``) in the id alphabet."""
     return "ses_" + secrets.token_urlsafe(12)
 
 

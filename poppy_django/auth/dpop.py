@@ -558,6 +558,10 @@ def key_source(options: TokenOptions) -> KeySource:
 
     if dev_authority.enabled():
         return StaticKeys(dev_authority.public_jwks())
+    if dev_authority.configured():
+        raise ImproperlyConfigured(
+            f"The DPoP verifier has no issuer keys: {dev_authority.disabled_reason()}"
+        )
     raise ImproperlyConfigured(
         'The DPoP verifier needs issuer keys: POPPY["TOKENS"]["JWKS_URL"] or ["JWKS"].'
     )
@@ -571,6 +575,10 @@ def expected_issuer() -> str:
 
     if dev_authority.enabled():
         return dev_authority.issuer()
+    if dev_authority.configured():
+        raise ImproperlyConfigured(
+            f"The DPoP verifier has no issuer: {dev_authority.disabled_reason()}"
+        )
     raise ImproperlyConfigured('The DPoP verifier needs POPPY["ISSUER"].')
 
 
@@ -612,5 +620,5 @@ def reset() -> None:
 
 @receiver(setting_changed)
 def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("POPPY", "SECRET_KEY", "CACHES"):
+    if setting in ("POPPY", "SECRET_KEY", "CACHES", "DEBUG"):  # DEBUG: the dev authority
         reset()

@@ -190,7 +190,9 @@ def test_url_names_the_audience_and_one_default_everywhere(settings: Any, dev: P
 
 @pytest.mark.django_db
 @pytest.mark.urls("tests.auth.urls")
-def test_refused_at_run_time_without_debug(settings: Any, dev: Path) -> None:
+def test_refused_at_run_time_without_debug(
+    settings: Any, dev: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """No system check runs under uvicorn: DEBUG=False alone stops the authority."""
     key = DPoPKey()
     token = poppy_token("--user", "u1", f"--jkt={key.thumbprint}")
@@ -206,8 +208,10 @@ def test_refused_at_run_time_without_debug(settings: Any, dev: Path) -> None:
         HTTP_AUTHORIZATION=f"DPoP {token}",
         HTTP_DPOP=key.proof("POST", ENDPOINT_URL, access_token=token),
     )
-    # Not trusted: the verifier has no issuer keys, and says so in the log.
+    # Not trusted: the verifier has no issuer keys, and the log says why.
     assert response.status_code == 500 and response.json()["error"] == "server_error"
+    logged = [r.exc_info[1] for r in caplog.records if r.exc_info and r.exc_info[1]]
+    assert any("ALLOW_WITHOUT_DEBUG" in str(error) for error in logged)
     from poppy_django.models import Conversation
 
     assert not Conversation.objects.exists()
