@@ -3,8 +3,9 @@
     .venv/bin/python bench/verifier.py [--n 2000] [--requests 1000]
 
 1. The verifier alone (``DPoPVerifier.__call__``: proof + token signatures, claims, replay
-   cache in LocMemCache) per token algorithm: median and p95 µs over ``--n`` calls. Proofs are
-   signed beforehand, so only the server's work is timed.
+   cache in LocMemCache) per token algorithm, with the verified-token cache (one token, its
+   signature checked once) and without it (``VERIFIED_TOKEN_CACHE_SIZE: 0``): median and p95
+   µs over ``--n`` calls. Proofs are signed beforehand, so only the server's work is timed.
 2. The endpoint: ``GET {endpoint}/{id}/events`` (a JSON read, no wait) through Django's full
    stack in this process (test client, SQLite in a temporary directory), with the fake
    verifier (no cryptography) and with the DPoP verifier: requests per second, one thread.
@@ -68,13 +69,13 @@ def bench_verifier(n: int) -> None:
     from tests.auth.support import BASE_URL, ENDPOINT_URL, ISSUER, Issuer
 
     print(f"\n1. verifier alone, n={n} (median / p95 µs per request)")
-    for alg in ("ES256", "RS256", "EdDSA"):
+    for alg, cache in [(alg, cache) for alg in ("ES256", "RS256", "EdDSA") for cache in (1024, 0)]:
         issuer = Issuer(alg=alg)
         poppy = {
             "AUTHENTICATE": "poppy_django.auth.dpop.verify",
             "ISSUER": ISSUER,
             "BASE_URL": BASE_URL,
-            "TOKENS": {"JWKS": issuer.jwks},
+            "TOKENS": {"JWKS": issuer.jwks, "VERIFIED_TOKEN_CACHE_SIZE": cache},
         }
         with override_settings(POPPY=poppy):
             verify = dpop.build_verifier()
@@ -97,7 +98,8 @@ def bench_verifier(n: int) -> None:
                 verify(info)  # type: ignore[arg-type]
                 timings.append((time.perf_counter_ns() - start) / 1000)
         print(
-            f"   token {alg:5} + proof ES256: median {statistics.median(timings):7.1f} µs"
+            f"   token {alg:5} + proof ES256, token cache {'on ' if cache else 'off'}:"
+            f" median {statistics.median(timings):7.1f} µs"
             f"   p95 {percentile(timings, 0.95):7.1f} µs"
         )
 
