@@ -153,7 +153,7 @@ def origin(url: str) -> str:
 
 
 def issuer() -> str:
-    """``POPPY["ISSUER"]``, else the public origin from ``BASE_URL``, else localhost:8000."""
+    """``POPPY["ISSUER"]``, else the public origin from ``BASE_URL``, else ``DEFAULT_ORIGIN``."""
     configured = poppy_settings.ISSUER
     if configured:
         return str(configured)
