@@ -7,11 +7,20 @@
 #
 # WEB_PROCESSES (2), CELERY_CONCURRENCY (2), PORT (8000); TLS=1 serves https with a
 # self-signed certificate under var/tls (for clients that refuse http).
+#
+# Production mode runs with DEBUG off, where the development authority (the example's only
+# token issuer) is refused unless you opt in: POPPY_DEV_AUTHORITY=1 (only where no one else
+# can connect). DJANGO_SECRET_KEY: give one (the same on every machine), else a random key
+# is made once under var/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${DATABASE_URL:?set DATABASE_URL (PostgreSQL)}"
 : "${REDIS_URL:?set REDIS_URL}"
 PY=${PY:-.venv/bin/python}
+if [ -z "${POPPY_DEV_AUTHORITY:-}" ] && [ -z "${POPPY_AUTHENTICATE:-}" ]; then
+  echo "No token issuer: set POPPY_DEV_AUTHORITY=1 (development authority, explicit opt-in)" >&2
+  exit 2
+fi
 PORT=${PORT:-8000}
 
 tls_args=()
