@@ -329,7 +329,7 @@ def _agent_errors() -> Messages:
 
 
 def _model_errors(names: list[str]) -> Messages:
-    from poppy_django.agent.models_for import SCRIPTED, build_model
+    from poppy_django.agent.model_choice import SCRIPTED, build_model
 
     errors: Messages = []
     for model_name in names:

@@ -28,10 +28,6 @@ def new_conversation_id() -> str:
     return f"cnv_{_token()}"
 
 
-def new_turn_id() -> str:
-    return f"trn_{_token(8)}"
-
-
 def event_id(conversation_id: str, seq: int) -> str:
     return f"evt_{conversation_id.removeprefix('cnv_')}_{seq}"
 

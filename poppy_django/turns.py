@@ -27,9 +27,9 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from poppy_django import fanout, ids, log, observe, signals
+from poppy_django import event_log, fanout, ids, observe, signals
 from poppy_django.agent.model_api import TurnInput, TurnModel
-from poppy_django.agent.models_for import build_model
+from poppy_django.agent.model_choice import build_model
 from poppy_django.agent.runtime import TurnOutcome, TurnRequest, resolve_actor, run_turn
 from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
@@ -96,7 +96,7 @@ def _release(conversation: Conversation) -> None:
 
 
 def _lock_owned(conversation_id: str, owner: str) -> Conversation:
-    conversation = log.lock(conversation_id)
+    conversation = event_log.lock(conversation_id)
     if conversation.lease_owner != owner:
         raise LeaseLost(conversation_id)
     return conversation
@@ -162,7 +162,7 @@ def plan(conversation_id: str, owner: str) -> TurnRequest | None:
         )
         if not pending:
             if answering:
-                log.set_state(conversation, status=Status.IDLE)
+                event_log.set_state(conversation, status=Status.IDLE)
             _release(conversation)
             return None
         if not retry:
@@ -243,9 +243,9 @@ def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: Tu
         payload: dict[str, Any] = {"error": error}
         if scope:
             payload["scope"] = scope
-        log.append(conversation, EventType.AUTHORIZATION, payload, meta=meta)
+        event_log.append(conversation, EventType.AUTHORIZATION, payload, meta=meta)
         if conversation.is_direct:
-            log.append_company_message(
+            event_log.append_company_message(
                 conversation,
                 message_id=request.message_id,
                 text=texts[error].format(scope=scope or "another permission"),
@@ -254,12 +254,12 @@ def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: Tu
         _remember(conversation, request, None)
         return
     if outcome.failed:
-        log.append_company_message(
+        event_log.append_company_message(
             conversation, message_id=request.message_id, text=texts["failed_turn"], meta=meta
         )
         return
     text = outcome.message_text()
-    log.append_company_message(
+    event_log.append_company_message(
         conversation,
         message_id=request.message_id,
         text=text,
