@@ -28,6 +28,7 @@ from poppy_django.auth import AuthRefusal, Principal, RequestInfo
 from poppy_django.auth.public_url import public_url
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError, error_response
+from poppy_django.threads import in_thread
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +157,7 @@ async def start_conversation(request: HttpRequest) -> HttpResponseBase:
         )
         return answer, wait, after
 
-    answer, wait, after = await reading.in_thread(write)
+    answer, wait, after = await in_thread(write)
     return await _post_answer(request, answer, wait, after)
 
 
@@ -175,7 +176,7 @@ async def post_message(request: HttpRequest, conversation_id: str) -> HttpRespon
         )
         return answer, wait, after
 
-    answer, wait, after = await reading.in_thread(write)
+    answer, wait, after = await in_thread(write)
     return await _post_answer(request, answer, wait, after)
 
 
@@ -192,7 +193,7 @@ async def _act(
         wire.parse_json_body(read_body(request), required=False)
         return operation(principal, conversation_id)
 
-    answer = await reading.in_thread(write)
+    answer = await in_thread(write)
     return JsonResponse(answer.body, status=answer.status_code)
 
 
@@ -223,7 +224,7 @@ async def events(request: HttpRequest, conversation_id: str) -> HttpResponseBase
         wait = None if stream else _wait(request)
         return reading.after_seq(conversation, cursor), wait
 
-    after, wait = await reading.in_thread(locate)
+    after, wait = await in_thread(locate)
     if stream:
         from poppy_django.streaming import event_stream_response
 

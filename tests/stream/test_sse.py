@@ -10,9 +10,9 @@ import time
 
 import pytest
 from django.test import override_settings
-from django_eventstream.views import get_listener_manager
 
 from poppy_django import service
+from poppy_django.fanout.eventstream import open_inboxes
 from poppy_django.models import Conversation, Event
 from tests.conftest import PersonalAgent, messages
 from tests.stream.asgi import get
@@ -160,9 +160,7 @@ def test_deltas_come_live_without_id_before_their_complete_message(agent: Person
 
 
 def _listeners() -> int:
-    manager = get_listener_manager()
-    with manager.lock:
-        return sum(len(group) for group in manager.listeners_by_channel.values())
+    return len(open_inboxes())
 
 
 def test_clients_that_hang_up_free_their_listener(agent: PersonalAgent):
