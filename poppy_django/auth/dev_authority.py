@@ -34,7 +34,6 @@ from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, JsonResponse
 
 from poppy_django.auth.jwk import public_jwk, thumbprint
-from poppy_django.auth.options import DEFAULT_CLAIMS
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
 
@@ -158,7 +157,7 @@ def mint_token(
     if not enabled():
         raise ImproperlyConfigured('POPPY["DEV_AUTHORITY"] is off: no development tokens.')
     issued = int(time.time() if now is None else now)
-    names = {**DEFAULT_CLAIMS, **(poppy_settings.TOKENS.get("CLAIMS") or {})}
+    names = poppy_settings.token_options.claims
     payload: dict[str, Any] = {
         "iss": issuer(),
         "aud": audience or default_audience(),

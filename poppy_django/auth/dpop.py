@@ -39,7 +39,7 @@ from jwt.algorithms import get_default_algorithms
 from poppy_django.auth import nonces, replay
 from poppy_django.auth.jwk import JWKError, PublicKey, b64url, public_key_for, thumbprint
 from poppy_django.auth.jwks import KeySource, RemoteKeys, StaticKeys
-from poppy_django.auth.options import ASYMMETRIC_ALGORITHMS, TokenOptions, parse_options
+from poppy_django.auth.options import ASYMMETRIC_ALGORITHMS, TokenOptions
 from poppy_django.auth.principal import AuthRefusal, Principal, RequestInfo
 from poppy_django.conf import poppy_settings
 
@@ -431,7 +431,7 @@ def expected_issuer() -> str:
 
 def build_verifier(clock: Callable[[], float] = time.time) -> DPoPVerifier:
     """A verifier from the current settings."""
-    options = parse_options(poppy_settings.TOKENS)
+    options = poppy_settings.token_options
     return DPoPVerifier(
         options,
         issuer=expected_issuer(),

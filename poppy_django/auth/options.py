@@ -133,6 +133,12 @@ def _strings(name: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def refused_algorithms(value: Any) -> list[str]:
+    """The entries of an ``ALGORITHMS``/``DPOP_ALGORITHMS`` value the verifier never accepts."""
+    values = [value] if isinstance(value, str) else list(value or [])
+    return [alg for alg in values if alg not in ASYMMETRIC_ALGORITHMS]
+
+
 def _number(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise ImproperlyConfigured(f'POPPY["TOKENS"]["{name}"] must be a non-negative number.')
@@ -164,7 +170,7 @@ def parse_options(raw: Mapping[str, Any] | None) -> TokenOptions:
     algorithms = _strings("ALGORITHMS", merged["ALGORITHMS"])
     dpop_algorithms = _strings("DPOP_ALGORITHMS", merged["DPOP_ALGORITHMS"])
     for name, algs in (("ALGORITHMS", algorithms), ("DPOP_ALGORITHMS", dpop_algorithms)):
-        bad = [alg for alg in algs if alg not in ASYMMETRIC_ALGORITHMS]
+        bad = refused_algorithms(algs)
         if bad or not algs:
             raise ImproperlyConfigured(
                 f'POPPY["TOKENS"]["{name}"] allows {bad or "nothing"}: only asymmetric '
