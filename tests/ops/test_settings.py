@@ -20,7 +20,7 @@ def test_values_are_parsed_to_their_type_and_defaults_fill_in():
     configured = PoppySettings({"WAIT_MAX_SECONDS": 5, "EXECUTOR_THREADS": 2})
     assert configured.WAIT_MAX_SECONDS == 5.0 and isinstance(configured.WAIT_MAX_SECONDS, float)
     assert configured.EXECUTOR_THREADS == 2
-    assert configured.PATH == DEFAULTS["PATH"]
+    assert DEFAULTS["PATH"] == configured.PATH
     assert configured.RETENTION_SECONDS is None
     assert configured.EXECUTOR is ThreadExecutor  # an import string, imported
     assert configured.HANDOFF_HOOKS == {}
