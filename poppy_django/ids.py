@@ -42,9 +42,9 @@ def parse_cursor(conversation_id: str, cursor: str) -> int | None:
     return int(seq)
 
 
-def company_message_id(conversation_id: str, turn_key: str) -> str:
+def company_message_id(conversation_id: str, turn_id: str) -> str:
     """A stable id for the company message a turn writes, so a retried turn writes it once."""
-    digest = hashlib.sha256(f"{conversation_id}:{turn_key}".encode()).hexdigest()[:24]
+    digest = hashlib.sha256(f"{conversation_id}:{turn_id}".encode()).hexdigest()[:24]
     return f"msg_{digest}"
 
 

@@ -170,12 +170,12 @@ def plan(conversation_id: str, owner: str) -> TurnRequest | None:
             conversation.save(update_fields=["turn_upto_seq", "updated_at"])
         principal = Principal.from_dict(pending[-1].meta["principal"])
         thread = _thread_for(conversation, principal, first_seq=pending[0].seq)
-        turn_key = f"{conversation.answered_seq}-{conversation.turn_upto_seq}"
+        turn_id = f"{conversation.answered_seq}-{conversation.turn_upto_seq}"
         latest = pending[-1].payload["message"]
         return TurnRequest(
             conversation_id=conversation.id,
-            turn_key=turn_key,
-            message_id=ids.company_message_id(conversation.id, turn_key),
+            turn_id=turn_id,
+            message_id=ids.company_message_id(conversation.id, turn_id),
             answers=[event.message_id or "" for event in pending],
             agent_name=conversation.agent_name,
             principal=principal,
@@ -237,7 +237,7 @@ def commit(request: TurnRequest, outcome: TurnOutcome, owner: str) -> None:
 
 def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: TurnOutcome) -> None:
     texts = poppy_settings.texts
-    meta = {"turn": request.turn_key}
+    meta = {"turn": request.turn_id}
     if outcome.authorization is not None:
         error, scope = outcome.authorization
         payload: dict[str, Any] = {"error": error}
@@ -298,7 +298,7 @@ def run_turns(conversation_id: str, owner: str | None = None) -> None:
             return
         with heartbeat(conversation_id, owner) as lost:
             while (request := plan(conversation_id, owner)) is not None:
-                turn_id = request.turn_key
+                turn_id = request.turn_id
                 _run_one(request, owner, lost)
     except LeaseLost:
         observe.moment(
@@ -318,7 +318,7 @@ def _run_one(request: TurnRequest, owner: str, lost: threading.Event) -> None:
         "turn_started",
         signals.turn_started,
         conversation_id=request.conversation_id,
-        turn_id=request.turn_key,
+        turn_id=request.turn_id,
         message_ids=request.answers,
     )
 
@@ -341,7 +341,7 @@ def _run_one(request: TurnRequest, owner: str, lost: threading.Event) -> None:
             signals.turn_failed,
             level=logging.ERROR,
             conversation_id=request.conversation_id,
-            turn_id=request.turn_key,
+            turn_id=request.turn_id,
             error=outcome.error,
         )
     else:
@@ -349,7 +349,7 @@ def _run_one(request: TurnRequest, owner: str, lost: threading.Event) -> None:
             "turn_finished",
             signals.turn_finished,
             conversation_id=request.conversation_id,
-            turn_id=request.turn_key,
+            turn_id=request.turn_id,
             message_id=request.message_id,
             duration=round(time.monotonic() - started, 3),
         )
