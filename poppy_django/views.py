@@ -52,10 +52,8 @@ def endpoint(allowed: str) -> Callable[[View], View]:
             request_id = observe.begin_request(request.headers.get("X-Request-ID"))
             try:
                 response = await view(request, *args, **kwargs)
-            except PoppyError as exc:
+            except PoppyError as exc:  # an AuthRefusal too: its response has its headers
                 response = exc.response()
-            except AuthRefusal as refusal:
-                response = refusal_response(refusal)
             except DisallowedHost:
                 response = error_response("invalid_request", "This host is not served here.")
             except Exception:
@@ -68,15 +66,6 @@ def endpoint(allowed: str) -> Callable[[View], View]:
         return wrapper
 
     return decorate
-
-
-def refusal_response(refusal: AuthRefusal) -> JsonResponse:
-    headers = {"WWW-Authenticate": refusal.www_authenticate, **refusal.headers}
-    response = error_response(
-        refusal.error, refusal.description, status=refusal.status, headers=headers
-    )
-    response["Cache-Control"] = "no-store"
-    return response
 
 
 def authenticate(request: HttpRequest) -> Principal:
