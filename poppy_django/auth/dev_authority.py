@@ -24,7 +24,6 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -33,13 +32,14 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, JsonResponse
 
+from poppy_django import addresses
 from poppy_django.auth.jwk import public_jwk, thumbprint
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
 
 ENV_KEY = "POPPY_DEV_SIGNING_KEY"
 KEY_FILE_NAME = "poppy-dev-signing-key.pem"
-DEFAULT_ORIGIN = "http://localhost:8000"
+DEFAULT_ORIGIN = addresses.DEFAULT_DEV_ORIGIN
 DEFAULT_CLIENT_ID = "https://agent.example/dev-client"
 ALGORITHM = "ES256"
 TOKEN_TYPE = "at+jwt"
@@ -116,26 +116,14 @@ def public_jwks() -> dict[str, Any]:
     return {"keys": [{**jwk, "kid": thumbprint(jwk), "alg": ALGORITHM, "use": "sig"}]}
 
 
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
 def issuer() -> str:
     """``POPPY["ISSUER"]``, else the public origin from ``BASE_URL``, else localhost:8000."""
-    configured = poppy_settings.ISSUER
-    if configured:
-        return str(configured)
-    base_url = poppy_settings.BASE_URL
-    return _origin(base_url) if base_url else DEFAULT_ORIGIN
+    return addresses.dev_issuer()
 
 
 def default_audience() -> str:
     """The endpoint URL a minted token names: the configured public origin + ``PATH``."""
-    from poppy_django.discovery import endpoint_url
-
-    base_url = poppy_settings.BASE_URL
-    return endpoint_url(_origin(base_url) if base_url else DEFAULT_ORIGIN)
+    return addresses.endpoint_url(addresses.configured_origin() or DEFAULT_ORIGIN)
 
 
 def mint_token(

@@ -36,6 +36,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from jwt.algorithms import get_default_algorithms
 
+from poppy_django import addresses
 from poppy_django.auth import nonces, replay
 from poppy_django.auth.jwk import JWKError, PublicKey, b64url, public_key_for, thumbprint
 from poppy_django.auth.jwks import KeySource, RemoteKeys, StaticKeys
@@ -420,13 +421,10 @@ def key_source(options: TokenOptions) -> KeySource:
 
 def expected_issuer() -> str:
     """``POPPY["ISSUER"]``, else the development authority's issuer."""
-    if poppy_settings.ISSUER:
-        return str(poppy_settings.ISSUER)
-    from poppy_django.auth import dev_authority
-
-    if dev_authority.enabled():
-        return dev_authority.issuer()
-    raise ImproperlyConfigured('The DPoP verifier needs POPPY["ISSUER"].')
+    found = addresses.issuer()
+    if found is None:
+        raise ImproperlyConfigured('The DPoP verifier needs POPPY["ISSUER"].')
+    return found
 
 
 def build_verifier(clock: Callable[[], float] = time.time) -> DPoPVerifier:
