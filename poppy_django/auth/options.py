@@ -47,7 +47,7 @@ Written once here so the verifier, the system checks and the docs agree. Sub-key
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -92,27 +92,28 @@ TOKEN_DEFAULTS: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class TokenOptions:
-    """``POPPY["TOKENS"]`` merged over :data:`TOKEN_DEFAULTS`, types checked once."""
+    """``POPPY["TOKENS"]`` merged over :data:`TOKEN_DEFAULTS` (the only defaults), types
+    checked once: built by :func:`parse_options`, read as ``poppy_settings.token_options``."""
 
-    jwks_url: str | None = None
-    jwks: Mapping[str, Any] | None = None
-    algorithms: tuple[str, ...] = ("ES256", "RS256", "EdDSA")
-    dpop_algorithms: tuple[str, ...] = ("ES256", "RS256", "EdDSA")
-    token_types: tuple[str, ...] | None = None
-    audience: tuple[str, ...] | None = None
-    claims: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_CLAIMS))
-    leeway: float = 30
-    proof_max_age: float = 60
-    require_nonce: bool = False
-    nonce_lifetime: float = 300
-    nonce_secret: str | None = None
-    replay_cache: str = "default"
-    required_scope: str | None = None
-    max_token_bytes: int = 8192
-    max_proof_bytes: int = 8192
-    jwks_cache_seconds: float = 300
-    jwks_min_refresh_seconds: float = 30
-    jwks_timeout_seconds: float = 5
+    jwks_url: str | None
+    jwks: Mapping[str, Any] | None
+    algorithms: tuple[str, ...]
+    dpop_algorithms: tuple[str, ...]
+    token_types: tuple[str, ...] | None
+    audience: tuple[str, ...] | None
+    claims: dict[str, str]
+    leeway: float
+    proof_max_age: float
+    require_nonce: bool
+    nonce_lifetime: float
+    nonce_secret: str | None
+    replay_cache: str
+    required_scope: str | None
+    max_token_bytes: int
+    max_proof_bytes: int
+    jwks_cache_seconds: float
+    jwks_min_refresh_seconds: float
+    jwks_timeout_seconds: float
 
     @property
     def replay_ttl(self) -> float:
