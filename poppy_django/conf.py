@@ -95,11 +95,6 @@ DEFAULTS: dict[str, Any] = {
     "WAKE_FALLBACK_SECONDS": 10.0,
 }
 
-#: Keys whose value is an import string resolved once per settings version.
-IMPORT_STRINGS = frozenset({"AUTHENTICATE", "ACTOR_FOR", "EXECUTOR", "ACTION_FORMATTER"})
-#: Keys whose value is a mapping of import strings.
-IMPORT_STRING_MAPS = frozenset({"HANDOFF_HOOKS", "DIRECT_HOOKS"})
-
 T = TypeVar("T")
 
 
@@ -287,6 +282,18 @@ class PoppySettings:
             if key != "_explicit":  # the constructor's argument, not a cached value
                 delattr(self, key)
 
+
+def _declared(parse: Callable[[str, Any], Any]) -> frozenset[str]:
+    return frozenset(
+        name
+        for name, value in vars(PoppySettings).items()
+        if isinstance(value, Setting) and value.parse is parse
+    )
+
+
+#: Keys whose value is an import string (checked by E001), and mappings of them.
+IMPORT_STRINGS = _declared(imported)
+IMPORT_STRING_MAPS = _declared(imported_map)
 
 poppy_settings = PoppySettings()
 
