@@ -766,6 +766,8 @@ async def turn_latency(target: Target, agent: Agent, size: int, turns: int) -> d
     """POST → first text-delta on an open SSE stream, and → reply seen by a long-poll."""
     import httpx
 
+    from poppy_django.client import iter_sse
+
     conversation = agent.conversations[size]
     events_path = f"{PATH}/{conversation.id}/events"
     base = f"http://127.0.0.1:{target.port}"
@@ -785,17 +787,19 @@ async def turn_latency(target: Target, agent: Agent, size: int, turns: int) -> d
                 }
                 async with client.stream("GET", base + events_path, headers=headers) as response:
                     assert response.status_code == 200, await response.aread()
-                    name = None
+                    block: list[str] = []
                     async for line in response.aiter_lines():
-                        if line.startswith("event: "):
-                            name = line[7:]
-                        elif line.startswith("id: "):
-                            last_id = line[4:]
-                        elif line.startswith("data: "):
+                        block.append(line)
+                        if line:
+                            continue
+                        # A blank line ends a frame: the client's parser reads it.
+                        for frame in iter_sse(block):
                             now = time.perf_counter()
-                            data = json.loads(line[6:])
+                            data = frame.json()
+                            if frame.id is not None:
+                                last_id = frame.id
                             if state["posted"] is not None:
-                                if name == "text-delta" and state["delta"] is None:
+                                if frame.event == "text-delta" and state["delta"] is None:
                                     state["delta"] = now
                                 elif (
                                     data.get("type") == "message"
@@ -804,7 +808,7 @@ async def turn_latency(target: Target, agent: Agent, size: int, turns: int) -> d
                                 ):
                                     state["sse_reply"] = now
                                     progress.set()
-                            name = None
+                        block = []
                         if stop:
                             return
 

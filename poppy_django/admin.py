@@ -30,6 +30,7 @@ class ConversationAdmin(DeskAdminMixin, ReadOnlyAdmin):
     list_filter = ["status", "responder"]
     search_fields = ["id", "client_id", "account_id"]
     raw_id_fields = ["parent"]
+    list_select_related = ["parent"]
 
 
 @admin.register(Event)
@@ -45,6 +46,7 @@ class EventAdmin(ReadOnlyAdmin):
 class MessageReceiptAdmin(ReadOnlyAdmin):
     list_display = ["message_id", "conversation", "client_id", "status_code", "created_at"]
     search_fields = ["message_id", "conversation__id"]
+    list_select_related = ["conversation"]
     raw_id_fields = ["conversation"]
 
 
@@ -52,6 +54,7 @@ class MessageReceiptAdmin(ReadOnlyAdmin):
 class AgentThreadAdmin(ReadOnlyAdmin):
     list_display = ["conversation", "actor_id", "updated_at"]
     search_fields = ["conversation__id", "actor_id"]
+    list_select_related = ["conversation"]
     raw_id_fields = ["conversation"]
 
 
@@ -60,4 +63,5 @@ class ActionRecordAdmin(ReadOnlyAdmin):
     list_display = ["tool", "status", "summary", "conversation", "created_at"]
     list_filter = ["status", "tool"]
     search_fields = ["conversation__id", "tool"]
+    list_select_related = ["conversation"]
     raw_id_fields = ["conversation"]

@@ -20,7 +20,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 
-from poppy_django import handoff, log
+from poppy_django import event_log, handoff
 from poppy_django.agent import actions, registry
 from poppy_django.agent.tools import Tool, ToolContext
 from poppy_django.auth import Actor
@@ -75,7 +75,7 @@ def _decide(record_id: int, *, approved: bool, by: str, request_id: str | None) 
         )
     except ActionRecord.DoesNotExist as exc:
         raise PoppyError("not_found", "There is no such action.") from exc
-    conversation = log.lock(conversation_id)
+    conversation = event_log.lock(conversation_id)
     record = ActionRecord.objects.select_for_update().get(pk=record_id)
     if record.status != ActionStatus.AWAITING_APPROVAL:
         raise PoppyError(
@@ -140,7 +140,7 @@ def _post_outcome(
     if request_id:
         meta["request_id"] = request_id
     _remember(conversation, record, text)
-    return log.append_company_message(
+    return event_log.append_company_message(
         conversation,
         message_id=handoff.new_company_message_id(),
         text=text,

@@ -1,20 +1,29 @@
-"""The ``POPPY`` settings dict: defaults, import strings resolved once, reloaded on change.
+"""The ``POPPY`` settings dict: defaults, one typed attribute per key, reloaded on change.
 
-Every other module reads configuration through :data:`poppy_settings` so that a default is
-written exactly once (here) and tests can swap a key with ``override_settings``.
+Every other module reads configuration through :data:`poppy_settings`, so a default is
+written exactly once (:data:`DEFAULTS`), each value is checked and converted once per
+settings version (import strings imported, numbers made numbers), callers get a real type
+instead of ``Any``, and tests can swap a key with ``override_settings``.
+
+A new setting is two lines: its default (with a comment) in :data:`DEFAULTS`, and its typed
+attribute on :class:`PoppySettings` (``NAME = Setting(parser)``). ``tests/ops/test_settings.py``
+fails when one is missing.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
+
+if TYPE_CHECKING:
+    from poppy_django.auth.options import TokenOptions
 
 #: The default wording of everything the app writes on the company's behalf.
 DEFAULT_TEXTS: dict[str, str] = {
@@ -91,19 +100,157 @@ DEFAULTS: dict[str, Any] = {
     "WAKE_FALLBACK_SECONDS": 10.0,
 }
 
-#: Keys whose value is an import string resolved once per settings version.
-IMPORT_STRINGS = frozenset(
-    {"AUTHENTICATE", "ACTOR_FOR", "EXECUTOR", "ACTION_FORMATTER", "SESSION_STATUS"}
-)
-#: Keys whose value is a mapping of import strings.
-IMPORT_STRING_MAPS = frozenset({"HANDOFF_HOOKS", "DIRECT_HOOKS"})
+T = TypeVar("T")
+
+
+class Setting(Generic[T]):
+    """One ``POPPY`` key as a typed attribute: parsed at first use, cached until a reload.
+
+    A non-data descriptor: the parsed value is stored in the instance's ``__dict__`` under
+    the same name, so later reads are plain attribute reads; :meth:`PoppySettings.reload`
+    clears them.
+    """
+
+    def __init__(self, parse: Callable[[str, Any], T]) -> None:
+        self.parse = parse
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> Setting[T]: ...
+    @overload
+    def __get__(self, instance: PoppySettings, owner: type) -> T: ...
+    def __get__(self, instance: PoppySettings | None, owner: type) -> Setting[T] | T:
+        if instance is None:
+            return self
+        value = self.parse(self.name, instance.raw(self.name))
+        instance.__dict__[self.name] = value
+        return value
+
+
+# -- parsers: (name, configured value) -> typed value, or ImproperlyConfigured naming the key
+
+
+def _wrong(name: str, expected: str, value: Any) -> ImproperlyConfigured:
+    return ImproperlyConfigured(f"POPPY[{name!r}] must be {expected}, not {value!r}.")
+
+
+def text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise _wrong(name, "a string", value)
+    return value
+
+
+def optional_text(name: str, value: Any) -> str | None:
+    return None if value is None else text(name, value)
+
+
+def number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _wrong(name, "a number", value)
+    return float(value)
+
+
+def optional_number(name: str, value: Any) -> float | None:
+    return None if value is None else number(name, value)
+
+
+def integer(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _wrong(name, "an integer", value)
+    return value
+
+
+def flag(name: str, value: Any) -> bool:
+    return bool(value)
+
+
+def mapping(name: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _wrong(name, "a dict", value)
+    return dict(value)
+
+
+def texts_by_name(name: str, value: Any) -> dict[str, str]:
+    parsed = mapping(name, value)
+    for key, item in parsed.items():
+        text(f"{name}[{key!r}]", item)
+    return parsed
+
+
+def flag_or_options(name: str, value: Any) -> bool | dict[str, Any]:
+    """``DEV_AUTHORITY``: on/off, or a dict of its options (on)."""
+    return mapping(name, value) if isinstance(value, Mapping) else bool(value)
+
+
+def imported(name: str, value: Any) -> Any:
+    """An import string (or the object itself) resolved once; None stays None."""
+    if value is None or callable(value):
+        return value
+    if not isinstance(value, str):
+        raise ImproperlyConfigured(f"POPPY[{name!r}] must be an import string or a callable.")
+    try:
+        return import_string(value)
+    except ImportError as exc:
+        raise ImproperlyConfigured(
+            f"POPPY[{name!r}] = {value!r} cannot be imported: {exc}"
+        ) from exc
+
+
+def imported_map(name: str, value: Any) -> dict[str, Callable[..., Any]]:
+    return {key: imported(f"{name}[{key!r}]", item) for key, item in mapping(name, value).items()}
+
+
+class Executor(Protocol):
+    """What ``POPPY["EXECUTOR"]`` names: where turns run (see :mod:`poppy_django.executors`)."""
+
+    def dispatch(self, conversation_id: str) -> None: ...
 
 
 class PoppySettings:
-    """Typed, cached access to ``settings.POPPY`` with defaults and import strings.
+    """Typed, cached access to ``settings.POPPY``: one attribute per key (see DEFAULTS).
 
-    An unknown key raises an error naming it, so a typo fails loudly at first use.
+    An unknown key in the dict raises an error naming it, so a typo fails loudly at first use.
     """
+
+    BASE_URL = Setting(optional_text)
+    PATH = Setting(text)
+    AGENT = Setting(text)
+    MODEL = Setting(text)
+    MODELS = Setting(texts_by_name)
+    WAIT_MAX_SECONDS = Setting(number)
+    PAGE_SIZE = Setting(integer)
+    MAX_BODY_BYTES = Setting(integer)
+    RETENTION_SECONDS = Setting(optional_number)
+    #: callable(RequestInfo) -> Principal, raising or returning an AuthRefusal.
+    AUTHENTICATE: Setting[Callable[..., Any] | None] = Setting(imported)
+    ISSUER = Setting(optional_text)
+    #: The dict as configured; :attr:`token_options` is the parsed form.
+    TOKENS = Setting(mapping)
+    DEV_AUTHORITY = Setting(flag_or_options)
+    #: callable(principal) -> bool: False when the session has ended (signed out, revoked).
+    SESSION_STATUS: Setting[Callable[..., Any] | None] = Setting(imported)
+    SESSION_STATUS_CACHE_SECONDS = Setting(number)
+    DISCOVERY = Setting(mapping)
+    #: callable(principal, default_actor) -> Actor | None.
+    ACTOR_FOR: Setting[Callable[..., Any] | None] = Setting(imported)
+    EXECUTOR: Setting[Executor] = Setting(imported)
+    EXECUTOR_THREADS = Setting(integer)
+    ACTIONS = Setting(text)
+    TEXTS = Setting(texts_by_name)
+    #: callable(action: dict, texts: dict) -> str.
+    ACTION_FORMATTER: Setting[Callable[[dict[str, Any], dict[str, str]], str]] = Setting(imported)
+    HANDOFF_HOOKS = Setting(imported_map)
+    DIRECT_HOOKS = Setting(imported_map)
+    LEASE_SECONDS = Setting(number)
+    HEARTBEAT_SECONDS = Setting(number)
+    STREAM_KEEPALIVE_SECONDS = Setting(number)
+    STREAM_MAX_SECONDS = Setting(number)
+    WAKE_FALLBACK_SECONDS = Setting(number)
 
     def __init__(self, user_settings: Mapping[str, Any] | None = None) -> None:
         self._explicit = user_settings
@@ -121,25 +268,20 @@ class PoppySettings:
             )
         return raw
 
-    def __getattr__(self, name: str) -> Any:
-        if name not in DEFAULTS:
-            raise AttributeError(f"Unknown POPPY setting: {name!r}")
-        value = self._user.get(name, DEFAULTS[name])
-        if name in IMPORT_STRINGS:
-            value = _resolve(name, value)
-        elif name in IMPORT_STRING_MAPS:
-            value = {key: _resolve(f"{name}[{key!r}]", item) for key, item in value.items()}
-        # Cache on the instance: __getattr__ runs only for names not yet set.
-        setattr(self, name, value)
-        return value
-
     def raw(self, name: str) -> Any:
-        """The configured value before import strings are resolved (for checks and docs)."""
+        """The configured value as written (for checks and docs)."""
         if name not in DEFAULTS:
             raise AttributeError(f"Unknown POPPY setting: {name!r}")
         return self._user.get(name, DEFAULTS[name])
 
-    @property
+    @functools.cached_property
+    def token_options(self) -> TokenOptions:
+        """``TOKENS`` parsed and checked (the one place it is): the default verifier's options."""
+        from poppy_django.auth.options import parse_options
+
+        return parse_options(self.TOKENS)
+
+    @functools.cached_property
     def texts(self) -> dict[str, str]:
         return {**DEFAULT_TEXTS, **self.TEXTS}
 
@@ -149,18 +291,17 @@ class PoppySettings:
                 delattr(self, key)
 
 
-def _resolve(name: str, value: Any) -> Any:
-    if value is None or callable(value):
-        return value
-    if not isinstance(value, str):
-        raise ImproperlyConfigured(f"POPPY[{name!r}] must be an import string or a callable.")
-    try:
-        return import_string(value)
-    except ImportError as exc:
-        raise ImproperlyConfigured(
-            f"POPPY[{name!r}] = {value!r} cannot be imported: {exc}"
-        ) from exc
+def _declared(parse: Callable[[str, Any], Any]) -> frozenset[str]:
+    return frozenset(
+        name
+        for name, value in vars(PoppySettings).items()
+        if isinstance(value, Setting) and value.parse is parse
+    )
 
+
+#: Keys whose value is an import string (checked by E001), and mappings of them.
+IMPORT_STRINGS = _declared(imported)
+IMPORT_STRING_MAPS = _declared(imported_map)
 
 poppy_settings = PoppySettings()
 
@@ -175,3 +316,17 @@ def hook(group: str, name: str) -> Callable[..., Any] | None:
     """A configured hook (``HANDOFF_HOOKS`` / ``DIRECT_HOOKS``) or None."""
     hooks: dict[str, Callable[..., Any]] = getattr(poppy_settings, group)
     return hooks.get(name)
+
+
+@functools.cache
+def endpoint_prefix() -> str:
+    """``"/" + POPPY["PATH"]``: where :mod:`poppy_django.urls` mounts the endpoint.
+
+    Read once per process, because the URLconf is built once at import; the middleware
+    reads this same value, so it can never route a path the URLconf does not serve. It reads
+    the one key without validating the whole dict: URL checks import the URLconf, and a typo
+    elsewhere in ``POPPY`` must surface as check ``poppy_django.E004``, not an import error.
+    """
+    configured = getattr(settings, "POPPY", None)
+    path = configured.get("PATH", DEFAULTS["PATH"]) if isinstance(configured, Mapping) else None
+    return "/" + text("PATH", DEFAULTS["PATH"] if path is None else path).strip("/")

@@ -13,7 +13,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from poppy_django import handoff, ids, log, observe, signals, turns
+from poppy_django import event_log, handoff, ids, observe, signals, turns
 from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
@@ -75,7 +75,7 @@ def get_owned(
     if not ids.is_valid_id(conversation_id):
         raise PoppyError("conversation_not_found")
     if for_update:
-        conversation = log.lock(conversation_id)
+        conversation = event_log.lock(conversation_id)
     else:
         try:
             conversation = Conversation.objects.get(pk=conversation_id)
@@ -134,7 +134,7 @@ def _record(
     if message.context:
         conversation.context = {**conversation.context, **message.context}
         conversation.save(update_fields=["context", "updated_at"])
-    payload = log.message_payload(
+    payload = event_log.message_payload(
         message_id=message.id,
         role="user",
         sender=message.sender,
@@ -142,7 +142,7 @@ def _record(
         data=message.data,
         context=message.context,
     )
-    event = log.append(
+    event = event_log.append(
         conversation,
         EventType.MESSAGE,
         payload,
@@ -157,7 +157,7 @@ def _record(
         conversation.save(update_fields=["answered_seq", "updated_at"])
         handoff.forward_message_on_commit(conversation.id, payload["message"])
     elif message.starts_turn:
-        log.set_state(conversation, status=Status.WORKING)
+        event_log.set_state(conversation, status=Status.WORKING)
         turns.dispatch_on_commit(conversation.id)
     answer = answer_of(conversation, status_code)
     MessageReceipt.objects.create(
@@ -217,7 +217,7 @@ def start(principal: Principal, message: InboundMessage, parent_id: str | None) 
         )
         if parent is not None:
             _bind_account(principal, parent)
-            log.append(parent, EventType.DIRECT_OPENED, {"conversation_id": conversation.id})
+            event_log.append(parent, EventType.DIRECT_OPENED, {"conversation_id": conversation.id})
             handoff.direct_hook_on_commit("opened", conversation.id, parent.id)
             observe.moment(
                 "direct_opened",
@@ -277,7 +277,7 @@ def lock_parent_first(conversation_id: str) -> None:
         else None
     )
     if parent_id:
-        log.lock(parent_id)
+        event_log.lock(parent_id)
 
 
 def close_locked(
@@ -288,17 +288,19 @@ def close_locked(
         return
     direct = open_direct(conversation)
     if direct is not None:
-        close_locked(log.lock(direct.id), by=by, meta=meta)
+        close_locked(event_log.lock(direct.id), by=by, meta=meta)
         # That appended direct_closed here through another instance: take up its sequence.
         conversation.refresh_from_db(fields=["last_seq"])
     if conversation.status == Status.QUEUED:
         handoff.cancel_on_commit(conversation.id)
     conversation.closed_at = timezone.now()
     conversation.save(update_fields=["closed_at", "updated_at"])
-    log.set_state(conversation, status=Status.CLOSED, meta=meta)
+    event_log.set_state(conversation, status=Status.CLOSED, meta=meta)
     if conversation.parent_id is not None:
-        parent = log.lock(conversation.parent_id)
-        log.append(parent, EventType.DIRECT_CLOSED, {"conversation_id": conversation.id}, meta=meta)
+        parent = event_log.lock(conversation.parent_id)
+        event_log.append(
+            parent, EventType.DIRECT_CLOSED, {"conversation_id": conversation.id}, meta=meta
+        )
         handoff.direct_hook_on_commit("closed", conversation.id, parent.id)
         observe.moment(
             "direct_closed",

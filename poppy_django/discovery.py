@@ -12,13 +12,14 @@ top-level fields).
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_safe
 
-from poppy_django.auth.public_url import public_origin
+from poppy_django import addresses
+from poppy_django.addresses import configured_origin, endpoint_url, public_origin
+from poppy_django.auth import dev_authority
 from poppy_django.conf import poppy_settings
 
 PROTOCOL_TYPE = "poppy"
@@ -28,19 +29,13 @@ JWKS_PATH = "/.well-known/jwks.json"
 DISCOVERY_KEYS = frozenset({"PROTOCOL_VERSION", "ORGANIZATION", "AUTH", "EXTRA"})
 
 
-def endpoint_url(origin: str) -> str:
-    """The conversation endpoint at a public origin: origin + "/" + ``POPPY["PATH"]``."""
-    return origin.rstrip("/") + "/" + str(poppy_settings.PATH).strip("/")
-
-
 def _origin(request: HttpRequest | None) -> str:
     if request is not None:
         return public_origin(request)
-    base_url = poppy_settings.BASE_URL
-    if not base_url:
+    configured = configured_origin()
+    if not configured:
         raise ImproperlyConfigured('Without a request, the endpoint URL needs POPPY["BASE_URL"].')
-    parts = urlsplit(base_url)
-    return f"{parts.scheme}://{parts.netloc}"
+    return configured
 
 
 def protocol_entry(request: HttpRequest | None = None) -> dict[str, str]:
@@ -50,11 +45,7 @@ def protocol_entry(request: HttpRequest | None = None) -> dict[str, str]:
 
 def issuer(request: HttpRequest | None = None) -> str | None:
     """The Poppy issuer: ``POPPY["ISSUER"]``, or the development authority's."""
-    if poppy_settings.ISSUER:
-        return str(poppy_settings.ISSUER)
-    from poppy_django.auth import dev_authority
-
-    return dev_authority.issuer() if dev_authority.enabled() else None
+    return addresses.issuer()
 
 
 def _options() -> dict[str, Any]:
@@ -75,8 +66,6 @@ def poppy_document(request: HttpRequest | None = None) -> dict[str, Any]:
     found = issuer(request)
     if found:
         auth["issuer"] = found
-    from poppy_django.auth import dev_authority
-
     if dev_authority.enabled() and not poppy_settings.ISSUER:
         auth.setdefault("jwks_uri", _origin(request) + JWKS_PATH)
     document: dict[str, Any] = {

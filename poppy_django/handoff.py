@@ -15,7 +15,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from poppy_django import log, observe, signals
+from poppy_django import event_log, observe, signals
 from poppy_django.conf import hook, poppy_settings
 from poppy_django.models import Conversation, Responder, Status
 
@@ -44,19 +44,23 @@ def request(
     if outcome == "queued":
         conversation.handoff_requested_at = timezone.now()
         conversation.save(update_fields=["handoff_requested_at", "updated_at"])
-        log.set_state(conversation, status=Status.QUEUED, responder=Responder.AGENT, meta=meta)
+        event_log.set_state(
+            conversation, status=Status.QUEUED, responder=Responder.AGENT, meta=meta
+        )
         recorded = "queued"
     elif outcome == "joined":
-        log.set_state(conversation, status=Status.IDLE, responder=Responder.HUMAN, meta=meta)
+        event_log.set_state(conversation, status=Status.IDLE, responder=Responder.HUMAN, meta=meta)
         recorded = "joined"
     elif isinstance(outcome, dict) and "unavailable" in outcome:
-        log.set_state(conversation, status=Status.QUEUED, responder=Responder.AGENT, meta=meta)
+        event_log.set_state(
+            conversation, status=Status.QUEUED, responder=Responder.AGENT, meta=meta
+        )
         unavailable(conversation, str(outcome["unavailable"]), meta=meta)
         recorded = "unavailable"
     else:
         if request_hook is not None and outcome is not None:
             logger.error("poppy: the handoff request hook answered %r", outcome)
-        log.append_company_message(
+        event_log.append_company_message(
             conversation,
             message_id=new_company_message_id(),
             text=texts["no_one_available"],
@@ -77,7 +81,7 @@ def unavailable(
     conversation: Conversation, reason: str, *, meta: dict[str, Any] | None = None
 ) -> None:
     """A queued handoff that no one can take: say why, and give it back to the agent."""
-    log.append_company_message(
+    event_log.append_company_message(
         conversation,
         message_id=new_company_message_id(),
         text=poppy_settings.texts["handoff_unavailable"].format(reason=reason),
@@ -85,7 +89,7 @@ def unavailable(
     )
     conversation.handoff_requested_at = None
     conversation.save(update_fields=["handoff_requested_at", "updated_at"])
-    log.set_state(conversation, status=Status.IDLE, responder=Responder.AGENT, meta=meta)
+    event_log.set_state(conversation, status=Status.IDLE, responder=Responder.AGENT, meta=meta)
 
 
 def _call_after_commit(group: str, name: str, **kwargs: Any) -> None:

@@ -28,10 +28,6 @@ def new_conversation_id() -> str:
     return f"cnv_{_token()}"
 
 
-def new_turn_id() -> str:
-    return f"trn_{_token(8)}"
-
-
 def event_id(conversation_id: str, seq: int) -> str:
     return f"evt_{conversation_id.removeprefix('cnv_')}_{seq}"
 
@@ -46,9 +42,9 @@ def parse_cursor(conversation_id: str, cursor: str) -> int | None:
     return int(seq)
 
 
-def company_message_id(conversation_id: str, turn_key: str) -> str:
+def company_message_id(conversation_id: str, turn_id: str) -> str:
     """A stable id for the company message a turn writes, so a retried turn writes it once."""
-    digest = hashlib.sha256(f"{conversation_id}:{turn_key}".encode()).hexdigest()[:24]
+    digest = hashlib.sha256(f"{conversation_id}:{turn_id}".encode()).hexdigest()[:24]
     return f"msg_{digest}"
 
 

@@ -19,7 +19,7 @@ from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.urls import Resolver404, resolve
 
-from poppy_django.conf import poppy_settings
+from poppy_django.conf import endpoint_prefix
 from poppy_django.errors import error_response
 
 _CODE_OF_STATUS = {
@@ -33,7 +33,7 @@ Handler = Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]
 
 
 def on_endpoint(request: HttpRequest) -> bool:
-    endpoint = "/" + str(poppy_settings.PATH).strip("/")
+    endpoint = endpoint_prefix()  # the same value the URLconf mounts the endpoint at
     return request.path_info == endpoint or request.path_info.startswith(endpoint + "/")
 
 

@@ -196,7 +196,7 @@ class ActionRecord(models.Model):
     """An action tool call: executed at most once per turn, whatever happens to the worker."""
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="actions")
-    #: Stable per turn and call (turn key + tool + arguments): the at-most-once key.
+    #: Stable per turn and call (turn id + tool + arguments): the at-most-once key.
     call_key = models.CharField(max_length=64)
     tool = models.CharField(max_length=128)
     arguments = models.JSONField(default=dict)

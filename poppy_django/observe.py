@@ -45,28 +45,33 @@ def moment(
     private: dict[str, Any] | None = None,
     **fields: Any,
 ) -> None:
-    """Log ``name`` with its fields now; send ``signal`` (with ``private`` too) on commit."""
+    """Log ``name`` with its fields and send ``signal`` (with ``private`` too) on commit.
+
+    Both wait for the surrounding transaction: a moment rolled back (a duplicate start
+    refused by a constraint) never happened, so it is neither logged nor signalled. Outside
+    a transaction both happen at once.
+    """
     logged = {"moment": name, **fields}
     if (current := request_id.get()) is not None:
         logged["request_id"] = current
-    logger.log(
-        level,
-        "poppy %s %s",
-        name,
-        " ".join(
-            f"{key}={value}"
-            for key, value in logged.items()
-            if key != "moment" and value is not None
-        ),
-        extra={"poppy": logged},
-    )
-    if signal is None:
-        return
     arguments = {**fields, **(private or {})}
 
-    def send() -> None:
+    def record() -> None:
+        logger.log(
+            level,
+            "poppy %s %s",
+            name,
+            " ".join(
+                f"{key}={value}"
+                for key, value in logged.items()
+                if key != "moment" and value is not None
+            ),
+            extra={"poppy": logged},
+        )
+        if signal is None:
+            return
         for receiver, result in signal.send_robust(sender=Conversation, **arguments):
             if isinstance(result, Exception):
                 logger.error("poppy signal receiver %r failed", receiver, exc_info=result)
 
-    transaction.on_commit(send)
+    transaction.on_commit(record)

@@ -10,56 +10,19 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
-
-from asgiref.sync import SyncToAsync, sync_to_async
-from django.db import close_old_connections
+from typing import Any
 
 from poppy_django import fanout, ids
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event
+from poppy_django.threads import in_thread, release_request_thread
 
 #: A JSON read stays within 1 MiB: a page ends early rather than grow past it.
 MAX_RESPONSE_BYTES = 1024 * 1024
 #: Room for the read's other fields (conversation id, cursor, status...).
 _ENVELOPE_BYTES = 1024
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-async def in_thread(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run blocking (ORM) work off the event loop, returning its connection when done."""
-
-    def call() -> T:
-        try:
-            return function(*args, **kwargs)
-        finally:
-            close_old_connections()
-
-    return await sync_to_async(call, thread_sensitive=False)()
-
-
-def release_request_thread() -> None:
-    """Give back the thread Django's ASGI handler keeps for this request while it waits.
-
-    The handler runs each request in an asgiref ``ThreadSensitiveContext``; its first
-    thread-sensitive call (Django's own ``request_started`` receivers) starts a worker
-    thread that then idles until the response ends — one thread per waiting reader. A
-    reader about to wait shuts that executor down; a later thread-sensitive call of the
-    same request (``request_finished``) simply starts a new one for its moment.
-    """
-    context = getattr(SyncToAsync, "thread_sensitive_context", None)
-    executors = getattr(SyncToAsync, "context_to_thread_executor", None)
-    if context is None or executors is None:
-        return  # an asgiref without per-context threads: nothing is held
-    current = context.get(None)
-    executor = executors.pop(current, None) if current is not None else None
-    if executor is not None:
-        executor.shutdown(wait=False)
 
 
 def after_seq(conversation: Conversation, cursor: str | None) -> int:

@@ -119,12 +119,7 @@ class DPoPAuthentication(BaseAuthentication):
 
 
 def _algs() -> str:
-    from poppy_django.auth.options import parse_options
-
-    try:
-        return " ".join(parse_options(poppy_settings.TOKENS).dpop_algorithms)
-    except Exception:
-        return "ES256 RS256 EdDSA"
+    return " ".join(poppy_settings.token_options.dpop_algorithms)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import transaction
 
-from poppy_django import conversations, handoff, log, observe, signals, turns
+from poppy_django import conversations, event_log, handoff, observe, signals, turns
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event, EventType, Responder, Status
 
@@ -47,7 +47,7 @@ def _meta(request_id: str | None, by: str) -> dict[str, Any]:
 
 
 def _open(conversation_id: str) -> Conversation:
-    conversation = log.lock(conversation_id)
+    conversation = event_log.lock(conversation_id)
     if conversation.status == Status.CLOSED:
         raise PoppyError("conversation_closed", "The conversation is closed.")
     return conversation
@@ -78,7 +78,7 @@ def human_joined(conversation_id: str, *, by: str = "", request_id: str | None =
     conversation.assignee = by
     conversation.handoff_requested_at = None
     conversation.save(update_fields=["assignee", "handoff_requested_at", "updated_at"])
-    log.set_state(
+    event_log.set_state(
         conversation, status=Status.IDLE, responder=Responder.HUMAN, meta=_meta(request_id, by)
     )
     observe.moment("human_joined", signals.human_joined, conversation_id=conversation.id, by=by)
@@ -97,7 +97,7 @@ def post_message(
     if not text.strip():
         raise PoppyError("invalid_request", "A message needs text.")
     conversation = _open(conversation_id)
-    return log.append_company_message(
+    return event_log.append_company_message(
         conversation,
         message_id=handoff.new_company_message_id(),
         text=text,
@@ -125,7 +125,7 @@ def human_left(conversation_id: str, *, by: str = "", request_id: str | None = N
         )
     )
     status = Status.WORKING if unanswered else Status.IDLE
-    log.set_state(
+    event_log.set_state(
         conversation, status=status, responder=Responder.AGENT, meta=_meta(request_id, by)
     )
     if unanswered:
@@ -159,7 +159,7 @@ def request_user(
     conversation = _open(conversation_id)
     if conversation.is_direct:
         raise PoppyError("invalid_request", "A Direct Conversation already has the User.")
-    event = log.append(
+    event = event_log.append(
         conversation, EventType.USER_REQUESTED, {"reason": reason}, meta=_meta(request_id, by)
     )
     observe.moment(
@@ -172,5 +172,5 @@ def request_user(
 def close(conversation_id: str, *, by: str = "", request_id: str | None = None) -> None:
     """Close from the company side (its open Direct Conversation first)."""
     conversations.lock_parent_first(conversation_id)
-    conversation = log.lock(conversation_id)
+    conversation = event_log.lock(conversation_id)
     conversations.close_locked(conversation, by=by or "company", meta=_meta(request_id, by))

@@ -19,6 +19,7 @@ from django.http import StreamingHttpResponse
 
 from poppy_django import fanout, reading
 from poppy_django.conf import poppy_settings
+from poppy_django.threads import in_thread, release_request_thread
 
 
 def event_frame(event: dict[str, Any]) -> str:
@@ -44,14 +45,14 @@ async def stream_events(conversation_id: str, after: int) -> AsyncIterator[str]:
     keepalive = poppy_settings.STREAM_KEEPALIVE_SECONDS
     last_write = now
     completed: set[str] = set()
-    reading.release_request_thread()
+    release_request_thread()
     async with fanout.listen(conversation_id) as listener:
         # Opening the stream is itself a write, so proxies and clients see it at once.
         yield ": stream opened\n\n"
         read_now = True
         while True:
             if read_now:
-                page = await reading.in_thread(reading.read_page, conversation_id, after, None)
+                page = await in_thread(reading.read_page, conversation_id, after, None)
                 for event in page.events:
                     after = int(event["id"].rpartition("_")[2])
                     if event["type"] == "message":

@@ -27,9 +27,9 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from poppy_django import fanout, ids, log, observe, signals
+from poppy_django import event_log, fanout, ids, observe, signals
 from poppy_django.agent.model_api import TurnInput, TurnModel
-from poppy_django.agent.models_for import build_model
+from poppy_django.agent.model_choice import build_model
 from poppy_django.agent.runtime import TurnOutcome, TurnRequest, resolve_actor, run_turn
 from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
@@ -96,7 +96,7 @@ def _release(conversation: Conversation) -> None:
 
 
 def _lock_owned(conversation_id: str, owner: str) -> Conversation:
-    conversation = log.lock(conversation_id)
+    conversation = event_log.lock(conversation_id)
     if conversation.lease_owner != owner:
         raise LeaseLost(conversation_id)
     return conversation
@@ -162,7 +162,7 @@ def plan(conversation_id: str, owner: str) -> TurnRequest | None:
         )
         if not pending:
             if answering:
-                log.set_state(conversation, status=Status.IDLE)
+                event_log.set_state(conversation, status=Status.IDLE)
             _release(conversation)
             return None
         if not retry:
@@ -170,12 +170,12 @@ def plan(conversation_id: str, owner: str) -> TurnRequest | None:
             conversation.save(update_fields=["turn_upto_seq", "updated_at"])
         principal = Principal.from_dict(pending[-1].meta["principal"])
         thread = _thread_for(conversation, principal, first_seq=pending[0].seq)
-        turn_key = f"{conversation.answered_seq}-{conversation.turn_upto_seq}"
+        turn_id = f"{conversation.answered_seq}-{conversation.turn_upto_seq}"
         latest = pending[-1].payload["message"]
         return TurnRequest(
             conversation_id=conversation.id,
-            turn_key=turn_key,
-            message_id=ids.company_message_id(conversation.id, turn_key),
+            turn_id=turn_id,
+            message_id=ids.company_message_id(conversation.id, turn_id),
             answers=[event.message_id or "" for event in pending],
             agent_name=conversation.agent_name,
             principal=principal,
@@ -237,15 +237,15 @@ def commit(request: TurnRequest, outcome: TurnOutcome, owner: str) -> None:
 
 def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: TurnOutcome) -> None:
     texts = poppy_settings.texts
-    meta = {"turn": request.turn_key}
+    meta = {"turn": request.turn_id}
     if outcome.authorization is not None:
         error, scope = outcome.authorization
         payload: dict[str, Any] = {"error": error}
         if scope:
             payload["scope"] = scope
-        log.append(conversation, EventType.AUTHORIZATION, payload, meta=meta)
+        event_log.append(conversation, EventType.AUTHORIZATION, payload, meta=meta)
         if conversation.is_direct:
-            log.append_company_message(
+            event_log.append_company_message(
                 conversation,
                 message_id=request.message_id,
                 text=texts[error].format(scope=scope or "another permission"),
@@ -254,12 +254,12 @@ def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: Tu
         _remember(conversation, request, None)
         return
     if outcome.failed:
-        log.append_company_message(
+        event_log.append_company_message(
             conversation, message_id=request.message_id, text=texts["failed_turn"], meta=meta
         )
         return
     text = outcome.message_text()
-    log.append_company_message(
+    event_log.append_company_message(
         conversation,
         message_id=request.message_id,
         text=text,
@@ -298,7 +298,7 @@ def run_turns(conversation_id: str, owner: str | None = None) -> None:
             return
         with heartbeat(conversation_id, owner) as lost:
             while (request := plan(conversation_id, owner)) is not None:
-                turn_id = request.turn_key
+                turn_id = request.turn_id
                 _run_one(request, owner, lost)
     except LeaseLost:
         observe.moment(
@@ -318,7 +318,7 @@ def _run_one(request: TurnRequest, owner: str, lost: threading.Event) -> None:
         "turn_started",
         signals.turn_started,
         conversation_id=request.conversation_id,
-        turn_id=request.turn_key,
+        turn_id=request.turn_id,
         message_ids=request.answers,
     )
 
@@ -341,7 +341,7 @@ def _run_one(request: TurnRequest, owner: str, lost: threading.Event) -> None:
             signals.turn_failed,
             level=logging.ERROR,
             conversation_id=request.conversation_id,
-            turn_id=request.turn_key,
+            turn_id=request.turn_id,
             error=outcome.error,
         )
     else:
@@ -349,7 +349,7 @@ def _run_one(request: TurnRequest, owner: str, lost: threading.Event) -> None:
             "turn_finished",
             signals.turn_finished,
             conversation_id=request.conversation_id,
-            turn_id=request.turn_key,
+            turn_id=request.turn_id,
             message_id=request.message_id,
             duration=round(time.monotonic() - started, 3),
         )

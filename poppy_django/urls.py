@@ -8,21 +8,14 @@ from __future__ import annotations
 
 import re
 
-from django.conf import settings
 from django.urls import re_path
 
 from poppy_django import views
-from poppy_django.conf import DEFAULTS
+from poppy_django.conf import endpoint_prefix
 
 app_name = "poppy_django"
 
-# Read without validating the whole POPPY dict: URL checks import this module, and a typo
-# elsewhere in POPPY must surface as check poppy_django.E004, not as an import error.
-_configured = getattr(settings, "POPPY", None)
-_path = (
-    _configured.get("PATH", DEFAULTS["PATH"]) if isinstance(_configured, dict) else DEFAULTS["PATH"]
-)
-_base = re.escape(str(_path).strip("/"))
+_base = re.escape(endpoint_prefix().lstrip("/"))
 _id = r"(?P<conversation_id>[^/]+)"
 
 urlpatterns = [

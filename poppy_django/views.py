@@ -28,6 +28,7 @@ from poppy_django.auth import AuthRefusal, Principal, RequestInfo
 from poppy_django.auth.public_url import public_url
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError, error_response
+from poppy_django.threads import in_thread
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +52,8 @@ def endpoint(allowed: str) -> Callable[[View], View]:
             request_id = observe.begin_request(request.headers.get("X-Request-ID"))
             try:
                 response = await view(request, *args, **kwargs)
-            except PoppyError as exc:
+            except PoppyError as exc:  # an AuthRefusal too: its response has its headers
                 response = exc.response()
-            except AuthRefusal as refusal:
-                response = refusal_response(refusal)
             except DisallowedHost:
                 response = error_response("invalid_request", "This host is not served here.")
             except Exception:
@@ -67,15 +66,6 @@ def endpoint(allowed: str) -> Callable[[View], View]:
         return wrapper
 
     return decorate
-
-
-def refusal_response(refusal: AuthRefusal) -> JsonResponse:
-    headers = {"WWW-Authenticate": refusal.www_authenticate, **refusal.headers}
-    response = error_response(
-        refusal.error, refusal.description, status=refusal.status, headers=headers
-    )
-    response["Cache-Control"] = "no-store"
-    return response
 
 
 def authenticate(request: HttpRequest) -> Principal:
@@ -156,7 +146,7 @@ async def start_conversation(request: HttpRequest) -> HttpResponseBase:
         )
         return answer, wait, after
 
-    answer, wait, after = await reading.in_thread(write)
+    answer, wait, after = await in_thread(write)
     return await _post_answer(request, answer, wait, after)
 
 
@@ -175,7 +165,7 @@ async def post_message(request: HttpRequest, conversation_id: str) -> HttpRespon
         )
         return answer, wait, after
 
-    answer, wait, after = await reading.in_thread(write)
+    answer, wait, after = await in_thread(write)
     return await _post_answer(request, answer, wait, after)
 
 
@@ -192,7 +182,7 @@ async def _act(
         wire.parse_json_body(read_body(request), required=False)
         return operation(principal, conversation_id)
 
-    answer = await reading.in_thread(write)
+    answer = await in_thread(write)
     return JsonResponse(answer.body, status=answer.status_code)
 
 
@@ -223,7 +213,7 @@ async def events(request: HttpRequest, conversation_id: str) -> HttpResponseBase
         wait = None if stream else _wait(request)
         return reading.after_seq(conversation, cursor), wait
 
-    after, wait = await reading.in_thread(locate)
+    after, wait = await in_thread(locate)
     if stream:
         from poppy_django.streaming import event_stream_response
 

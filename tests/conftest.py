@@ -132,7 +132,7 @@ def _acme_orders(request: pytest.FixtureRequest) -> None:
     """Transactional tests flush the database, seed orders included: put them back."""
     if request.node.get_closest_marker("django_db") is None:
         return
-    request.getfixturevalue("_django_db_marker")
+    request.getfixturevalue("db")  # the database the test's django_db marker asks for
     from example_project.shop.models import Order
     from example_project.shop.seed import seed_orders
 

@@ -25,12 +25,12 @@ from poppy_django.models import ActionRecord, ActionStatus
 @dataclass(frozen=True)
 class ActionCall:
     conversation_id: str
-    turn_key: str
+    turn_id: str
     occurrence: int
 
     def key(self, tool: Tool, arguments: dict[str, Any]) -> str:
         canonical = json.dumps(
-            [self.turn_key, tool.name, arguments, self.occurrence], sort_keys=True
+            [self.turn_id, tool.name, arguments, self.occurrence], sort_keys=True
         )
         return hashlib.sha256(canonical.encode()).hexdigest()[:40]
 

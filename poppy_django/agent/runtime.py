@@ -65,7 +65,7 @@ class TurnRequest:
     """Everything a turn needs, planned (and persisted) before the model runs."""
 
     conversation_id: str
-    turn_key: str
+    turn_id: str
     #: The id of the company message this turn writes (stable across retries).
     message_id: str
     #: The ids of the user messages it answers.
@@ -141,7 +141,7 @@ class Toolbox:
         self._occurrences[name] += 1
         call = actions.ActionCall(
             conversation_id=self.request.conversation_id,
-            turn_key=self.request.turn_key,
+            turn_id=self.request.turn_id,
             occurrence=self._occurrences[name],
         )
         record = actions.propose(tool, validated, self.ctx, call)
@@ -182,7 +182,7 @@ def run_turn(
     except TurnInterrupted:
         outcome.authorization = toolbox.refusal
     except Exception as exc:
-        logger.exception("poppy: turn %s of %s failed", request.turn_key, request.conversation_id)
+        logger.exception("poppy: turn %s of %s failed", request.turn_id, request.conversation_id)
         outcome.failed = True
         outcome.error = f"{type(exc).__name__}: {exc}"
     outcome.text = "".join(pieces)

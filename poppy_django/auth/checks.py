@@ -14,7 +14,12 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
-from poppy_django.auth.options import ASYMMETRIC_ALGORITHMS, parse_options, unknown_keys
+from poppy_django.auth.options import (
+    ASYMMETRIC_ALGORITHMS,
+    parse_options,
+    refused_algorithms,
+    unknown_keys,
+)
 from poppy_django.conf import poppy_settings
 
 DPOP_VERIFIER = "poppy_django.auth.dpop.verify"
@@ -82,9 +87,7 @@ def check_dpop_verifier(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     if not isinstance(raw, dict):
         return [*errors, checks.Error('POPPY["TOKENS"] must be a dict.', id="poppy_django.E105")]
     for name in ("ALGORITHMS", "DPOP_ALGORITHMS"):
-        value = raw.get(name)
-        values = [value] if isinstance(value, str) else list(value or [])
-        bad = [alg for alg in values if alg not in ASYMMETRIC_ALGORITHMS]
+        bad = refused_algorithms(raw.get(name))
         if bad:
             errors.append(
                 checks.Error(

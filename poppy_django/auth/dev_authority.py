@@ -30,7 +30,6 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -39,16 +38,15 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, JsonResponse
 
+from poppy_django import addresses
 from poppy_django.auth.jwk import public_jwk, thumbprint
-from poppy_django.auth.options import DEFAULT_CLAIMS
 from poppy_django.auth.principal import Principal
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
 
 ENV_KEY = "POPPY_DEV_SIGNING_KEY"
 KEY_FILE_NAME = "poppy-dev-signing-key.pem"
-#: The one default public origin of the development tools (issuer, audience, poppy_chat).
-DEFAULT_ORIGIN = "http://127.0.0.1:8000"
+DEFAULT_ORIGIN = addresses.DEFAULT_DEV_ORIGIN
 DEFAULT_CLIENT_ID = "https://agent.example/dev-client"
 ALGORITHM = "ES256"
 TOKEN_TYPE = "at+jwt"
@@ -146,28 +144,16 @@ def public_jwks() -> dict[str, Any]:
     return {"keys": [{**jwk, "kid": thumbprint(jwk), "alg": ALGORITHM, "use": "sig"}]}
 
 
-def origin(url: str) -> str:
-    """``scheme://host[:port]`` of a URL."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
 def issuer() -> str:
     """``POPPY["ISSUER"]``, else the public origin from ``BASE_URL``, else ``DEFAULT_ORIGIN``."""
-    configured = poppy_settings.ISSUER
-    if configured:
-        return str(configured)
-    base_url = poppy_settings.BASE_URL
-    return origin(base_url) if base_url else DEFAULT_ORIGIN
+    return addresses.dev_issuer()
 
 
 def default_audience(url: str | None = None) -> str:
-    """The endpoint URL a token names: ``url``'s origin, else ``BASE_URL``'s, else the
-    default origin, + ``PATH``."""
-    from poppy_django.discovery import endpoint_url
-
-    base_url = url or poppy_settings.BASE_URL
-    return endpoint_url(origin(base_url) if base_url else DEFAULT_ORIGIN)
+    """The endpoint URL a minted token names: ``url``'s origin, else the configured public
+    origin, else ``DEFAULT_ORIGIN``, + ``PATH``."""
+    origin = addresses.origin_of(url) if url else addresses.configured_origin()
+    return addresses.endpoint_url(origin or DEFAULT_ORIGIN)
 
 
 def mint_token(
@@ -190,7 +176,7 @@ def mint_token(
     if not enabled():
         raise ImproperlyConfigured(disabled_reason())
     issued = int(time.time() if now is None else now)
-    names = {**DEFAULT_CLAIMS, **(poppy_settings.TOKENS.get("CLAIMS") or {})}
+    names = poppy_settings.token_options.claims
     payload: dict[str, Any] = {
         "iss": issuer(),
         "aud": audience or default_audience(),

@@ -45,10 +45,11 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from poppy_django import addresses
 from poppy_django.auth import nonces, replay, sessions
 from poppy_django.auth.jwk import JWKError, b64url, public_key_for, thumbprint
 from poppy_django.auth.jwks import KeySource, RemoteKeys, StaticKeys
-from poppy_django.auth.options import TokenOptions, parse_options
+from poppy_django.auth.options import TokenOptions
 from poppy_django.auth.principal import AuthRefusal, Principal, RequestInfo
 from poppy_django.conf import poppy_settings
 
@@ -568,9 +569,9 @@ def key_source(options: TokenOptions) -> KeySource:
 
 
 def expected_issuer() -> str:
-    """``POPPY["ISSUER"]``, else the development authority's issuer."""
+    """``POPPY["ISSUER"]``, else the development authority's issuer (when it may run)."""
     if poppy_settings.ISSUER:
-        return str(poppy_settings.ISSUER)
+        return poppy_settings.ISSUER
     from poppy_django.auth import dev_authority
 
     if dev_authority.enabled():
@@ -584,7 +585,7 @@ def expected_issuer() -> str:
 
 def build_verifier(clock: Callable[[], float] = time.time) -> DPoPVerifier:
     """A verifier from the current settings."""
-    options = parse_options(poppy_settings.TOKENS)
+    options = poppy_settings.token_options
     return DPoPVerifier(
         options,
         issuer=expected_issuer(),

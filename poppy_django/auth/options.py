@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -97,28 +97,29 @@ TOKEN_DEFAULTS: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class TokenOptions:
-    """``POPPY["TOKENS"]`` merged over :data:`TOKEN_DEFAULTS`, types checked once."""
+    """``POPPY["TOKENS"]`` merged over :data:`TOKEN_DEFAULTS` (the only defaults), types
+    checked once: built by :func:`parse_options`, read as ``poppy_settings.token_options``."""
 
-    jwks_url: str | None = None
-    jwks: Mapping[str, Any] | None = None
-    algorithms: tuple[str, ...] = ("ES256", "RS256", "EdDSA")
-    dpop_algorithms: tuple[str, ...] = ("ES256", "RS256", "EdDSA")
-    token_types: tuple[str, ...] | None = None
-    audience: tuple[str, ...] | None = None
-    claims: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_CLAIMS))
-    leeway: float = 30
-    proof_max_age: float = 60
-    require_nonce: bool = False
-    nonce_lifetime: float = 300
-    nonce_secret: str | None = None
-    replay_cache: str = "default"
-    required_scope: str | None = None
-    max_token_bytes: int = 8192
-    max_proof_bytes: int = 8192
-    jwks_cache_seconds: float = 300
-    jwks_min_refresh_seconds: float = 30
-    jwks_timeout_seconds: float = 5
-    verified_token_cache_size: int = 1024
+    jwks_url: str | None
+    jwks: Mapping[str, Any] | None
+    algorithms: tuple[str, ...]
+    dpop_algorithms: tuple[str, ...]
+    token_types: tuple[str, ...] | None
+    audience: tuple[str, ...] | None
+    claims: dict[str, str]
+    leeway: float
+    proof_max_age: float
+    require_nonce: bool
+    nonce_lifetime: float
+    nonce_secret: str | None
+    replay_cache: str
+    required_scope: str | None
+    max_token_bytes: int
+    max_proof_bytes: int
+    jwks_cache_seconds: float
+    jwks_min_refresh_seconds: float
+    jwks_timeout_seconds: float
+    verified_token_cache_size: int
 
     @property
     def replay_ttl(self) -> float:
@@ -137,6 +138,12 @@ def _strings(name: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
         raise ImproperlyConfigured(f'POPPY["TOKENS"]["{name}"] must be a list of strings.')
     return tuple(value)
+
+
+def refused_algorithms(value: Any) -> list[str]:
+    """The entries of an ``ALGORITHMS``/``DPOP_ALGORITHMS`` value the verifier never accepts."""
+    values = [value] if isinstance(value, str) else list(value or [])
+    return [alg for alg in values if alg not in ASYMMETRIC_ALGORITHMS]
 
 
 def _number(name: str, value: Any) -> float:
@@ -177,7 +184,7 @@ def parse_options(raw: Mapping[str, Any] | None) -> TokenOptions:
     algorithms = _strings("ALGORITHMS", merged["ALGORITHMS"])
     dpop_algorithms = _strings("DPOP_ALGORITHMS", merged["DPOP_ALGORITHMS"])
     for name, algs in (("ALGORITHMS", algorithms), ("DPOP_ALGORITHMS", dpop_algorithms)):
-        bad = [alg for alg in algs if alg not in ASYMMETRIC_ALGORITHMS]
+        bad = refused_algorithms(algs)
         if bad or not algs:
             raise ImproperlyConfigured(
                 f'POPPY["TOKENS"]["{name}"] allows {bad or "nothing"}: only asymmetric '

@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from django.http import JsonResponse
+
+from poppy_django.errors import STATUS_OF, PoppyError, error_response
+
 
 class RequestInfo(TypedDict):
     """What a verifier sees: the public URL (what a DPoP ``htu`` names) and raw headers."""
@@ -84,16 +88,14 @@ class Principal:
             raise ValueError("A signed-out principal has no account_id.")
 
 
-class AuthRefusal(Exception):
-    """A refusal answered with its status, ``WWW-Authenticate``, extra headers and no-store."""
+class AuthRefusal(PoppyError):
+    """A refusal of the caller's credentials: its wire error and status (the one table in
+    :data:`poppy_django.errors.STATUS_OF`), ``WWW-Authenticate``, extra headers such as
+    ``DPoP-Nonce``, and ``Cache-Control: no-store``.
 
-    STATUS = {
-        "invalid_token": 401,
-        "invalid_dpop_proof": 401,
-        "use_dpop_nonce": 401,
-        "sign_in_required": 403,
-        "insufficient_scope": 403,
-    }
+    A :class:`~poppy_django.errors.PoppyError` like every other refusal, so whatever answers
+    those answers this one too.
+    """
 
     def __init__(
         self,
@@ -104,11 +106,23 @@ class AuthRefusal(Exception):
         www_authenticate: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        if error not in self.STATUS and status is None:
+        if error not in STATUS_OF and status is None:
             raise ValueError(f"Unknown refusal {error!r}: give its status.")
-        super().__init__(description or error)
-        self.error = error
-        self.description = description
-        self.status = status or self.STATUS[error]
+        super().__init__(error, description, status=status, headers=dict(headers or {}))
         self.www_authenticate = www_authenticate or f'DPoP error="{error}"'
-        self.headers = dict(headers or {})
+
+    @property
+    def error(self) -> str:
+        """The wire error code (the verifier contract's name for ``code``)."""
+        return self.code
+
+    def response(self) -> JsonResponse:
+        response = error_response(
+            self.code,
+            self.description,
+            status=self.status,
+            extra=self.extra,
+            headers={"WWW-Authenticate": self.www_authenticate, **self.headers},
+        )
+        response["Cache-Control"] = "no-store"
+        return response

@@ -67,7 +67,10 @@ def conversations(filter_key: str | None = None, text: str = "") -> QuerySet[Con
 
 
 def counts() -> dict[str, int]:
-    """How many conversations each filter holds (for the desk's tabs)."""
-    return {
-        item.key: Conversation.objects.filter(item.condition).distinct().count() for item in FILTERS
-    }
+    """How many conversations each filter holds (for the desk's tabs), in one query.
+
+    Distinct ids, because a filter on actions joins a row per action.
+    """
+    return Conversation.objects.aggregate(
+        **{item.key: Count("pk", filter=item.condition, distinct=True) for item in FILTERS}
+    )

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib.admin import AdminSite
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
@@ -20,7 +21,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_eventstream.views import events as eventstream_events
 
-from poppy_django import approvals, service
+from poppy_django import approvals, event_log, ids, service
 from poppy_django.desk import queue, transcript
 from poppy_django.desk.permissions import desk_permission
 from poppy_django.errors import PoppyError, error_response
@@ -112,23 +113,47 @@ def queue_page(request: HttpRequest, admin_site: AdminSite) -> HttpResponse:
 def conversation_page(
     request: HttpRequest, conversation_id: str, admin_site: AdminSite
 ) -> HttpResponse:
-    """One conversation: its live transcript, its state, what a person can do."""
+    """One conversation: its live transcript, its state, what a person can do.
+
+    The transcript shows one page of events: the latest, or those before ``?before=<seq>``
+    (or around the linked ``?event=<id>``), with links to the earlier and the latest ones.
+    """
     conversation = _conversation_or_404(conversation_id)
-    entries = [transcript.describe(e) for e in conversation.events.order_by("seq")]
+    highlight = request.GET.get("event", "")
+    before = _window_end(request, conversation, highlight)
+    newest_first = conversation.events.order_by("-seq")
+    if before is not None:
+        newest_first = newest_first.filter(seq__lt=before)
+    window = list(newest_first[: EVENTS_PAGE + 1])
+    shown = window[:EVENTS_PAGE][::-1]
+    page_url = _url(admin_site, CONVERSATION, conversation.id)
     context = _context(request, admin_site, f"Conversation {conversation.id}")
     context.update(
         conversation=conversation,
         state=state(conversation),
-        entries=entries,
-        highlight=request.GET.get("event", ""),
+        entries=[transcript.describe(e) for e in shown],
+        earlier_url=f"{page_url}?before={shown[0].seq}" if len(window) > EVENTS_PAGE else "",
+        latest_url=page_url if shown and shown[-1].seq < conversation.last_seq else "",
+        highlight=highlight,
         approvals=list(approvals.awaiting(conversation.id)),
         actions=list(conversation.actions.order_by("-created_at")[:50]),
         directs=list(conversation.direct_conversations.order_by("created_at")),
-        page_url=_url(admin_site, CONVERSATION, conversation.id),
+        page_url=page_url,
         stream_url=_url(admin_site, CONVERSATION_STREAM, conversation.id),
         events_url=_url(admin_site, EVENTS, conversation.id),
     )
     return render(request, "poppy_django/desk/conversation.html", context)
+
+
+def _window_end(request: HttpRequest, conversation: Conversation, highlight: str) -> int | None:
+    """The seq the transcript page ends before: ``?before``, else past an older linked event."""
+    before = request.GET.get("before", "")
+    if before.isdigit():
+        return int(before)
+    seq = ids.parse_cursor(conversation.id, highlight) if highlight else None
+    if seq is not None and seq <= conversation.last_seq - EVENTS_PAGE:
+        return seq + 1  # the linked event is older than the latest page: end the page on it
+    return None
 
 
 @require_GET
@@ -251,15 +276,25 @@ def _caused(conversation_id: str, request_id: str) -> list[int]:
 
 
 def _perform(
-    request: HttpRequest, conversation_id: str, name: str, run: Callable[[str, str], object]
+    request: HttpRequest,
+    conversation_id: str,
+    name: str,
+    run: Callable[[dict[str, Any], str, str], object],
 ) -> JsonResponse:
-    """Run one desk action once per request id; answer what it caused."""
+    """Run one desk action once per request id; answer what it caused.
+
+    The body is parsed once, here. Checking for a repeat and acting happen under the
+    conversation's row lock, so a request sent twice at once (a double click, a retry)
+    is done once: the second waits for the first, then finds its events and answers them.
+    """
     try:
         body = _body(request)
         request_id = _request_id(body)
-        replayed = bool(_caused(conversation_id, request_id))
-        if not replayed:  # a retried request (same id) is answered, not done twice
-            run(request_id, request.user.get_username())
+        with transaction.atomic():
+            event_log.lock(conversation_id)
+            replayed = bool(_caused(conversation_id, request_id))
+            if not replayed:
+                run(body, request_id, request.user.get_username())
         conversation = Conversation.objects.get(pk=conversation_id)
     except PoppyError as exc:
         return exc.response()
@@ -286,15 +321,11 @@ def action(
     perform = ACTIONS.get(name)
     if perform is None:
         return error_response("not_found", f"No desk action {name!r}.")
-    try:
-        body = _body(request)
-    except PoppyError as exc:
-        return exc.response()
     return _perform(
         request,
         conversation_id,
         name,
-        lambda rid, by: perform(conversation_id, body, by, rid),
+        lambda body, rid, by: perform(conversation_id, body, by, rid),
     )
 
 
@@ -313,5 +344,5 @@ def approval(
         request,
         conversation_id,
         decision,
-        lambda rid, by: decide(record_id, by=by, request_id=rid),
+        lambda body, rid, by: decide(record_id, by=by, request_id=rid),
     )

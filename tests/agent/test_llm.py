@@ -23,7 +23,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
 from poppy_django.agent.llm import PydanticAIModel
 from poppy_django.agent.model_api import ModelTurn, TurnInput, TurnInterrupted
-from poppy_django.agent.models_for import build_model
+from poppy_django.agent.model_choice import build_model
 from poppy_django.agent.scripted import ScriptedModel
 from poppy_django.agent.tools import tool
 

@@ -10,6 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from poppy_django import fanout
+from poppy_django.fanout import publishing
 from poppy_django.models import Conversation, Event
 from tests.conftest import PersonalAgent, kinds, messages
 from tests.desk.conftest import DESK, act, desk_url, new_request_id, queued
@@ -21,13 +22,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict]]:
     """What fan-out publishes on django-eventstream (channel, type, data), still delivered."""
     sent: list[tuple[str, str, dict]] = []
-    real = fanout.send_event
+    real = publishing.send_event
 
     def record(channel: str, event_type: str, data: dict) -> None:
         sent.append((channel, event_type, data))
         real(channel, event_type, data)
 
-    monkeypatch.setattr(fanout, "send_event", record)
+    monkeypatch.setattr(publishing, "send_event", record)
     return sent
 
 

@@ -27,7 +27,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 ARTIFACTS = ROOT / "var" / "test-artifacts"
-DOCS_SCREENSHOT = ROOT / "docs" / "img" / "desk.png"
 PASSWORD = "desk-test-password"
 DESK = "/admin/poppy_django/conversation/desk/"
 SETTLED = ".poppy-request[data-state=settled]"
@@ -148,9 +147,9 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
             assert page.text_content("[data-diagnostics-count]") == "0"
             assert page.locator(".poppy-request[data-state=failed]").count() == 0
 
+            # The docs' picture (docs/img/desk.png) is refreshed from this one by hand: a
+            # test run leaves the checkout as it found it.
             page.screenshot(path=str(ARTIFACTS / "desk.png"), full_page=True)
-            DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(DOCS_SCREENSHOT), full_page=True)
 
             # A link to one event opens the conversation with it highlighted.
             first = agent.all_events(base, conversation_id)[0]["id"]

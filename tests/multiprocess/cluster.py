@@ -77,6 +77,18 @@ class Cluster:
             time.sleep(0.1)
         raise RuntimeError("redis-server did not start")
 
+    def subscribed(self) -> bool:
+        """Whether a web process holds a Redis subscription (it has a waiting reader)."""
+        import redis
+
+        client = redis.Redis(port=self.redis_port)
+        try:
+            return bool(client.pubsub_channels())
+        except redis.ConnectionError:
+            return False
+        finally:
+            client.close()
+
     def stop_redis(self) -> None:
         if self.redis is not None:
             self.redis.kill()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from poppy_django.auth.fake import fake_authorization
+from poppy_django.client import iter_sse
 
 _ids = itertools.count(1)
 
@@ -68,9 +69,17 @@ class HttpAgent:
         raise AssertionError(f"timed out: {events}")
 
     def stream(
-        self, base: str, conversation_id: str, **headers: str
+        self,
+        base: str,
+        conversation_id: str,
+        opened: threading.Event | None = None,
+        **headers: str,
     ) -> Iterator[tuple[str | None, str | None, dict[str, Any]]]:
-        """(event name, id, data) for each SSE frame; comments are skipped."""
+        """(event name or None for a stored event, id, data) for each SSE frame.
+
+        Sets ``opened`` at the stream's opening comment, which the server writes once it is
+        listening for the conversation's wake-ups.
+        """
         with httpx.stream(
             "GET",
             f"{base}/poppy/conversations/{conversation_id}/events",
@@ -78,24 +87,16 @@ class HttpAgent:
             timeout=httpx.Timeout(60, read=60),
         ) as response:
             assert response.status_code == 200, response.read()
-            name = event_id = None
-            data: list[str] = []
-            for line in response.iter_lines():
-                if line.startswith(":"):
-                    continue
-                if not line:
-                    if data:
-                        yield name, event_id, json.loads("\n".join(data))
-                    name = event_id = None
-                    data = []
-                    continue
-                field, _, value = line.partition(": ")
-                if field == "event":
-                    name = value
-                elif field == "id":
-                    event_id = value
-                elif field == "data":
-                    data.append(value)
+
+            def lines() -> Iterator[str]:
+                for line in response.iter_lines():
+                    if opened is not None and line.startswith(":"):
+                        opened.set()
+                    yield line
+
+            for frame in iter_sse(lines()):
+                name = None if frame.event == "message" else frame.event
+                yield name, frame.id, frame.json()
 
 
 def company_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.multiprocess.cluster import Cluster
 from tests.multiprocess.http import HttpAgent, company_messages
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.multiprocess
 
@@ -40,15 +41,14 @@ def test_stream_on_one_process_relays_a_turn_posted_to_another(mp: Cluster, two_
     opened = threading.Event()
 
     def read_stream() -> None:
-        for frame in pa.stream(web_a, conversation_id, **{"Last-Event-ID": last}):
-            opened.set()
+        for frame in pa.stream(web_a, conversation_id, opened, **{"Last-Event-ID": last}):
             frames.append(frame)
             if frame[0] is None and frame[2]["type"] == "state" and frame[2]["status"] == "idle":
                 return
 
     reader = threading.Thread(target=read_stream, daemon=True)
     reader.start()
-    time.sleep(1.0)  # the stream is open (it sends a comment at once) before we post
+    assert opened.wait(30), "the stream did not open"  # listening before we post
     assert pa.post(web_b, f"/{conversation_id}/messages", pa.message("#slow")).status_code == 202
     reader.join(timeout=30)
     assert not reader.is_alive(), frames
@@ -73,14 +73,17 @@ def test_long_poll_on_one_process_wakes_for_a_message_posted_to_another(mp: Clus
     conversation_id = pa.post(web_a, "", pa.message("hello")).json()["conversation_id"]
     cursor = pa.wait_for(web_a, conversation_id, _settled)[-1]["id"]
 
-    def post_later() -> None:
-        time.sleep(1.0)
+    def post_once_waiting() -> None:
+        # web_b subscribes to Redis when its first reader starts listening: this one.
+        eventually(mp.subscribed, what="web_b's long-poll listening")
         pa.post(web_a, f"/{conversation_id}/messages", pa.message("are you there?"))
 
-    threading.Thread(target=post_later, daemon=True).start()
+    poster = threading.Thread(target=post_once_waiting, daemon=True)
+    poster.start()
     began = time.monotonic()
     page = pa.read(web_b, conversation_id, cursor=cursor, wait=25)
     waited = time.monotonic() - began
+    poster.join(timeout=30)
     assert page["events"][0]["message"]["text"] == "are you there?"
     # Pushed, not polled: well before the 10 s fallback re-read would have found it.
     assert waited < 6, waited
@@ -93,9 +96,10 @@ def test_redis_restart_loses_nothing(mp: Cluster, two_of_each):
     last = pa.wait_for(web_a, conversation_id, _settled)[-1]["id"]
 
     seen: list[dict[str, Any]] = []
+    opened = threading.Event()
 
     def read_stream() -> None:
-        for name, _, data in pa.stream(web_a, conversation_id, **{"Last-Event-ID": last}):
+        for name, _, data in pa.stream(web_a, conversation_id, opened, **{"Last-Event-ID": last}):
             if name is None:
                 seen.append(data)
                 replies = company_messages(seen)
@@ -108,14 +112,14 @@ def test_redis_restart_loses_nothing(mp: Cluster, two_of_each):
 
     reader = threading.Thread(target=read_stream, daemon=True)
     reader.start()
-    time.sleep(1.0)
+    assert opened.wait(30), "the stream did not open"
 
     mp.stop_redis()
     # Accepted while Redis is down: durable in PostgreSQL, dispatched later by the reaper.
     during = pa.post(web_b, f"/{conversation_id}/messages", pa.message("during the outage"))
     assert during.status_code == 202
     mp.start_redis()
-    time.sleep(2.0)
+    eventually(mp.subscribed, what="web_a's subscription to come back after the restart")
     after = pa.post(web_b, f"/{conversation_id}/messages", pa.message("after the outage"))
     assert after.status_code == 202
 

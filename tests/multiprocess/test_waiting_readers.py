@@ -9,6 +9,7 @@ import pytest
 
 from tests.multiprocess.cluster import Cluster
 from tests.multiprocess.http import HttpAgent
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.multiprocess
 READERS = 80
@@ -20,7 +21,11 @@ def _threads(pid: int) -> int:
 
 
 async def _hold_readers(port: int, path: str, authorization: str, cursor: str) -> list:
-    """Open READERS waiting reads (half long-polls, half SSE streams), waiting for each."""
+    """Open READERS waiting reads, alternating long-polls and SSE streams.
+
+    Each stream is read up to its first line before the next read opens, so every request
+    before it has reached the server.
+    """
     held = []
     for n in range(READERS):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -35,7 +40,6 @@ async def _hold_readers(port: int, path: str, authorization: str, cursor: str) -
         if stream:  # a stream answers at once with its opening comment
             assert b"200" in await reader.readline()
         held.append(writer)
-    await asyncio.sleep(2.0)  # every long-poll has read once and is now waiting
     return held
 
 
@@ -48,18 +52,23 @@ def test_held_long_polls_and_streams_hold_no_threads(mp: Cluster):
     pid = mp.processes["web"].pid
     before = _threads(pid)
 
-    async def measure() -> int:
+    async def measure() -> list[int]:
         held = await _hold_readers(
             urlsplit(web).port or 80,
             f"/poppy/conversations/{conversation_id}/events",
             pa.headers["Authorization"],
             cursor,
         )
-        holding = _threads(pid)
+        # Each reader gives its request thread back once it starts waiting: the count
+        # falls to a small executor pool (a thread kept per reader would add READERS).
+        samples = [_threads(pid)]
+        await asyncio.to_thread(
+            eventually, lambda: samples.append(_threads(pid)) or samples[-1] - before < 12
+        )
         for writer in held:
             writer.close()
-        return holding
+        await asyncio.gather(*(writer.wait_closed() for writer in held), return_exceptions=True)
+        return samples
 
-    holding = asyncio.run(measure())
-    # A thread per reader would add READERS threads; a small executor pool is all we allow.
-    assert holding - before < 12, (before, holding)
+    samples = asyncio.run(measure())
+    assert samples[-1] - before < 12, (before, samples)

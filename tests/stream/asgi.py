@@ -8,20 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.core.handlers.asgi import ASGIHandler
 
-
-@dataclass
-class Frame:
-    event: str | None = None
-    id: str | None = None
-    data: Any = None
-    comment: str | None = None
+from poppy_django.client import SSEFrame, iter_sse
 
 
 @dataclass
@@ -29,39 +24,28 @@ class Streamed:
     status: int
     headers: dict[str, str]
     body: bytes
-    frames: list[Frame] = field(default_factory=list)
 
     def json(self) -> Any:
         return json.loads(self.body)
 
     @property
+    def lines(self) -> list[str]:
+        return self.body.decode().split("\n")
+
+    @property
+    def frames(self) -> list[SSEFrame]:
+        """The SSE frames, parsed by the client's parser (the one every reader uses)."""
+        return list(iter_sse(self.lines))
+
+    @property
+    def comments(self) -> list[str]:
+        """The comment lines (``: keep-alive``), which carry no frame."""
+        return [line[1:].strip() for line in self.lines if line.startswith(":")]
+
+    @property
     def stored(self) -> list[dict[str, Any]]:
-        """The stored events (frames with an id)."""
-        return [f.data for f in self.frames if f.comment is None and f.event is None]
-
-
-def parse_frames(body: bytes) -> list[Frame]:
-    frames = []
-    for block in body.decode().split("\n\n"):
-        if not block.strip():
-            continue
-        frame = Frame()
-        data_lines = []
-        for line in block.split("\n"):
-            if line.startswith(":"):
-                frame.comment = line[1:].strip()
-            else:
-                name, _, value = line.partition(": ")
-                if name == "event":
-                    frame.event = value
-                elif name == "id":
-                    frame.id = value
-                elif name == "data":
-                    data_lines.append(value)
-        if data_lines:
-            frame.data = json.loads("\n".join(data_lines))
-        frames.append(frame)
-    return frames
+        """The stored events (frames without an event name)."""
+        return [frame.json() for frame in self.frames if frame.event == "message"]
 
 
 async def _get(
@@ -70,6 +54,7 @@ async def _get(
     hang_up: Callable[[bytes], bool] | None,
     hang_up_after: float | None,
     timeout: float,
+    opened: threading.Event | None,
 ) -> Streamed:
     handler = ASGIHandler()
     path, _, query = path.partition("?")
@@ -96,6 +81,8 @@ async def _get(
             )
         elif message["type"] == "http.response.body":
             body.extend(message.get("body", b""))
+            if opened is not None and body.startswith(b":"):
+                opened.set()  # the stream's opening comment: it is listening
             if hang_up is not None and hang_up(bytes(body)):
                 disconnect.set()
 
@@ -117,10 +104,7 @@ async def _get(
     if hang_up_after is not None:
         asyncio.get_running_loop().call_later(hang_up_after, disconnect.set)
     await asyncio.wait_for(handler(scope, receive, send), timeout)
-    result = Streamed(status, response_headers, bytes(body))
-    if response_headers.get("content-type", "").startswith("text/event-stream"):
-        result.frames = parse_frames(result.body)
-    return result
+    return Streamed(status, response_headers, bytes(body))
 
 
 def get(
@@ -130,7 +114,9 @@ def get(
     hang_up: Callable[[bytes], bool] | None = None,
     hang_up_after: float | None = None,
     timeout: float = 30,
+    opened: threading.Event | None = None,
 ) -> Streamed:
     """GET through the ASGI handler; returns when the response ends or the client hangs up
-    (when ``hang_up(body)`` says so, or after ``hang_up_after`` seconds)."""
-    return async_to_sync(_get)(path, headers, hang_up, hang_up_after, timeout)
+    (when ``hang_up(body)`` says so, or after ``hang_up_after`` seconds). ``opened`` is set
+    when a stream has opened, i.e. listens for the conversation's wake-ups."""
+    return async_to_sync(_get)(path, headers, hang_up, hang_up_after, timeout, opened)

@@ -10,9 +10,9 @@ import time
 
 import pytest
 from django.test import override_settings
-from django_eventstream.views import get_listener_manager
 
 from poppy_django import service
+from poppy_django.fanout.eventstream import open_inboxes
 from poppy_django.models import Conversation, Event
 from tests.conftest import PersonalAgent, messages
 from tests.stream.asgi import get
@@ -42,22 +42,25 @@ def test_stream_frames_every_stored_event_with_its_id_and_json(agent: PersonalAg
     assert response.status == 200
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["cache-control"] == "no-cache"
-    frames = [f for f in response.frames if f.comment is None]
+    frames = response.frames
     assert [f.id for f in frames] == [e["id"] for e in stored]
-    assert [f.data for f in frames] == stored
-    assert all(f.event is None for f in frames)
+    assert [f.json() for f in frames] == stored
+    assert all(f.event == "message" for f in frames)
 
 
 def test_stream_ends_after_the_closed_state_event(agent: PersonalAgent):
     conversation_id = agent.start("hello").json()["conversation_id"]
     agent.settled(conversation_id)
+    opened = threading.Event()
 
-    def close_soon() -> None:
-        time.sleep(0.5)
+    def close_once_open() -> None:
+        assert opened.wait(20)
         service.close(conversation_id)
 
-    threading.Thread(target=close_soon).start()
-    response = get(_path(conversation_id), _headers(agent), timeout=20)
+    closer = threading.Thread(target=close_once_open)
+    closer.start()
+    response = get(_path(conversation_id), _headers(agent), timeout=20, opened=opened)
+    closer.join()
     last = response.stored[-1]
     assert last["type"] == "state" and last["status"] == "closed"
 
@@ -108,8 +111,7 @@ def test_keep_alive_comments_hold_a_quiet_stream_open(agent: PersonalAgent, sett
     conversation_id = agent.start("hello").json()["conversation_id"]
     agent.settled(conversation_id)
     response = get(_path(conversation_id), _headers(agent), timeout=20)
-    comments = [f.comment for f in response.frames if f.comment is not None]
-    assert comments.count("keep-alive") >= 2
+    assert response.comments.count("keep-alive") >= 2
 
 
 @override_settings()
@@ -127,31 +129,37 @@ def test_a_stream_closes_after_its_maximum_time(agent: PersonalAgent, settings):
 def test_deltas_come_live_without_id_before_their_complete_message(agent: PersonalAgent):
     conversation_id = agent.start("hello").json()["conversation_id"]
     events = agent.settled(conversation_id)
+    opened = threading.Event()
 
     def slow_then_close() -> None:
-        time.sleep(0.5)
+        assert opened.wait(20)  # deltas are live only: the stream must be listening first
         agent.send(conversation_id, "#slow")
         agent.settled(conversation_id)
         agent.post(f"/{conversation_id}/close", {})
 
-    threading.Thread(target=slow_then_close).start()
+    writer = threading.Thread(target=slow_then_close)
+    writer.start()
     response = get(
-        _path(conversation_id), _headers(agent, **{"last-event-id": events[-1]["id"]}), timeout=30
+        _path(conversation_id),
+        _headers(agent, **{"last-event-id": events[-1]["id"]}),
+        timeout=30,
+        opened=opened,
     )
-    frames = [f for f in response.frames if f.comment is None]
+    writer.join()
+    frames = response.frames
     deltas = [f for f in frames if f.event == "text-delta"]
     reply_index = next(
         i
         for i, f in enumerate(frames)
-        if f.event is None
-        and f.data["type"] == "message"
-        and f.data["message"]["role"] == "company"
+        if f.event == "message"
+        and f.json()["type"] == "message"
+        and f.json()["message"]["role"] == "company"
     )
-    reply = frames[reply_index].data["message"]
+    reply = frames[reply_index].json()["message"]
     assert len(deltas) >= 3 and all(f.id is None for f in deltas)
     assert all(frames.index(d) < reply_index for d in deltas)
-    assert {d.data["message_id"] for d in deltas} == {reply["id"]}
-    assert "".join(d.data["text"] for d in deltas) == reply["text"]
+    assert {d.json()["message_id"] for d in deltas} == {reply["id"]}
+    assert "".join(d.json()["text"] for d in deltas) == reply["text"]
 
     # A resumed stream never replays deltas.
     replay = get(_path(conversation_id, "?cursor=" + events[-1]["id"]), _headers(agent))
@@ -160,9 +168,7 @@ def test_deltas_come_live_without_id_before_their_complete_message(agent: Person
 
 
 def _listeners() -> int:
-    manager = get_listener_manager()
-    with manager.lock:
-        return sum(len(group) for group in manager.listeners_by_channel.values())
+    return len(open_inboxes())
 
 
 def test_clients_that_hang_up_free_their_listener(agent: PersonalAgent):

@@ -18,7 +18,7 @@ from poppy_django.models import Conversation, Event, EventType, Status
 def lock(conversation_id: str) -> Conversation:
     """The conversation, row-locked until the surrounding transaction ends."""
     if not transaction.get_connection().in_atomic_block:
-        raise RuntimeError("poppy_django.log.lock() needs a transaction.atomic() block.")
+        raise RuntimeError("poppy_django.event_log.lock() needs a transaction.atomic() block.")
     try:
         return Conversation.objects.select_for_update().get(pk=conversation_id)
     except Conversation.DoesNotExist as exc:

@@ -1,0 +1,40 @@
+"""The request thread a waiting reader gives back (poppy_django.threads, asgiref internals).
+
+Fails loudly when an asgiref release changes how thread-sensitive contexts keep their thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+
+from poppy_django.threads import release_request_thread
+
+
+def test_release_request_thread_ends_the_thread_the_request_context_holds():
+    async def scenario() -> tuple[threading.Thread, threading.Thread, bool]:
+        async with ThreadSensitiveContext():  # as Django's ASGI handler runs each request
+            held = await sync_to_async(threading.current_thread, thread_sensitive=True)()
+            release_request_thread()
+            await asyncio.to_thread(held.join, 10)
+            alive = held.is_alive()
+            # A later thread-sensitive call of the same request still runs, on a new thread.
+            later = await sync_to_async(threading.current_thread, thread_sensitive=True)()
+        return held, later, alive
+
+    held, later, alive = asyncio.run(scenario())
+    assert held is not threading.main_thread()
+    assert not alive
+    assert later is not held
+
+
+def test_release_request_thread_outside_a_request_does_nothing():
+    release_request_thread()
+    asyncio.run(_release_in_a_bare_loop())
+
+
+async def _release_in_a_bare_loop() -> None:
+    release_request_thread()
+    assert await sync_to_async(lambda: 1, thread_sensitive=True)() == 1
