@@ -45,7 +45,6 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from poppy_django import addresses
 from poppy_django.auth import nonces, replay, sessions
 from poppy_django.auth.jwk import JWKError, b64url, public_key_for, thumbprint
 from poppy_django.auth.jwks import KeySource, RemoteKeys, StaticKeys
