@@ -221,6 +221,19 @@ def test_w006_models_for_unknown_agents_or_unusable_models():
     assert ids(MODEL="no-such-provider:model") == ["poppy_django.W006"]
     assert ids(MODELS={"support": "no-such-provider:model"}) == ["poppy_django.W006"]
     assert ids(MODEL="test") == []  # pydantic-ai's offline test model
+    # The scripted model with a project's rules: the path must name a Script.
+    assert ids(MODEL="scripted:example_project.shop.agent.SCRIPT") == []
+    assert ids(MODEL="scripted:example_project.shop.agent.NOPE") == ["poppy_django.W006"]
+    assert ids(MODEL="scripted:example_project.shop.agent.ORDER") == ["poppy_django.W006"]
+
+
+def test_w006_hints_name_the_cause():
+    with configured(MODEL="scripted:example_project.shop.agent.NOPE"):
+        (warning,) = check_settings()
+    assert "scripted:yourapp.agent.SCRIPT" in warning.hint
+    with configured(MODEL="openai:gpt-4o"):  # pydantic-ai is installed: the key is missing
+        messages = [m for m in check_settings() if m.id == "poppy_django.W006"]
+    assert messages and "llm extra" not in messages[0].hint and "API key" in messages[0].hint
 
 
 # -- W007: https in production ----------------------------------------------------------------
