@@ -185,6 +185,7 @@ class _Chat:
             answer = self.client.start(text)
             self.conversation_id = str(answer["conversation_id"])
             self.out.write(f"[conversation {self.conversation_id}]")
+            self.out.flush()
         else:
             self.client.send(self.conversation_id, text)
         self.follow()
@@ -222,6 +223,7 @@ class _Chat:
             self.out.write("Commands: /handoff, /close, /quit.")
             return
         self.out.write(f"[{answer.get('status')}/{answer.get('responder')}]")
+        self.out.flush()
         self.follow()
 
     def follow(self) -> None:
@@ -254,11 +256,13 @@ class _Chat:
             if not page.get("events"):
                 if self.status not in RESTING_STATES:
                     self.out.write(STILL_WORKING.format(seconds=self.wait, status=self.status))
+                    self.out.flush()
                 return None
             resting = False
             for event in page.get("events", []):
                 state = self.show(event)
                 resting = resting if state is None else state
+            self.out.flush()  # the reader thread's lines show at once, even through a pipe
             return resting
 
     def _read_on(self) -> None:
