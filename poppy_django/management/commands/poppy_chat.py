@@ -311,7 +311,7 @@ class _Chat:
                 data = message.get("data")
                 self.out.write(f"{message.get('sender', 'agent')}> {text}")
                 if data:
-                    self.out.write(f"  data: {json.dumps(data)}")
+                    self.out.write(f"  data: {json.dumps(data, sort_keys=True)}")
         elif kind == "state":
             self.status = str(event.get("status"))
             if self.status == "queued":
