@@ -24,6 +24,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests.multiprocess.cluster import Cluster, free_port
@@ -64,8 +65,9 @@ def build_wheel(into: Path) -> Path:
 class Reader:
     """A project directory on a reader's machine: runs the page's blocks there."""
 
-    def __init__(self, project: Path, substitutions: dict[str, str]) -> None:
+    def __init__(self, project: Path, port: int, substitutions: dict[str, str]) -> None:
         self.project = project
+        self.port = port
         self.substitutions = substitutions
         self.env = {
             key: value
@@ -112,10 +114,11 @@ class Reader:
             text=True,
             timeout=600,
         )
-        assert done.returncode == 0, f"{block}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+        said = f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+        assert done.returncode == 0, f"{block}\n{said}"
         return done.stdout + done.stderr
 
-    def start(self, command: str, log_name: str, **popen: object) -> subprocess.Popen[str]:
+    def start(self, command: str, **popen: object) -> subprocess.Popen[str]:
         process = subprocess.Popen(
             ["bash", "-c", f". .venv/bin/activate\nexec {command}"],
             cwd=self.project,
@@ -126,16 +129,16 @@ class Reader:
         self.processes.append(process)
         return process
 
-    def serve(self, block: str, port: int) -> dict[str, Path]:
+    def serve(self, block: str) -> dict[str, Path]:
         """Each command of the block in the background (its own terminal, on the page)."""
         logs = {}
         for index, command in enumerate(self.text(block).splitlines()):
             log = self.project / f"serve-{index}.log"
-            self.start(command, log.name, stdout=log.open("w"), stderr=subprocess.STDOUT)
+            self.start(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
             logs[command.split()[0]] = log
         first = next(iter(logs.values()))
         wait_for(
-            lambda: http_get(f"http://127.0.0.1:{port}/.well-known/poppy.json") == 200,
+            lambda: http_get(f"http://127.0.0.1:{self.port}/.well-known/poppy.json") == 200,
             explain=first.read_text,
         )
         if "celery" in logs:  # its banner: the worker has started (it logs at WARNING)
@@ -182,7 +185,6 @@ class Session:
     def __init__(self, reader: Reader) -> None:
         self.process = reader.start(
             "python manage.py poppy_chat",
-            "chat",
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -269,8 +271,7 @@ def reader(tmp_path: Path) -> Iterator[Reader]:
         "-U postgres mysite": f"-U postgres {database}",
         "redis://127.0.0.1:6379/0": f"redis://127.0.0.1:{cluster.redis_port}/0",
     }
-    reader = Reader(project, substitutions)
-    reader.port = port  # type: ignore[attr-defined]
+    reader = Reader(project, port, substitutions)
     try:
         yield reader
     finally:
@@ -285,7 +286,7 @@ def reader(tmp_path: Path) -> Iterator[Reader]:
 
 def test_the_tutorial_works_as_written(reader: Reader) -> None:
     blocks = page_blocks()
-    port = reader.port  # type: ignore[attr-defined]
+    port = reader.port
 
     # 1-4: install from the wheel, a new project, the page's files, migrate and check.
     reader.shell(blocks["install"])
@@ -301,7 +302,7 @@ def test_the_tutorial_works_as_written(reader: Reader) -> None:
     assert "WARNING" not in output
 
     # 5-6 in development: uvicorn, in-process turns, SQLite; the admin's files are served.
-    reader.serve(blocks["serve-dev"], port)
+    reader.serve(blocks["serve-dev"])
     assert http_get(f"http://127.0.0.1:{port}/static/admin/css/base.css") == 200
     assert http_get(f"http://127.0.0.1:{port}/static/poppy_django/desk/desk.js") == 200
     converse(reader, blocks)
@@ -313,5 +314,9 @@ def test_the_tutorial_works_as_written(reader: Reader) -> None:
     output = reader.shell(blocks["migrate-production"])
     assert_shown(blocks["check-output"], output)
     assert reader.env["DATABASE_URL"].startswith("postgres://")
-    reader.serve(blocks["serve-production"], port)
+    reader.serve(blocks["serve-production"])
     converse(reader, blocks)
+    # The action ran once, in the worker, on PostgreSQL: the reader's own table has its row.
+    with psycopg.connect(reader.env["DATABASE_URL"]) as connection:
+        row = connection.execute("SELECT day, account FROM bakery_cakereservation").fetchall()
+    assert row == [("friday", "customer-7")]
