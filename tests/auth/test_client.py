@@ -206,3 +206,30 @@ def test_poppy_chat_names_the_url_it_could_not_reach() -> None:
         call_command("poppy_chat", "--url", url, "--message", "hello")
     assert f"Could not reach {url}" in str(caught.value)
     assert "Is the server running" in str(caught.value)
+
+
+def test_poppy_chat_says_why_no_reply_comes(live: str) -> None:
+    """No worker takes the turn: it says what it waits for, then gives up with an error."""
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    from tests.conftest import dispatch_lost
+
+    out = io.StringIO()
+    with dispatch_lost(), pytest.raises(CommandError) as caught:
+        call_command(
+            "poppy_chat",
+            "--url",
+            live,
+            "--message",
+            "hi",
+            "--wait",
+            "1",
+            "--timeout",
+            "2",
+            stdout=out,
+        )
+    assert "No reply in 2 s" in str(caught.value)
+    assert "[no reply after 1 s: the conversation is working." in out.getvalue()
+    assert "celery -A <your project> worker" in out.getvalue()

@@ -105,12 +105,14 @@ class Command(BaseCommand):
                 return
             self.stdout.write(f"Talking to {url}. /handoff, /close, /quit.")
             chat.interactive = True
+            if chat.conversation_id is not None:
+                chat.follow()  # a continued conversation: show it (and what comes) at once
             for line in _lines(sys.stdin):
                 if line in ("/quit", "/exit"):
-                    break
+                    return
                 chat.command(line) if line.startswith("/") else chat.say(line)
                 chat.rethrow()
-            chat.drain()  # piped input: the last reply is printed before the command exits
+            chat.drain()  # input ended (a pipe): the last reply is printed before exiting
             chat.rethrow()
         except PoppyClientError as exc:
             raise CommandError(str(exc)) from exc
