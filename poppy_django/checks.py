@@ -342,14 +342,14 @@ def _model_errors(names: list[str]) -> Messages:
             errors.append(
                 checks.Warning(
                     f"{exc} Turns answered by it fail in this process.",
-                    hint=_model_hint(model_name, is_scripted(model_name)),
+                    hint=_model_hint(is_scripted(model_name)),
                     id=_id("W006"),
                 )
             )
     return errors
 
 
-def _model_hint(model_name: str, scripted: bool) -> str:
+def _model_hint(scripted: bool) -> str:
     """What to do, by cause: the rules' path, the llm extra, or the provider's side."""
     if scripted:
         return (
