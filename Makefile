@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 DEMO_PORT ?= 8765
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint typecheck migrations-check services browser pytest docs clean
+.PHONY: demo test lint typecheck migrations-check services browser pytest noextras versions tutorial docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,8 +22,9 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m example_project.demo --port $(DEMO_PORT)
 
-## make test: lint, types, migrations and the whole suite against PostgreSQL and Redis.
-test: $(STAMP) services browser lint typecheck migrations-check pytest docs
+## make test: lint, types, migrations and the whole suite against PostgreSQL and Redis (with
+## the tutorial done from the built wheel), then the package without its optional extras.
+test: $(STAMP) services browser lint typecheck migrations-check pytest noextras docs
 
 services:
 	@bash scripts/ensure-services.sh
@@ -47,8 +48,26 @@ pytest: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -m "not embedded"
 	$(PY) -m pytest -p no:cacheprovider --ds=tests.settings_embedded -m embedded tests/embedded
 
+## The package installed without its optional extras (tox.ini: py311-noextras).
+noextras: $(STAMP)
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/poppy} \
+	POPPY_TEST_REDIS_URL=$${POPPY_TEST_REDIS_URL:-redis://127.0.0.1:6379/15} \
+	$(VENV)/bin/tox -q -e py311-noextras
+
+## Every Python x Django pair of tox.ini this machine has an interpreter for (not in `test`).
+versions: $(STAMP)
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/poppy} \
+	POPPY_TEST_REDIS_URL=$${POPPY_TEST_REDIS_URL:-redis://127.0.0.1:6379/15} \
+	$(VENV)/bin/tox -q
+
+## docs/tutorial.md done for real, alone (it is part of `make pytest` too).
+tutorial: $(STAMP)
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/poppy} \
+	POPPY_TEST_REDIS_URL=$${POPPY_TEST_REDIS_URL:-redis://127.0.0.1:6379/15} \
+	$(PY) -m pytest -p no:cacheprovider -m tutorial tests/tutorial
+
 docs: $(STAMP)
 	@if [ -f mkdocs.yml ]; then $(VENV)/bin/mkdocs build --strict --quiet --site-dir var/site; fi
 
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) var .tox

@@ -149,7 +149,8 @@ POPPY: dict[str, Any] = {
     "BASE_URL": os.environ.get("POPPY_BASE_URL") or None,
     "PATH": "poppy/conversations",
     "AGENT": "support",
-    "MODEL": os.environ.get("POPPY_MODEL", "scripted"),
+    # The offline scripted model with Acme's rules (example_project/shop/agent.py: SCRIPT).
+    "MODEL": os.environ.get("POPPY_MODEL", "scripted:example_project.shop.agent.SCRIPT"),
     # DPoP-bound Session Tokens, minted here by the development authority (poppy_token).
     "AUTHENTICATE": os.environ.get("POPPY_AUTHENTICATE", "poppy_django.auth.dpop.verify"),
     # The development authority: on by default with DEBUG only. POPPY_DEV_AUTHORITY=1 is the

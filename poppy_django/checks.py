@@ -12,6 +12,7 @@ names the problem rather than crashing.
 
 from __future__ import annotations
 
+import importlib.util
 import string
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -90,7 +91,7 @@ def poppy_dict_problem() -> checks.CheckMessage | None:
     if unknown:
         return checks.Error(
             f"Unknown POPPY setting(s): {', '.join(map(str, unknown))}.",
-            hint=f"Known keys: {', '.join(DEFAULTS)} (see docs/settings.md).",
+            hint=f"Known keys: {', '.join(DEFAULTS)} (the settings page of the documentation).",
             id=_id("E004"),
         )
     return None
@@ -328,7 +329,7 @@ def _agent_errors() -> Messages:
 
 
 def _model_errors(names: list[str]) -> Messages:
-    from poppy_django.agent.model_choice import SCRIPTED, build_model
+    from poppy_django.agent.model_choice import SCRIPTED, build_model, is_scripted
 
     errors: Messages = []
     for model_name in names:
@@ -340,12 +341,30 @@ def _model_errors(names: list[str]) -> Messages:
             errors.append(
                 checks.Warning(
                     f"{exc} Turns answered by it fail in this process.",
-                    hint="Install the llm extra and the provider's package, and give the "
-                    "provider's API key to the Celery workers' environment.",
+                    hint=_model_hint(is_scripted(model_name)),
                     id=_id("W006"),
                 )
             )
     return errors
+
+
+def _model_hint(scripted: bool) -> str:
+    """What to do, by cause: the rules' path, the llm extra, or the provider's side."""
+    if scripted:
+        return (
+            'Name a poppy_django.agent.scripted.Script: "scripted:yourapp.agent.SCRIPT" '
+            "(see the Company Agent page of the docs)."
+        )
+    if importlib.util.find_spec("pydantic_ai") is None:
+        return (
+            "Install the llm extra (pip install 'poppy-django[llm]') and the provider's "
+            "package, e.g. 'pydantic-ai-slim[openai]'."
+        )
+    return (
+        "Install the provider's package (e.g. 'pydantic-ai-slim[openai]') and give its API key "
+        "(e.g. OPENAI_API_KEY) to the environment of every process that runs turns: the "
+        "Celery workers, or the web process in the embedded mode."
+    )
 
 
 # -- the check ----------------------------------------------------------------------------
@@ -462,6 +481,9 @@ def check_auth(app_configs: Any = None, **kwargs: Any) -> Messages:
 
 
 def register() -> None:
-    """Called from ``PoppyDjangoConfig.ready()``: the core and the auth checks."""
+    """Called from ``PoppyDjangoConfig.ready()``: the core, the auth and the desk checks."""
+    from poppy_django.desk.checks import check_channel_manager
+
     checks.register(check_settings, checks.Tags.compatibility)
     checks.register(check_auth, checks.Tags.security)
+    checks.register(check_channel_manager, checks.Tags.security)

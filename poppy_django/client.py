@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
+try:
+    import httpx
+except ModuleNotFoundError as error:  # the client extra is not installed
+    raise ModuleNotFoundError(
+        "poppy_django.client needs httpx: pip install 'poppy-django[client]'", name="httpx"
+    ) from error
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec
 

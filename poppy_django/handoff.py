@@ -2,8 +2,10 @@
 
 Hooks are import strings in ``POPPY["HANDOFF_HOOKS"]`` (``request``, ``message``,
 ``cancel``) and ``POPPY["DIRECT_HOOKS"]`` (``opened``, ``closed``), called with keyword
-arguments. Only ``request`` is called inside the transaction (its answer decides the state);
-the others run after commit, and their failures are logged, never turned into errors.
+arguments. Without a ``request`` key, a project with the admin (and so the desk) queues
+every handoff for the desk (:func:`queue_on_desk`); ``"request": None`` turns that off.
+Only ``request`` is called inside the transaction (its answer decides the state); the
+others run after commit, and their failures are logged, never turned into errors.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import logging
 import secrets
 from typing import Any
 
+from django.apps import apps
 from django.db import transaction
 from django.utils import timezone
 
@@ -26,13 +29,26 @@ def new_company_message_id() -> str:
     return f"msg_{secrets.token_hex(12)}"
 
 
+def queue_on_desk(*, conversation_id: str, initiator: str) -> str:
+    """The default request hook where the desk is: wait in its queue until a person joins."""
+    return "queued"
+
+
+def _request_hook() -> Any:
+    """The configured request hook; when none is named, the desk's queue if the admin is on."""
+    configured = poppy_settings.raw("HANDOFF_HOOKS") or {}
+    if "request" not in configured and apps.is_installed("django.contrib.admin"):
+        return queue_on_desk
+    return hook("HANDOFF_HOOKS", "request")
+
+
 def request(
     conversation: Conversation, *, initiator: str, meta: dict[str, Any] | None = None
 ) -> str:
     """Ask the request hook for a person; returns the outcome recorded."""
     if conversation.status == Status.QUEUED or conversation.responder == Responder.HUMAN:
         return "already"
-    request_hook = hook("HANDOFF_HOOKS", "request")
+    request_hook = _request_hook()
     texts = poppy_settings.texts
     outcome: Any = None
     if request_hook is not None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from example_project.shop.models import Order
 from poppy_django.agent import ActionFailed, CompanyAgent, ToolContext, register, tool
+from poppy_django.agent.scripted import Rule, Script
 
 STORE_HOURS = "Monday to Friday, 9:00 to 17:00 (UTC)"
 
@@ -51,6 +52,23 @@ def order_status(ctx: ToolContext, order_id: str) -> dict[str, Any]:
         "order_card", {"id": order_id, "status": status}, f"Order {order_id}: {status}."
     )
     return {"id": order_id, "status": status}
+
+
+#: ORDER: a capital letter, a dash and digits (``A-1``).
+ORDER = r"[A-Z]-\d+"
+
+#: Acme's rules for the offline scripted model, after its built-in ``#fail``, ``#slow`` and
+#: ``#history`` (settings: ``"MODEL": "scripted:example_project.shop.agent.SCRIPT"``). Other
+#: tools rely on these answers, so text matching none of them is echoed (no by-name calls).
+SCRIPT = Script(
+    rules=[
+        Rule(r"(?i)hours", "store_hours"),
+        Rule(r"(?i)orders", "list_orders"),
+        Rule(rf"cancel\s+(?P<order_id>{ORDER})", "cancel_order", reply=False),
+        Rule(rf"status of\s+(?P<order_id>{ORDER})", "order_status", reply=False),
+    ],
+    call_tools_by_name=False,
+)
 
 
 def register_support_agent() -> None:

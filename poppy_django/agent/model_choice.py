@@ -1,23 +1,32 @@
-"""The model a setting names: ``"scripted"``, or any pydantic-ai model name."""
+"""The model a setting names: ``"scripted"`` (``"scripted:<rules>"``), or a pydantic-ai name."""
 
 from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
 from poppy_django.agent.model_api import TurnModel
-from poppy_django.agent.scripted import ScriptedModel
+from poppy_django.agent.scripted import ScriptedModel, load_script
 
 SCRIPTED = "scripted"
+#: ``"scripted:myapp.agent.SCRIPT"``: the scripted model with a project's rules.
+SCRIPTED_WITH_RULES = "scripted:"
+
+
+def is_scripted(model_name: str) -> bool:
+    return model_name == SCRIPTED or model_name.startswith(SCRIPTED_WITH_RULES)
 
 
 def build_model(model_name: str) -> TurnModel:
-    """``"scripted"`` is the offline model; anything else is a pydantic-ai model name.
+    """``"scripted"`` is the offline model (``"scripted:<dotted path>"`` with a project's
+    rules, see :mod:`poppy_django.agent.scripted`); anything else is a pydantic-ai model name.
 
     pydantic-ai is imported only here, so the app runs without the ``llm`` extra until a
     setting asks for a real LLM.
     """
     if model_name == SCRIPTED:
         return ScriptedModel()
+    if model_name.startswith(SCRIPTED_WITH_RULES):
+        return ScriptedModel(load_script(model_name.removeprefix(SCRIPTED_WITH_RULES)))
     try:
         from pydantic_ai.exceptions import UserError
 

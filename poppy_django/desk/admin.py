@@ -8,7 +8,6 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.urls import URLPattern
 
-from poppy_django.desk import checks  # noqa: F401 - registers the desk's system check
 from poppy_django.desk.permissions import can_handle
 from poppy_django.desk.urls import desk_urls
 

@@ -1,4 +1,7 @@
-"""A system check: the live channels are closed to non-staff only with the desk's manager."""
+"""A system check: the live channels are closed to non-staff only with the desk's manager.
+
+Registered in ``PoppyDjangoConfig.ready()`` with the app's other checks.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,6 @@ from django.utils.module_loading import import_string
 CHANNEL_MANAGER = "poppy_django.desk.channels.DeskChannelManager"
 
 
-@checks.register(checks.Tags.security)
 def check_channel_manager(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Warn when django-eventstream would let anyone read ``poppy-desk`` through its views."""
     from poppy_django.desk.channels import DeskChannelManager

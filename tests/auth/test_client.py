@@ -178,3 +178,59 @@ def test_poppy_chat_stream_and_commands(live: str, monkeypatch: pytest.MonkeyPat
     text = out.getvalue()
     assert "Let me check that for you." in text
     assert "[closed/agent]" in text
+
+
+def test_poppy_chat_interactive_prints_replies_before_it_exits(live: str, monkeypatch) -> None:
+    """Piped lines: the reader thread prints each reply; EOF waits for the last one."""
+    import io
+
+    from django.core.management import call_command
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("first line\nsecond line\n"))
+    out = io.StringIO()
+    call_command("poppy_chat", "--url", live, stdout=out)
+    text = out.getvalue()
+    assert "agent> You said: first line" in text
+    assert "agent> You said: second line" in text
+
+
+def test_poppy_chat_names_the_url_it_could_not_reach() -> None:
+    import socket
+
+    from django.core.management import CommandError, call_command
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/poppy/conversations"
+    with pytest.raises(CommandError) as caught:
+        call_command("poppy_chat", "--url", url, "--message", "hello")
+    assert f"Could not reach {url}" in str(caught.value)
+    assert "Is the server running" in str(caught.value)
+
+
+def test_poppy_chat_says_why_no_reply_comes(live: str) -> None:
+    """No worker takes the turn: it says what it waits for, then gives up with an error."""
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    from tests.conftest import dispatch_lost
+
+    out = io.StringIO()
+    with dispatch_lost(), pytest.raises(CommandError) as caught:
+        call_command(
+            "poppy_chat",
+            "--url",
+            live,
+            "--message",
+            "hi",
+            "--wait",
+            "1",
+            "--timeout",
+            "2",
+            stdout=out,
+        )
+    assert "No reply in 2 s" in str(caught.value)
+    assert "[no reply after 1 s: the conversation is working." in out.getvalue()
+    assert "celery -A <your project> worker" in out.getvalue()

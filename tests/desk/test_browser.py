@@ -96,6 +96,11 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
             row = f'tr[data-conversation-id="{conversation_id}"]'
             page.wait_for_selector(f"{row}.poppy-status-queued", timeout=15_000)
             assert "waiting for a person" in page.text_content(row)
+            # How long they have waited, counted live in the row ("12 s", "3 min").
+            page.wait_for_function(
+                f"/^\\d+ (s|min)$/.test(document.querySelector('{row} .poppy-waited')"
+                ".textContent.trim())"
+            )
             page.wait_for_function(  # the tabs' counts follow too
                 "document.querySelector('[data-tabs] li:nth-child(2) .poppy-count')"
                 ".textContent === '1'"
@@ -106,6 +111,10 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
             page.click(f"{row} a")
             page.wait_for_selector("#poppy-desk[data-ready='1']")
             page.wait_for_selector("[data-live][data-state=live]")
+            # State changes are one compact line each, not a card like a message.
+            waiting = page.locator(".poppy-kind-state .poppy-state-line", has_text="Waiting")
+            assert waiting.count() == 1
+            assert page.locator(".poppy-kind-state .poppy-event-head").count() == 0
             page.click("button[data-action=join]")
             settled(page, 1)
             page.wait_for_function(

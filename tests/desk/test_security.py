@@ -193,3 +193,13 @@ def test_the_system_check_warns_without_the_desk_channel_manager() -> None:
         warnings = check_channel_manager()
     assert [w.id for w in warnings] == ["poppy_django.W201"]
     assert isinstance(warnings[0], checks.Warning)
+
+
+def test_the_channel_manager_check_is_registered_by_the_app() -> None:
+    """W201 runs with ``manage.py check`` (registered in ready(), not by importing the admin)."""
+    from django.core.checks import run_checks
+
+    with override_settings(EVENTSTREAM_CHANNELMANAGER_CLASS=None):
+        found = [m.id for m in run_checks(tags=[checks.Tags.security])]
+    assert "poppy_django.W201" in found
+    assert "poppy_django.W201" not in [m.id for m in run_checks(tags=[checks.Tags.security])]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -216,11 +217,40 @@ def test_e007_the_agent_is_not_registered():
     assert ids(AGENT="sales") == ["poppy_django.E007"]
 
 
+#: The parts about real LLMs need the llm extra (tox's noextras env has not got it).
+needs_llm = pytest.mark.skipif(
+    importlib.util.find_spec("pydantic_ai") is None, reason="needs the llm extra"
+)
+
+
 def test_w006_models_for_unknown_agents_or_unusable_models():
     assert ids(MODELS={"salse": "scripted"}) == ["poppy_django.W006"]
     assert ids(MODEL="no-such-provider:model") == ["poppy_django.W006"]
     assert ids(MODELS={"support": "no-such-provider:model"}) == ["poppy_django.W006"]
+
+
+@needs_llm
+def test_w006_not_for_a_model_that_can_be_built():
     assert ids(MODEL="test") == []  # pydantic-ai's offline test model
+
+
+def test_w006_for_a_scripted_model_whose_rules_cannot_be_found():
+    assert ids(MODEL="scripted:example_project.shop.agent.SCRIPT") == []
+    assert ids(MODEL="scripted:example_project.shop.agent.NOPE") == ["poppy_django.W006"]
+    assert ids(MODEL="scripted:example_project.shop.agent.ORDER") == ["poppy_django.W006"]
+
+
+def test_w006_hint_for_scripted_rules_names_the_setting():
+    with configured(MODEL="scripted:example_project.shop.agent.NOPE"):
+        (warning,) = check_settings()
+    assert "scripted:yourapp.agent.SCRIPT" in warning.hint
+
+
+@needs_llm
+def test_w006_hint_with_the_llm_extra_installed_asks_for_the_key():
+    with configured(MODEL="openai:gpt-4o"):  # pydantic-ai is installed: the key is missing
+        messages = [m for m in check_settings() if m.id == "poppy_django.W006"]
+    assert messages and "llm extra" not in messages[0].hint and "API key" in messages[0].hint
 
 
 # -- W007: https in production ----------------------------------------------------------------

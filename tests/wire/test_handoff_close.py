@@ -55,9 +55,18 @@ def hooks():
     CALLS.clear()
 
 
-def test_without_a_hook_the_company_agent_says_no_one_is_available(agent):
+def test_without_a_hook_a_project_with_the_admin_queues_for_the_desk(agent):
     conversation_id, _ = started(agent)
     with poppy(HANDOFF_HOOKS={}):
+        response = agent.post(f"/{conversation_id}/handoff")
+    assert response.status_code == 202
+    assert response.json()["status"] == "queued"
+    assert kinds(agent.read(conversation_id).json()["events"])[-1] == ("state", "queued", "agent")
+
+
+def test_with_the_request_hook_off_the_company_agent_says_no_one_is_available(agent):
+    conversation_id, _ = started(agent)
+    with poppy(HANDOFF_HOOKS={"request": None}):
         response = agent.post(f"/{conversation_id}/handoff")
     assert response.status_code == 202
     assert response.json() == {

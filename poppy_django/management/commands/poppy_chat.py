@@ -5,6 +5,11 @@
 without one, the development authority of this project mints a token for a fresh key
 (``--user``, ``--account``, ``--scope``). Lines starting with ``/`` are commands: ``/handoff``,
 ``/close``, ``/quit``. ``--message`` sends one message, prints the reply and exits.
+
+Interactively, replies (a person's at the desk too) are printed as they arrive, while you
+type. When no reply comes for a while the command says what it is waiting for (most often:
+no turn worker is running). Needs httpx (the ``client`` extra); ``--stream`` needs an ASGI
+server (``runserver`` buffers a streaming response until it ends).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,8 +29,22 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from poppy_django.auth import dev_authority
-from poppy_django.client import RESTING_STATES, DPoPKey, PoppyClient, PoppyClientError
 from poppy_django.discovery import endpoint_url
+
+try:
+    import httpx
+
+    from poppy_django.client import RESTING_STATES, DPoPKey, PoppyClient, PoppyClientError
+except ModuleNotFoundError as error:
+    if error.name != "httpx":
+        raise
+    httpx = None  # type: ignore[assignment]
+
+#: What the command says when a turn has not answered after one long-poll.
+STILL_WORKING = (
+    "[no reply after {seconds:g} s: the conversation is {status}. Turns run in a worker: with "
+    "Celery, is `celery -A <your project> worker` running and reaching the same broker?]"
+)
 
 
 class Command(BaseCommand):
@@ -42,8 +63,19 @@ class Command(BaseCommand):
         parser.add_argument("--stream", action="store_true", help="Follow replies over SSE.")
         parser.add_argument("--insecure", action="store_true", help="Skip TLS verification.")
         parser.add_argument("--wait", type=float, default=30.0, help="Long-poll seconds.")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=120.0,
+            help="--message: give up when no reply came in this many seconds.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if httpx is None:
+            raise CommandError(
+                "poppy_chat speaks HTTP with httpx, which is not installed: "
+                "pip install 'poppy-django[client]'"
+            )
         url = options["url"] or self._default_url()
         key = self._key(options["key"])
         token = options["token"] or os.environ.get("POPPY_TOKEN")
@@ -64,6 +96,7 @@ class Command(BaseCommand):
             self.stdout,
             stream=options["stream"],
             wait=options["wait"],
+            timeout=options["timeout"],
             conversation_id=options["conversation"],
         )
         try:
@@ -71,14 +104,25 @@ class Command(BaseCommand):
                 chat.say(options["message"])
                 return
             self.stdout.write(f"Talking to {url}. /handoff, /close, /quit.")
+            chat.interactive = True
+            if chat.conversation_id is not None:
+                chat.follow()  # a continued conversation: show it (and what comes) at once
             for line in _lines(sys.stdin):
                 if line in ("/quit", "/exit"):
-                    break
+                    return
                 chat.command(line) if line.startswith("/") else chat.say(line)
+                chat.rethrow()
+            chat.drain()  # input ended (a pipe): the last reply is printed before exiting
+            chat.rethrow()
         except PoppyClientError as exc:
             raise CommandError(str(exc)) from exc
+        except httpx.TransportError as exc:
+            raise CommandError(
+                f"Could not reach {exc.request.url}: {exc or type(exc).__name__}. Is the server "
+                "running there? (--url names another endpoint.)"
+            ) from exc
         finally:
-            chat.client.http.close()
+            chat.stop()
 
     def _default_url(self) -> str:
         from poppy_django.conf import poppy_settings
@@ -118,23 +162,56 @@ class _Chat:
         *,
         stream: bool,
         wait: float,
+        timeout: float,
         conversation_id: str | None,
     ) -> None:
         self.client = client
         self.out = out
         self.stream = stream
         self.wait = wait
+        self.timeout = timeout
         self.conversation_id = conversation_id
         self.cursor: str | None = None
+        self.status = "working"
+        #: Interactive: a reader thread prints events as they come, while the User types.
+        self.interactive = False
+        self._reader: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._failure: BaseException | None = None
+        self._lock = threading.Lock()
 
     def say(self, text: str) -> None:
+        with self._lock:
+            self.status = "working"  # until the events say otherwise
         if self.conversation_id is None:
             answer = self.client.start(text)
             self.conversation_id = str(answer["conversation_id"])
             self.out.write(f"[conversation {self.conversation_id}]")
+            self.out.flush()
         else:
             self.client.send(self.conversation_id, text)
         self.follow()
+
+    def rethrow(self) -> None:
+        """Raise what stopped the reader thread (the server went away, a refused read)."""
+        if self._failure is not None:
+            raise self._failure
+
+    def drain(self) -> None:
+        """Wait (at most ``--timeout``) for the company side to rest, while the reader reads."""
+        deadline = time.monotonic() + self.timeout
+        while (
+            self._reader is not None
+            and self._reader.is_alive()
+            and self.status not in RESTING_STATES
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """End the session; the reader (a daemon thread in a long-poll) is not waited for."""
+        self._stopping.set()
+        self.client.http.close()
 
     def command(self, line: str) -> None:
         if self.conversation_id is None:
@@ -148,22 +225,58 @@ class _Chat:
             self.out.write("Commands: /handoff, /close, /quit.")
             return
         self.out.write(f"[{answer.get('status')}/{answer.get('responder')}]")
+        self.out.flush()
         self.follow()
 
     def follow(self) -> None:
+        """Show what comes: until the company side rests, or for ever in the background."""
         assert self.conversation_id is not None
+        if self.interactive and not self.stream:
+            if self._reader is None:
+                self._reader = threading.Thread(target=self._read_on, daemon=True)
+                self._reader.start()
+            return
         if self.stream:
             self._follow_stream()
             return
+        waited = 0.0
         while True:
-            page = self.client.events(self.conversation_id, self.cursor, self.wait)
+            started = time.monotonic()
+            resting = self._poll()
+            waited = 0.0 if resting is not None else waited + time.monotonic() - started
+            if resting:
+                return
+            if resting is None and waited >= self.timeout:
+                raise CommandError(f"No reply in {self.timeout:g} s; giving up.")
+
+    def _poll(self) -> bool | None:
+        """One long-poll: whether the company side rests (None: nothing came)."""
+        assert self.conversation_id is not None
+        page = self.client.events(self.conversation_id, self.cursor, self.wait)
+        with self._lock:
             self.cursor = page.get("cursor") or self.cursor
+            if not page.get("events"):
+                if self.status not in RESTING_STATES:
+                    self.out.write(STILL_WORKING.format(seconds=self.wait, status=self.status))
+                    self.out.flush()
+                return None
             resting = False
             for event in page.get("events", []):
                 state = self.show(event)
                 resting = resting if state is None else state
-            if resting or not page.get("events"):
-                return
+            self.out.flush()  # the reader thread's lines show at once, even through a pipe
+            return resting
+
+    def _read_on(self) -> None:
+        """The interactive reader: long-polls until ``/quit``, printing each event."""
+        try:
+            while not self._stopping.is_set():
+                if self._poll() is None and self.status == "closed":
+                    return
+        except BaseException as exc:  # handed to the main thread, which says it
+            if not self._stopping.is_set():
+                self._failure = exc
+                self.out.write(f"[stopped reading: {exc}]")
 
     def _follow_stream(self) -> None:
         assert self.conversation_id is not None
@@ -200,9 +313,16 @@ class _Chat:
                 data = message.get("data")
                 self.out.write(f"{message.get('sender', 'agent')}> {text}")
                 if data:
-                    self.out.write(f"  data: {json.dumps(data)}")
+                    self.out.write(f"  data: {json.dumps(data, sort_keys=True)}")
         elif kind == "state":
-            return event.get("status") in RESTING_STATES
+            self.status = str(event.get("status"))
+            if self.status == "queued":
+                self.out.write("[waiting for a person]")
+            elif event.get("responder") == "human" and self.status == "idle":
+                self.out.write("[a person has joined]")
+            elif self.status == "closed":
+                self.out.write("[closed]")
+            return self.status in RESTING_STATES
         elif kind == "authorization":
             scope = f" ({event['scope']})" if event.get("scope") else ""
             self.out.write(f"[{event.get('error')}{scope}: get a new token and continue]")

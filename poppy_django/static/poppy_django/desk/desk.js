@@ -116,6 +116,29 @@
 
   /* The queue ---------------------------------------------------------------------------- */
 
+  // How long someone has waited for a person: "45 s", "3 min", "1 h 05 min".
+  function waited(since) {
+    var seconds = Math.max(0, Math.floor((Date.now() - since) / 1000));
+    if (seconds < 60) {
+      return seconds + " s";
+    }
+    var minutes = Math.floor(seconds / 60);
+    if (minutes < 60) {
+      return minutes + " min";
+    }
+    var rest = minutes % 60;
+    return Math.floor(minutes / 60) + " h " + (rest < 10 ? "0" : "") + rest + " min";
+  }
+
+  function tickWaits() {
+    root.querySelectorAll("[data-since]").forEach(function (element) {
+      var since = Date.parse(element.getAttribute("data-since"));
+      if (!isNaN(since)) {
+        element.textContent = waited(since);
+      }
+    });
+  }
+
   function queuePage() {
     var tbody = root.querySelector("[data-rows]");
     var rowsUrl = root.getAttribute("data-rows-url");
@@ -135,6 +158,7 @@
           var tabs = fresh.querySelector("[data-tabs]");
           if (rows) {
             tbody.innerHTML = rows.innerHTML;
+            tickWaits();
           }
           if (tabs && root.querySelector("[data-tabs]")) {
             root.querySelector("[data-tabs]").innerHTML = tabs.innerHTML;
@@ -153,6 +177,8 @@
       },
     });
     window.setInterval(refresh, 30000); // belt and braces: a quiet desk is still current
+    tickWaits();
+    window.setInterval(tickWaits, 5000);
   }
 
   /* A conversation ------------------------------------------------------------------------ */

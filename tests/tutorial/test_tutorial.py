@@ -1,0 +1,322 @@
+"""docs/tutorial.md, done for real: the wheel, a fresh venv, a new project, both modes.
+
+Every code block the page marks with ``<!-- test: NAME -->`` is read from the page and
+applied as it is: a ``# path`` first line writes that file (``(add at the end)``: appends),
+an ``sh`` block runs in bash inside the project (after activating its venv), a ``text``
+block is output that must appear. Only what a reader's machine decides is substituted:
+the server's port, the database's name and the Redis URL (a private Redis and database),
+and the wheel's path. The install uses the ``production`` and ``client`` extras only, never
+the dev ones (issue 9: a production install from the wheel holds a conversation).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.multiprocess.cluster import Cluster, free_port
+
+pytestmark = [pytest.mark.tutorial, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "tutorial.md"
+BLOCK = re.compile(r"<!-- test: (?P<name>[\w-]+) -->\n```(?P<lang>\w*)\n(?P<body>.*?)\n```", re.S)
+WHEEL = "poppy_django-0.1.0-py3-none-any.whl"
+#: A waiting step's bound: generous, a slow machine is not a failure.
+PATIENCE = 90.0
+
+
+def page_blocks() -> dict[str, str]:
+    return {found["name"]: found["body"] for found in BLOCK.finditer(PAGE.read_text())}
+
+
+def build_wheel(into: Path) -> Path:
+    """The wheel of this checkout, built from a copy (the checkout stays clean)."""
+    source = into / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(
+        ROOT / "poppy_django", source / "poppy_django", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    dist = into / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(source)],
+        check=True,
+    )
+    (wheel,) = dist.glob("*.whl")
+    assert wheel.name == WHEEL, "the tutorial names the wheel: update docs/tutorial.md"
+    return wheel
+
+
+class Reader:
+    """A project directory on a reader's machine: runs the page's blocks there."""
+
+    def __init__(self, project: Path, port: int, substitutions: dict[str, str]) -> None:
+        self.project = project
+        self.port = port
+        self.substitutions = substitutions
+        self.env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("DJANGO_", "POPPY_", "VIRTUAL_ENV", "PYTHON"))
+            and key not in {"DATABASE_URL", "REDIS_URL"}
+        }
+        self.env["PYTHONUNBUFFERED"] = "1"
+        self.processes: list[subprocess.Popen[str]] = []
+
+    def text(self, block: str) -> str:
+        for old, new in self.substitutions.items():
+            block = block.replace(old, new)
+        return block
+
+    def apply_file(self, block: str) -> Path:
+        first, _, body = self.text(block).partition("\n")
+        match = re.fullmatch(r"# (?P<path>\S+)(?P<append> \(add at the end\))?", first)
+        assert match, f"a file block starts with '# path': {first!r}"
+        path = self.project / match["path"]
+        if match["append"]:
+            path.write_text(path.read_text() + "\n\n" + body + "\n")
+        else:
+            path.write_text(first + "\n" + body + "\n")
+        return path
+
+    def shell(self, block: str) -> str:
+        """Run an sh block; ``export`` lines stay set for the later steps."""
+        lines = []
+        for line in self.text(block).splitlines():
+            exported = re.fullmatch(r"export (\w+)=(\S+)", line)
+            if exported:
+                self.env[exported[1]] = exported[2]
+            else:
+                lines.append(line)
+        script = "set -euo pipefail\n"
+        if (self.project / ".venv").exists():
+            script += ". .venv/bin/activate\n"
+        done = subprocess.run(
+            ["bash", "-c", script + "\n".join(lines)],
+            cwd=self.project,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        said = f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+        assert done.returncode == 0, f"{block}\n{said}"
+        return done.stdout + done.stderr
+
+    def start(self, command: str, **popen: object) -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            ["bash", "-c", f". .venv/bin/activate\nexec {command}"],
+            cwd=self.project,
+            env=self.env,
+            text=True,
+            **popen,  # type: ignore[call-overload]
+        )
+        self.processes.append(process)
+        return process
+
+    def serve(self, block: str) -> dict[str, Path]:
+        """Each command of the block in the background (its own terminal, on the page)."""
+        logs = {}
+        for index, command in enumerate(self.text(block).splitlines()):
+            log = self.project / f"serve-{index}.log"
+            self.start(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
+            logs[command.split()[0]] = log
+        first = next(iter(logs.values()))
+        wait_for(
+            lambda: http_get(f"http://127.0.0.1:{self.port}/.well-known/poppy.json") == 200,
+            explain=first.read_text,
+        )
+        if "celery" in logs:  # its banner: the worker has started (it logs at WARNING)
+            log = logs["celery"]
+            wait_for(lambda: "[queues]" in log.read_text(), explain=log.read_text)
+        return logs
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        self.processes.clear()
+
+
+def http_get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - our own server
+            return int(response.status)
+    except OSError:
+        return 0
+
+
+def wait_for(condition, timeout: float = PATIENCE, explain=lambda: "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting\n{explain()}"
+        time.sleep(0.2)
+
+
+def assert_shown(expected: str, output: str) -> None:
+    """Each line of a text block appears; ``…`` stands for what differs (ids)."""
+    for line in expected.splitlines():
+        known = line.split("…")[0]
+        assert known in output, f"{known!r} not in:\n{output}"
+
+
+class Session:
+    """``poppy_chat`` interactive, fed line by line, its output read as it comes."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.process = reader.start(
+            "python manage.py poppy_chat",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen = ""
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def type(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def expect(self, line: str) -> None:
+        known = line.split("…")[0]
+        deadline = time.monotonic() + PATIENCE
+        while known not in self.seen:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"{known!r} never shown; poppy_chat said:\n{self.seen}"
+            try:
+                self.seen += self.lines.get(timeout=remaining)
+            except queue.Empty:
+                continue
+
+    def play(self, transcript: str) -> None:
+        """A transcript from the page: ``you>`` lines are typed, the others must be shown."""
+        for line in transcript.splitlines():
+            if line.startswith("you> "):
+                self.type(line.removeprefix("you> "))
+            else:
+                self.expect(line)
+
+    def quit(self) -> None:
+        self.type("/quit")
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        assert self.process.wait(timeout=PATIENCE) == 0, self.seen
+
+
+def converse(reader: Reader, blocks: dict[str, str]) -> None:
+    """Section 5 and 6 of the page: two tools, the scope refusal, a handoff answered."""
+    assert_shown(reader.text(blocks["chat-hours-output"]), reader.shell(blocks["chat-hours"]))
+    assert_shown(
+        blocks["chat-action-signed-out-output"], reader.shell(blocks["chat-action-signed-out"])
+    )
+    assert_shown(blocks["chat-action-output"], reader.shell(blocks["chat-action"]))
+    assert blocks["chat-interactive"].strip() == "python manage.py poppy_chat"
+    session = Session(reader)
+    session.play(reader.text(blocks["chat-interactive-session"]))
+    answered = subprocess.run(
+        ["bash", "-c", ". .venv/bin/activate\npython manage.py shell"],
+        input=blocks["desk-answer"],
+        cwd=reader.project,
+        env=reader.env,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+    )
+    assert answered.returncode == 0, answered.stderr
+    session.play(blocks["chat-interactive-reply"])
+    session.quit()
+
+
+@pytest.fixture
+def reader(tmp_path: Path) -> Iterator[Reader]:
+    cluster = Cluster(tmp_path)  # a private Redis and database name
+    cluster.start_redis()
+    database = f"poppy_tutorial_{secrets.token_hex(4)}"
+    port = free_port()
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(build_wheel(tmp_path), project / WHEEL)
+    substitutions = {
+        "127.0.0.1:8000": f"127.0.0.1:{port}",
+        "--port 8000": f"--port {port}",
+        "postgres://postgres@127.0.0.1:5432/mysite": (
+            f"postgres://postgres@127.0.0.1:5432/{database}"
+        ),
+        "-U postgres mysite": f"-U postgres {database}",
+        "redis://127.0.0.1:6379/0": f"redis://127.0.0.1:{cluster.redis_port}/0",
+    }
+    reader = Reader(project, port, substitutions)
+    try:
+        yield reader
+    finally:
+        reader.stop_all()
+        cluster.stop_redis()
+        subprocess.run(
+            ["dropdb", "--if-exists", "--force", "-h", "127.0.0.1", "-U", "postgres", database],
+            check=False,
+            capture_output=True,
+        )
+
+
+def test_the_tutorial_works_as_written(reader: Reader) -> None:
+    blocks = page_blocks()
+    port = reader.port
+
+    # 1-4: install from the wheel, a new project, the page's files, migrate and check.
+    reader.shell(blocks["install"])
+    installed = reader.shell("pip list --format=freeze")
+    assert "poppy-django==0.1.0" in installed and "pytest" not in installed  # no dev extras
+    reader.shell(blocks["startproject"])
+    for name in ("settings-dev", "urls", "models", "agent", "apps"):
+        reader.apply_file(blocks[name])
+    reader.shell(blocks["gitignore"])
+    assert "var/" in (reader.project / ".gitignore").read_text()
+    output = reader.shell(blocks["migrate-dev"])
+    assert_shown(blocks["check-output"], output)
+    assert "WARNING" not in output
+
+    # 5-6 in development: uvicorn, in-process turns, SQLite; the admin's files are served.
+    reader.serve(blocks["serve-dev"])
+    assert http_get(f"http://127.0.0.1:{port}/static/admin/css/base.css") == 200
+    assert http_get(f"http://127.0.0.1:{port}/static/poppy_django/desk/desk.js") == 200
+    converse(reader, blocks)
+    reader.stop_all()
+
+    # 7: production mode: PostgreSQL, Redis, uvicorn and a Celery worker.
+    for name in ("settings-production", "celery", "init"):
+        reader.apply_file(blocks[name])
+    output = reader.shell(blocks["migrate-production"])
+    assert_shown(blocks["check-output"], output)
+    assert reader.env["DATABASE_URL"].startswith("postgres://")
+    reader.serve(blocks["serve-production"])
+    converse(reader, blocks)
+    # The action ran once, in the worker, on PostgreSQL: the reader's own table has its row.
+    with psycopg.connect(reader.env["DATABASE_URL"]) as connection:
+        row = connection.execute("SELECT day, account FROM bakery_cakereservation").fetchall()
+    assert row == [("friday", "customer-7")]
