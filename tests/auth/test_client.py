@@ -194,8 +194,10 @@ def test_poppy_chat_interactive_prints_replies_before_it_exits(live: str, monkey
     assert "agent> You said: second line" in text
 
 
-def test_poppy_chat_names_the_url_it_could_not_reach() -> None:
+def test_poppy_chat_names_the_url_it_could_not_reach(settings) -> None:
     import socket
+
+    settings.DEBUG = True  # poppy_chat mints its token with the development authority
 
     from django.core.management import CommandError, call_command
 
