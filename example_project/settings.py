@@ -31,6 +31,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_eventstream",
     "poppy_django",
+    # The Company's own authorization server (issuer of the Session Tokens).
+    "poppy_django.authority",
     "example_project.shop",
 ]
 

@@ -37,8 +37,8 @@ def test_document_from_settings(settings: Any) -> None:
         },
     }
     assert discovery.poppy_document() == {
-        "protocol_version": "0.1",
-        "organization": {"name": "Acme Outfitters"},
+        "protocol_version": "0.2",
+        "organization": {"name": "Acme Outfitters", "domain": "api.acme.com"},
         "auth": {"issuer": "https://auth.acme.com", "registration": "dynamic"},
         "agent": {
             "protocols": [{"type": "poppy", "endpoint": "https://api.acme.com/poppy/conversations"}]

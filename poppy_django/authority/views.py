@@ -1,0 +1,146 @@
+"""The authority's HTTP endpoints: token, revocation and the signing keys.
+
+Credentials are read from the form body only (a query string is ignored, never a place for
+one); every answer is JSON, and the ones carrying or refusing credentials are ``no-store``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import jwt
+from authlib.oauth2 import OAuth2Error
+from authlib.oauth2.rfc6749 import InvalidRequestError, UnsupportedGrantTypeError
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_safe
+
+from poppy_django.auth.options import parse_options
+from poppy_django.auth.public_url import public_origin
+from poppy_django.authority import metadata, sessions
+from poppy_django.authority.assertions import verify_client_assertion, verify_session_assertion
+from poppy_django.authority.clients import client_for
+from poppy_django.authority.errors import no_store, oauth_error_response
+from poppy_django.authority.keys import ALGORITHM, public_jwks, signing_key
+from poppy_django.authority.models import Client, Session
+from poppy_django.authority.proofs import verify_token_request_proof
+from poppy_django.authority.tokens import issue_session_token
+from poppy_django.conf import poppy_settings
+from poppy_django.errors import error_response
+
+logger = logging.getLogger("poppy_django.authority")
+
+JWT_BEARER = metadata.JWT_BEARER
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+
+def _form(request: HttpRequest) -> dict[str, str]:
+    if request.content_type != FORM_TYPE:
+        raise InvalidRequestError("The body must be application/x-www-form-urlencoded.")
+    return {name: request.POST.get(name, "") for name in request.POST}
+
+
+def _authenticated_client(request: HttpRequest, form: dict[str, str]) -> Client:
+    client = client_for(form.get("client_id"))
+    verify_client_assertion(form, client, metadata.issuer())
+    return client
+
+
+def _session_token_response(request: HttpRequest, session: Session) -> JsonResponse:
+    token, lifetime = issue_session_token(
+        session, issuer=metadata.issuer(), audience=metadata.token_audience(request)
+    )
+    body: dict[str, Any] = {
+        "access_token": token,
+        "token_type": "DPoP",
+        "expires_in": lifetime,
+        "scope": session.scope if session.signed_in else "",
+        "session_id": session.session_id,
+        "signed_in": session.signed_in,
+    }
+    return no_store(JsonResponse(body))
+
+
+def _jwt_bearer(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:
+    """Start a Session (no ``session_id``) or renew one, for the assertion's User."""
+    user_id = verify_session_assertion(form.get("assertion"), client, metadata.issuer())
+    jkt = verify_token_request_proof(
+        request.headers.get("DPoP"), public_origin(request) + request.path
+    )
+    session_id = form.get("session_id")
+    if session_id:
+        session = sessions.renew_session(client, user_id, jkt, session_id)
+    else:
+        session = sessions.start_session(client, user_id, jkt)
+    return _session_token_response(request, session)
+
+
+GRANTS = {JWT_BEARER: _jwt_bearer}
+
+
+@csrf_exempt
+def token_view(request: HttpRequest) -> JsonResponse:
+    """``POST`` the token endpoint: client authentication, then the grant."""
+    if request.method != "POST":
+        response = error_response("method_not_allowed")
+        response["Allow"] = "POST"
+        return response
+    try:
+        form = _form(request)
+        grant = GRANTS.get(form.get("grant_type", ""))
+        if grant is None:
+            raise UnsupportedGrantTypeError("This grant_type is not offered.")
+        client = _authenticated_client(request, form)
+        return grant(request, form, client)
+    except OAuth2Error as error:
+        headers = {"Retry-After": "60"} if error.status_code == 429 else None
+        return oauth_error_response(error, headers)
+
+
+@csrf_exempt
+def revocation_view(request: HttpRequest) -> JsonResponse:
+    """``POST`` RFC 7009 revocation: a Session Token of this client ends its Session.
+
+    Unknown, expired or foreign tokens are answered 200 as well (RFC 7009 §2.2): the
+    answer tells nothing about a token.
+    """
+    if request.method != "POST":
+        response = error_response("method_not_allowed")
+        response["Allow"] = "POST"
+        return response
+    try:
+        form = _form(request)
+        client = _authenticated_client(request, form)
+        if not form.get("token"):
+            raise InvalidRequestError("The token to revoke is missing.")
+    except OAuth2Error as error:
+        return oauth_error_response(error)
+    session_id = _own_session_id(form["token"])
+    if session_id:
+        sessions.end_sessions(Session.objects.filter(session_id=session_id, client=client))
+    return no_store(JsonResponse({}))
+
+
+def _own_session_id(token: str) -> str | None:
+    """The ``sid`` of a Session Token this authority signed (expired ones included)."""
+    try:
+        claims = jwt.decode(
+            token,
+            signing_key().public_key(),
+            algorithms=[ALGORITHM],
+            options={"verify_aud": False, "verify_exp": False},
+        )
+    except jwt.InvalidTokenError:
+        return None
+    sid = claims.get(parse_options(poppy_settings.TOKENS).claims["session_id"])
+    return sid if isinstance(sid, str) else None
+
+
+@require_safe
+def jwks_view(request: HttpRequest) -> JsonResponse:
+    """``GET`` the public keys Session Tokens are signed with."""
+    response = JsonResponse(public_jwks())
+    response["Cache-Control"] = "public, max-age=300"
+    response["Access-Control-Allow-Origin"] = "*"
+    return response

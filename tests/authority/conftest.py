@@ -1,0 +1,132 @@
+"""The example project as ``acme.example`` on the SDK's in-process network, with its authority.
+
+``world`` gives an unmodified ``personal-agent-protocol`` personal agent (Atlas) that
+reaches the company by its domain alone: HTTPS over ASGI, public-looking DNS, the SDK's own
+SSRF rules unchanged. The authority fetches Atlas's client metadata through
+:mod:`tests.authority.network`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.asgi import get_asgi_application
+from personal_agent_protocol import (
+    ConversationClient,
+    DiscoveryClient,
+    DpopHttpClient,
+    SessionClient,
+)
+from personal_agent_protocol.demo.kit import (
+    AgentIdentity,
+    InProcessNetwork,
+    PersonalAgentHost,
+    personal_agent_reactor,
+)
+
+from poppy_django.auth import dpop, replay
+from tests.authority import network
+
+DOMAIN = "acme.example"
+ORIGIN = f"https://{DOMAIN}"
+TENANT = "tests"
+
+
+class RealClock:
+    """The SDK's demo clock is frozen; the company checks assertions against real time."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+@pytest.fixture
+def acme_settings(settings: Any, tmp_path: Path) -> Any:
+    """The example project as its own issuer at https://acme.example."""
+    settings.ALLOWED_HOSTS = [DOMAIN, "testserver"]
+    settings.POPPY = {
+        **settings.POPPY,
+        "BASE_URL": ORIGIN,
+        "ISSUER": ORIGIN,
+        "AUTHENTICATE": "poppy_django.auth.dpop.verify",
+        "DEV_AUTHORITY": {"KEY_FILE": str(tmp_path / "signing-key.pem")},
+        "DISCOVERY": {"ORGANIZATION": {"name": "Acme Outfitters", "domain": DOMAIN}},
+    }
+    settings.POPPY_AUTHORITY = {
+        "FETCH_TRANSPORT": "tests.authority.network.transport",
+        "RESOLVER": "tests.authority.network.resolve",
+    }
+    dpop.reset()
+    return settings
+
+
+@pytest.fixture(autouse=True)
+def _sites() -> Iterator[None]:
+    network.reset()
+    yield
+    network.reset()
+    replay._backends.clear()
+
+
+class World:
+    """Atlas, a personal agent built from the SDK, and Acme, the example project."""
+
+    def __init__(self) -> None:
+        self.network = InProcessNetwork()
+        self.network.add(DOMAIN, get_asgi_application())
+        self.atlas = AgentIdentity(domain="atlas.example", name="Atlas")
+        self.network.add(self.atlas.domain, self.atlas.website())
+        network.serve_identity(self.atlas)
+        self.http = self.network.client()
+        self.host = PersonalAgentHost(self.atlas, RealClock())  # type: ignore[arg-type]
+        self.reactor = personal_agent_reactor(
+            self.host, network=self.network, http_client=self.http
+        )
+        self.discovery = DiscoveryClient(reactor=self.reactor, http_client=self.http)
+        self.sessions = SessionClient(reactor=self.reactor, http_client=self.http)
+        self.transport = DpopHttpClient(reactor=self.reactor, http_client=self.http)
+        self.conversations = ConversationClient(transport=self.transport)
+
+    async def discover(self) -> Any:
+        self.company = await self.discovery.discover(DOMAIN)
+        return self.company
+
+    def who(self, user: str) -> dict[str, str]:
+        return {
+            "tenant_id": TENANT,
+            "pairwise_user_id": user,
+            "issuer": self.company.oauth_metadata.issuer,
+        }
+
+    async def session(self, user: str) -> Any:
+        metadata = self.company.oauth_metadata
+        return await self.sessions.start(
+            client_id=self.atlas.client_id,
+            pairwise_user_id=user,
+            issuer=metadata.issuer,
+            token_endpoint=metadata.token_endpoint,
+            tenant_id=TENANT,
+        )
+
+    async def renew(self, user: str, session_id: str) -> Any:
+        metadata = self.company.oauth_metadata
+        return await self.sessions.renew(
+            client_id=self.atlas.client_id,
+            pairwise_user_id=user,
+            issuer=metadata.issuer,
+            token_endpoint=metadata.token_endpoint,
+            tenant_id=TENANT,
+            session_id=session_id,
+        )
+
+    @property
+    def endpoint(self) -> str:
+        return str(self.company.document.agent.protocols[0].endpoint)
+
+
+@pytest.fixture
+def world(acme_settings: Any) -> World:
+    return World()

@@ -1,0 +1,98 @@
+"""An unmodified SDK personal agent finds Acme by its domain and talks to its Company Agent."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from personal_agent_protocol import Message, generate_message_id
+from personal_agent_protocol.errors import SessionError
+
+from poppy_django.authority.models import Client, Session
+from tests.authority.conftest import DOMAIN, ORIGIN, World
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_discovery_from_the_domain_alone(world: World) -> None:
+    company = asyncio.run(world.discover())
+    document = company.document
+    assert document.protocol_version == "0.2"
+    assert document.organization.domain == DOMAIN
+    assert document.auth.issuer == ORIGIN
+    assert world.endpoint == f"{ORIGIN}/poppy/conversations"
+    metadata = company.oauth_metadata
+    assert metadata.issuer == ORIGIN
+    assert metadata.poppy_domains == [DOMAIN]
+    assert metadata.token_endpoint == f"{ORIGIN}/oauth/token"
+    assert metadata.revocation_endpoint == f"{ORIGIN}/oauth/revoke"
+    assert "ES256" in metadata.dpop_signing_alg_values_supported
+
+
+def test_a_session_then_a_conversation_answered_by_the_company_agent(world: World) -> None:
+    async def scenario() -> tuple[Any, list[Any]]:
+        await world.discover()
+        user = "usr_atlas_user_0000000001"
+        session = await world.session(user)
+        message = Message(id=generate_message_id(world.reactor), sender="agent", text="hello acme")
+        started = await world.conversations.start(
+            world.endpoint, message, token=session, wait=10, **world.who(user)
+        )
+        events = list(started.events)
+        cursor = started.cursor
+        while not any(e.type == "message" and e.message.role == "company" for e in events):
+            page = await world.conversations.read_events(
+                world.endpoint,
+                started.conversation_id,
+                token=session,
+                cursor=cursor,
+                wait=10,
+                **world.who(user),
+            )
+            events += page.events
+            cursor = page.cursor
+        return session, events
+
+    session, events = asyncio.run(scenario())
+    assert session.token_type == "DPoP"
+    assert session.signed_in is False
+    assert session.scope == ""
+    assert 0 < session.expires_in <= 300
+    replies = [
+        e.message.text for e in events if e.type == "message" and e.message.role == "company"
+    ]
+    assert replies == ["You said: hello acme"]
+    stored = Session.objects.get(session_id=session.session_id)
+    assert stored.user_id == "usr_atlas_user_0000000001"
+    assert stored.client.client_id == world.atlas.client_id
+    assert stored.account_id is None
+
+
+def test_renewal_keeps_the_session_and_another_users_renewal_is_invalid_session(
+    world: World,
+) -> None:
+    async def scenario() -> tuple[Any, Any, SessionError]:
+        await world.discover()
+        first = await world.session("usr_owner_00000000000001")
+        renewed = await world.renew("usr_owner_00000000000001", first.session_id)
+        with pytest.raises(SessionError) as refused:
+            await world.renew("usr_stranger_000000000001", first.session_id)
+        return first, renewed, refused.value
+
+    first, renewed, refused = asyncio.run(scenario())
+    assert renewed.session_id == first.session_id
+    assert renewed.access_token.get_secret_value() != first.access_token.get_secret_value()
+    assert refused.code == "invalid_session"
+    assert Session.objects.count() == 1
+
+
+def test_parallel_sessions_of_one_user_are_distinct(world: World) -> None:
+    async def scenario() -> list[Any]:
+        await world.discover()
+        user = "usr_parallel_000000000001"
+        return list(await asyncio.gather(world.session(user), world.session(user)))
+
+    first, second = asyncio.run(scenario())
+    assert first.session_id != second.session_id
+    assert Client.objects.get().client_id == world.atlas.client_id
