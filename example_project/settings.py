@@ -140,6 +140,9 @@ POPPY: dict[str, Any] = {
     "HEARTBEAT_SECONDS": float(os.environ.get("POPPY_HEARTBEAT_SECONDS", "10")),
 }
 
+# The authorization server's pages (device sign-in, connected agents) log Users in here.
+LOGIN_URL = "poppy_authority:login"
+
 # The support desk: Poppy's live channels (poppy-desk, poppy-<id>) only for desk staff.
 EVENTSTREAM_CHANNELMANAGER_CLASS = "poppy_django.desk.channels.DeskChannelManager"
 

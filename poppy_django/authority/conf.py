@@ -37,6 +37,12 @@ DEFAULTS: dict[str, Any] = {
     "DOMAINS": None,
     # Scopes offered besides poppy:read and poppy:write: {"orders:read": "See your orders"}.
     "CUSTOM_SCOPES": {},
+    # Device Sign-In: how long its codes live and how often the agent may poll.
+    "DEVICE_CODE_SECONDS": 600,
+    "DEVICE_INTERVAL_SECONDS": 5,
+    # Import string of account_id(user) -> str: the account a Django user signs in to;
+    # None: the username.
+    "ACCOUNT_ID": None,
     # Client metadata (and JWKS) fetching.
     "FETCH_TIMEOUT_SECONDS": 5,
     "FETCH_MAX_BYTES": 100 * 1024,
@@ -50,7 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "REPLAY_CACHE": "default",
 }
 
-IMPORT_STRINGS = frozenset({"FETCH_TRANSPORT", "RESOLVER"})
+IMPORT_STRINGS = frozenset({"FETCH_TRANSPORT", "RESOLVER", "ACCOUNT_ID"})
 
 
 @dataclass(frozen=True)

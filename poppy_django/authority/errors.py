@@ -25,6 +25,13 @@ class InvalidSessionError(OAuth2Error):
     status_code = 400
 
 
+class AccountMismatchError(OAuth2Error):
+    """Poppy §4.4: a Session once signed in to one account is never signed in to another."""
+
+    error = "account_mismatch"
+    status_code = 400
+
+
 class TooManySessionsError(OAuth2Error):
     """The client started more Sessions than ``SESSIONS_PER_CLIENT_PER_MINUTE`` allows."""
 
@@ -39,6 +46,7 @@ class UnauthorizedClient(InvalidClientError):
 
 
 __all__ = [
+    "AccountMismatchError",
     "InvalidDPoPProofError",
     "InvalidGrantError",
     "InvalidSessionError",

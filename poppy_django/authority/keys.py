@@ -40,18 +40,22 @@ def _load(pem: bytes, origin: str) -> ec.EllipticCurvePrivateKey:
 def _key(env_pem: str | None, path: str | None) -> ec.EllipticCurvePrivateKey:
     if env_pem:
         return _load(env_pem.encode(), f"${ENV_KEY}")
-    if path:
-        return _load(Path(path).read_bytes(), path)
-    if dev_authority.enabled():
-        return dev_authority.signing_key()
-    raise ImproperlyConfigured(
-        f'The authority needs a signing key: ${ENV_KEY} or POPPY_AUTHORITY["SIGNING_KEY_FILE"].'
-    )
+    assert path is not None
+    return _load(Path(path).read_bytes(), path)
 
 
 def signing_key() -> ec.EllipticCurvePrivateKey:
     """The private key Session Tokens are signed with (cached per process)."""
-    return _key(os.environ.get(ENV_KEY) or None, authority_settings().SIGNING_KEY_FILE)
+    env_pem = os.environ.get(ENV_KEY) or None
+    path = authority_settings().SIGNING_KEY_FILE
+    if env_pem or path:
+        return _key(env_pem, path)
+    if dev_authority.enabled():
+        # Development mode: the development authority's key (it caches per key file).
+        return dev_authority.signing_key()
+    raise ImproperlyConfigured(
+        f'The authority needs a signing key: ${ENV_KEY} or POPPY_AUTHORITY["SIGNING_KEY_FILE"].'
+    )
 
 
 def jwks_of(key: ec.EllipticCurvePrivateKey) -> dict[str, Any]:

@@ -26,6 +26,7 @@ POPPY_SCOPES = {
     "poppy:write": "Act on your account through the personal agent",
 }
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
 
 
 def issuer() -> str:
@@ -83,7 +84,10 @@ def domains(request: HttpRequest | None) -> list[str]:
 def auth_capabilities(request: HttpRequest | None) -> dict[str, Any]:
     """The ``auth`` object of poppy.json (without ``issuer``, which discovery adds)."""
     custom = dict(authority_settings().CUSTOM_SCOPES or {})
-    return {"custom_scopes": custom} if custom else {}
+    capabilities: dict[str, Any] = {"device": {"scopes": list(scopes())}}
+    if custom:
+        capabilities["custom_scopes"] = custom
+    return capabilities
 
 
 def server_metadata(request: HttpRequest | None) -> dict[str, Any]:
@@ -94,8 +98,9 @@ def server_metadata(request: HttpRequest | None) -> dict[str, Any]:
             "issuer": issuer(),
             "token_endpoint": endpoint(request, "token"),
             "revocation_endpoint": endpoint(request, "revoke"),
+            "device_authorization_endpoint": endpoint(request, "device"),
             "jwks_uri": endpoint(request, "jwks"),
-            "grant_types_supported": [JWT_BEARER],
+            "grant_types_supported": [JWT_BEARER, DEVICE_CODE, "refresh_token"],
             "response_types_supported": [],
             "token_endpoint_auth_methods_supported": ["private_key_jwt"],
             "token_endpoint_auth_signing_alg_values_supported": ["ES256", "RS256"],

@@ -18,9 +18,10 @@ from django.views.decorators.http import require_safe
 
 from poppy_django.auth.options import parse_options
 from poppy_django.auth.public_url import public_origin
-from poppy_django.authority import metadata, sessions
+from poppy_django.authority import device, grants, metadata, sessions
 from poppy_django.authority.assertions import verify_client_assertion, verify_session_assertion
 from poppy_django.authority.clients import client_for
+from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import no_store, oauth_error_response
 from poppy_django.authority.keys import ALGORITHM, public_jwks, signing_key
 from poppy_django.authority.models import Client, Session
@@ -47,7 +48,9 @@ def _authenticated_client(request: HttpRequest, form: dict[str, str]) -> Client:
     return client
 
 
-def _session_token_response(request: HttpRequest, session: Session) -> JsonResponse:
+def _session_token_response(
+    request: HttpRequest, session: Session, account_token: str | None = None
+) -> JsonResponse:
     token, lifetime = issue_session_token(
         session, issuer=metadata.issuer(), audience=metadata.token_audience(request)
     )
@@ -59,15 +62,28 @@ def _session_token_response(request: HttpRequest, session: Session) -> JsonRespo
         "session_id": session.session_id,
         "signed_in": session.signed_in,
     }
+    if account_token is not None:
+        body["refresh_token"] = account_token
     return no_store(JsonResponse(body))
+
+
+def _proof_key(request: HttpRequest) -> str:
+    return verify_token_request_proof(
+        request.headers.get("DPoP"), public_origin(request) + request.path
+    )
+
+
+def _session_id(form: dict[str, str]) -> str:
+    session_id = form.get("session_id")
+    if not session_id:
+        raise InvalidRequestError("The session_id to sign in is missing.")
+    return session_id
 
 
 def _jwt_bearer(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:
     """Start a Session (no ``session_id``) or renew one, for the assertion's User."""
     user_id = verify_session_assertion(form.get("assertion"), client, metadata.issuer())
-    jkt = verify_token_request_proof(
-        request.headers.get("DPoP"), public_origin(request) + request.path
-    )
+    jkt = _proof_key(request)
     session_id = form.get("session_id")
     if session_id:
         session = sessions.renew_session(client, user_id, jkt, session_id)
@@ -76,7 +92,54 @@ def _jwt_bearer(request: HttpRequest, form: dict[str, str], client: Client) -> J
     return _session_token_response(request, session)
 
 
-GRANTS = {JWT_BEARER: _jwt_bearer}
+def _device_code(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:
+    """Device Sign-In's poll: pending, or the Session signed in and an Account Token."""
+    jkt = _proof_key(request)
+    session, account_token = device.exchange(
+        client, form.get("device_code", ""), _session_id(form), jkt
+    )
+    return _session_token_response(request, session, account_token)
+
+
+def _refresh_token(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:
+    """An Account Token signs a Session in (narrower scopes allowed) and is rotated."""
+    jkt = _proof_key(request)
+    session, account_token = grants.refresh(
+        client, form.get("refresh_token", ""), _session_id(form), form.get("scope"), jkt
+    )
+    return _session_token_response(request, session, account_token)
+
+
+GRANTS = {
+    JWT_BEARER: _jwt_bearer,
+    metadata.DEVICE_CODE: _device_code,
+    "refresh_token": _refresh_token,
+}
+
+
+@csrf_exempt
+def device_authorization_view(request: HttpRequest) -> JsonResponse:
+    """``POST`` RFC 8628 §3.1: a device code, a user code and our page's link."""
+    if request.method != "POST":
+        response = error_response("method_not_allowed")
+        response["Allow"] = "POST"
+        return response
+    try:
+        form = _form(request)
+        client = _authenticated_client(request, form)
+        record, device_code = device.start(client, form.get("scope"))
+    except OAuth2Error as error:
+        return oauth_error_response(error)
+    page = metadata.endpoint(request, "device-page")
+    body = {
+        "device_code": device_code,
+        "user_code": record.user_code,
+        "verification_uri": page,
+        "verification_uri_complete": f"{page}?user_code={record.user_code}",
+        "expires_in": int(authority_settings().DEVICE_CODE_SECONDS),
+        "interval": record.interval,
+    }
+    return no_store(JsonResponse(body))
 
 
 @csrf_exempt
@@ -100,7 +163,10 @@ def token_view(request: HttpRequest) -> JsonResponse:
 
 @csrf_exempt
 def revocation_view(request: HttpRequest) -> JsonResponse:
-    """``POST`` RFC 7009 revocation: a Session Token of this client ends its Session.
+    """``POST`` RFC 7009 revocation of this client's Account Token or Session Token.
+
+    An Account Token: its sign-in is revoked and every Session signed in from it continues
+    signed out (sign-out). A Session Token: its Session ends.
 
     Unknown, expired or foreign tokens are answered 200 as well (RFC 7009 §2.2): the
     answer tells nothing about a token.
@@ -116,9 +182,10 @@ def revocation_view(request: HttpRequest) -> JsonResponse:
             raise InvalidRequestError("The token to revoke is missing.")
     except OAuth2Error as error:
         return oauth_error_response(error)
-    session_id = _own_session_id(form["token"])
-    if session_id:
-        sessions.end_sessions(Session.objects.filter(session_id=session_id, client=client))
+    if not grants.revoke_account_token(client, form["token"]):
+        session_id = _own_session_id(form["token"])
+        if session_id:
+            sessions.end_sessions(Session.objects.filter(session_id=session_id, client=client))
     return no_store(JsonResponse({}))
 
 

@@ -19,7 +19,9 @@ from personal_agent_protocol import (
     ConversationClient,
     DiscoveryClient,
     DpopHttpClient,
+    Message,
     SessionClient,
+    generate_message_id,
 )
 from personal_agent_protocol.demo.kit import (
     AgentIdentity,
@@ -30,6 +32,7 @@ from personal_agent_protocol.demo.kit import (
 
 from poppy_django.auth import dpop, replay
 from tests.authority import network
+from tests.authority.driver import PASSWORD, AcmeUser
 
 DOMAIN = "acme.example"
 ORIGIN = f"https://{DOMAIN}"
@@ -58,9 +61,18 @@ def acme_settings(settings: Any, tmp_path: Path) -> Any:
     settings.POPPY_AUTHORITY = {
         "FETCH_TRANSPORT": "tests.authority.network.transport",
         "RESOLVER": "tests.authority.network.resolve",
+        "DEVICE_INTERVAL_SECONDS": 1,
     }
+    settings.ROOT_URLCONF = "tests.authority.urls"
     dpop.reset()
     return settings
+
+
+@pytest.fixture
+def customers(django_user_model: Any) -> None:
+    """The Users of acct-1 and acct-2, who log in on Acme's own page."""
+    for account in ("acct-1", "acct-2"):
+        django_user_model.objects.create_user(account, password=PASSWORD)
 
 
 @pytest.fixture(autouse=True)
@@ -80,6 +92,11 @@ class World:
         self.atlas = AgentIdentity(domain="atlas.example", name="Atlas")
         self.network.add(self.atlas.domain, self.atlas.website())
         network.serve_identity(self.atlas)
+        # A second personal agent, listing no extension.
+        self.plain = AgentIdentity(domain="plain.example", name="Plain", extensions=())
+        self.network.add(self.plain.domain, self.plain.website())
+        network.serve_identity(self.plain)
+        self.user = AcmeUser(self.network, ORIGIN, self.plain)
         self.http = self.network.client()
         self.host = PersonalAgentHost(self.atlas, RealClock())  # type: ignore[arg-type]
         self.reactor = personal_agent_reactor(
@@ -121,6 +138,26 @@ class World:
             tenant_id=TENANT,
             session_id=session_id,
         )
+
+    async def talk(self, user: str, token: Any, text: str) -> list[Any]:
+        """Start a conversation and read until the Company Agent's turn is done."""
+        message = Message(id=generate_message_id(self.reactor), sender="agent", text=text)
+        started = await self.conversations.start(
+            self.endpoint, message, token=token, wait=10, **self.who(user)
+        )
+        events, cursor = list(started.events), started.cursor
+        while not (events[-1].type == "state" and events[-1].status != "working"):
+            page = await self.conversations.read_events(
+                self.endpoint,
+                started.conversation_id,
+                token=token,
+                cursor=cursor,
+                wait=10,
+                **self.who(user),
+            )
+            events += page.events
+            cursor = page.cursor
+        return events
 
     @property
     def endpoint(self) -> str:

@@ -6,11 +6,11 @@ import asyncio
 from typing import Any
 
 import pytest
-from personal_agent_protocol import Message, generate_message_id
+from personal_agent_protocol import DeviceSignInClient
 from personal_agent_protocol.errors import SessionError
 
 from poppy_django.authority.models import Client, Session
-from tests.authority.conftest import DOMAIN, ORIGIN, World
+from tests.authority.conftest import DOMAIN, ORIGIN, TENANT, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,24 +35,7 @@ def test_a_session_then_a_conversation_answered_by_the_company_agent(world: Worl
         await world.discover()
         user = "usr_atlas_user_0000000001"
         session = await world.session(user)
-        message = Message(id=generate_message_id(world.reactor), sender="agent", text="hello acme")
-        started = await world.conversations.start(
-            world.endpoint, message, token=session, wait=10, **world.who(user)
-        )
-        events = list(started.events)
-        cursor = started.cursor
-        while not any(e.type == "message" and e.message.role == "company" for e in events):
-            page = await world.conversations.read_events(
-                world.endpoint,
-                started.conversation_id,
-                token=session,
-                cursor=cursor,
-                wait=10,
-                **world.who(user),
-            )
-            events += page.events
-            cursor = page.cursor
-        return session, events
+        return session, await world.talk(user, session, "hello acme")
 
     session, events = asyncio.run(scenario())
     assert session.token_type == "DPoP"
@@ -96,3 +79,43 @@ def test_parallel_sessions_of_one_user_are_distinct(world: World) -> None:
     first, second = asyncio.run(scenario())
     assert first.session_id != second.session_id
     assert Client.objects.get().client_id == world.atlas.client_id
+
+
+def test_device_sign_in_on_the_companys_page_then_signed_in_reads(
+    world: World, customers: None
+) -> None:
+    async def scenario() -> tuple[Any, Any, int]:
+        await world.discover()
+        user = "usr_device_user_00000001"
+        session = await world.session(user)
+        metadata = world.company.oauth_metadata
+        device = DeviceSignInClient(reactor=world.reactor, http_client=world.http)
+        started = await device.begin(
+            device_authorization_endpoint=metadata.device_authorization_endpoint,
+            token_endpoint=metadata.token_endpoint,
+            issuer=metadata.issuer,
+            client_id=world.atlas.client_id,
+            scopes=("poppy:read", "poppy:write"),
+            tenant_id=TENANT,
+            pairwise_user_id=user,
+            session_id=session.session_id,
+            organization=world.company.document.organization,
+            poppy_domains=metadata.poppy_domains,
+        )
+        await world.user.approve_device(started.user_code, account="acct-1", scopes=["poppy:read"])
+        await asyncio.sleep(started.poll_interval)
+        polled = await device.poll(started.reference)
+        return session, polled, await world.talk(user, polled.token, "my orders please")
+
+    session, polled, answer = asyncio.run(scenario())
+    assert polled.status == "complete"
+    assert polled.token.signed_in is True
+    assert polled.token.session_id == session.session_id
+    assert polled.token.scopes == ("poppy:read",)
+    stored = Session.objects.get(session_id=session.session_id)
+    assert stored.account_id == "acct-1" and stored.scope == "poppy:read"
+    # The Company Agent reads acct-1's orders for the signed-in Session.
+    replies = [
+        e.message.text for e in answer if e.type == "message" and e.message.role == "company"
+    ]
+    assert replies and "A-1" in replies[-1] and "B-1" not in replies[-1]
