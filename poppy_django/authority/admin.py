@@ -1,4 +1,6 @@
-"""Staff's view of the authority: clients (allow, block, pre-register) and Sessions (end)."""
+"""Staff's view of the authority: clients (allow, block, pre-register), sign-ins (revoke:
+"disconnect this agent") and Sessions (end). No credential is ever shown: Account Tokens and
+device codes exist here only as hashes, which are not displayed."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import ngettext
 
-from poppy_django.authority.models import Client, Session
+from poppy_django.authority.grants import revoke_grants
+from poppy_django.authority.models import Client, Grant, Session
 from poppy_django.authority.sessions import end_sessions
 
 
@@ -68,4 +71,32 @@ class SessionAdmin(admin.ModelAdmin):
         count = end_sessions(queryset)
         self.message_user(
             request, ngettext("%d Session ended.", "%d Sessions ended.", count) % count
+        )
+
+
+@admin.register(Grant)
+class GrantAdmin(admin.ModelAdmin):
+    list_display = ("account_id", "client", "scope", "method", "created_at", "revoked_at")
+    list_filter = ("method", "revoked_at")
+    list_select_related = ("client",)
+    search_fields = ("account_id", "user_id", "client__client_id")
+    readonly_fields = (
+        "client",
+        "user_id",
+        "account_id",
+        "scope",
+        "method",
+        "created_at",
+        "revoked_at",
+    )
+    actions = ["disconnect"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Disconnect: revoke, signing out every Session signed in from it")
+    def disconnect(self, request: HttpRequest, queryset: QuerySet[Grant]) -> None:
+        count = revoke_grants(queryset)
+        self.message_user(
+            request, ngettext("%d sign-in revoked.", "%d sign-ins revoked.", count) % count
         )
