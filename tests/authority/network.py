@@ -18,7 +18,7 @@ SITES: dict[str, dict[str, tuple[int, dict[str, str], bytes]]] = {}
 #: host -> addresses, for hosts that should resolve elsewhere (SSRF cases)
 ADDRESSES: dict[str, list[str]] = {}
 #: every URL fetched, in order
-FETCHED: list[str] = []
+fetched: list[str] = []
 
 
 def serve_json(host: str, path: str, document: Any, *, status: int = 200, **headers: str) -> None:
@@ -38,7 +38,7 @@ def serve_identity(identity: Any) -> None:
 def reset() -> None:
     SITES.clear()
     ADDRESSES.clear()
-    FETCHED.clear()
+    fetched.clear()
 
 
 def resolve(host: str) -> list[str]:
@@ -48,7 +48,7 @@ def resolve(host: str) -> list[str]:
 
 
 def _handle(request: httpx.Request) -> httpx.Response:
-    FETCHED.append(str(request.url))
+    fetched.append(str(request.url))
     site = SITES.get(request.url.host, {})
     status, headers, body = site.get(request.url.path, (404, {}, b"not found"))
     return httpx.Response(status, headers=headers, content=body)
