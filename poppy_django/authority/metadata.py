@@ -84,7 +84,8 @@ def domains(request: HttpRequest | None) -> list[str]:
 def auth_capabilities(request: HttpRequest | None) -> dict[str, Any]:
     """The ``auth`` object of poppy.json (without ``issuer``, which discovery adds)."""
     custom = dict(authority_settings().CUSTOM_SCOPES or {})
-    capabilities: dict[str, Any] = {"device": {"scopes": list(scopes())}}
+    offered = list(scopes())
+    capabilities: dict[str, Any] = {"direct": {"scopes": offered}, "device": {"scopes": offered}}
     if custom:
         capabilities["custom_scopes"] = custom
     return capabilities
@@ -100,8 +101,16 @@ def server_metadata(request: HttpRequest | None) -> dict[str, Any]:
             "revocation_endpoint": endpoint(request, "revoke"),
             "device_authorization_endpoint": endpoint(request, "device"),
             "jwks_uri": endpoint(request, "jwks"),
-            "grant_types_supported": [JWT_BEARER, DEVICE_CODE, "refresh_token"],
-            "response_types_supported": [],
+            "authorization_endpoint": endpoint(request, "authorize"),
+            "grant_types_supported": [
+                JWT_BEARER,
+                DEVICE_CODE,
+                "authorization_code",
+                "refresh_token",
+            ],
+            "response_types_supported": ["code"],
+            "code_challenge_methods_supported": ["S256"],
+            "authorization_response_iss_parameter_supported": True,
             "token_endpoint_auth_methods_supported": ["private_key_jwt"],
             "token_endpoint_auth_signing_alg_values_supported": ["ES256", "RS256"],
             "revocation_endpoint_auth_methods_supported": ["private_key_jwt"],
@@ -111,10 +120,7 @@ def server_metadata(request: HttpRequest | None) -> dict[str, Any]:
             "poppy_domains": domains(request),
         }
     )
-    metadata.validate_issuer()
-    metadata.validate_token_endpoint()
-    metadata.validate_jwks_uri()
-    metadata.validate_revocation_endpoint()
+    metadata.validate()
     return dict(metadata)
 
 

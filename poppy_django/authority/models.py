@@ -97,6 +97,22 @@ class DeviceAuthorization(models.Model):
         return self.user_code
 
 
+class AuthorizationCode(models.Model):
+    """Direct Sign-In (authorization code + PKCE): the User's approval, exchanged once."""
+
+    client = models.ForeignKey(Client, on_delete=models.CASCADE, related_name="+")
+    code_hash = models.CharField(max_length=64, unique=True)
+    redirect_uri = models.URLField(max_length=1000)
+    code_challenge = models.CharField(max_length=128)
+    account_id = models.CharField(max_length=256)
+    scope = models.CharField(max_length=1000)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"code for {self.account_id}"
+
+
 class Session(models.Model):
     """One Session of a personal agent for one pairwise User: signed out until a sign-in."""
 

@@ -1,4 +1,4 @@
-"""The User's pages: log in, approve a Device Sign-In, disconnect an agent.
+"""The User's pages: log in, approve a Device or Direct Sign-In, disconnect an agent.
 
 Plain Django views with the project's own authentication (``login_required``), CSRF and
 templates (``poppy_authority/*.html``, overridable like any app template).
@@ -7,7 +7,9 @@ templates (``poppy_authority/*.html``, overridable like any app template).
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
+from authlib.oauth2 import OAuth2Error
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -16,7 +18,8 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from poppy_django.authority import device, grants
+from poppy_django.authority import device, direct, grants, metadata
+from poppy_django.authority.clients import client_for
 from poppy_django.authority.metadata import scopes
 from poppy_django.authority.models import Grant
 from poppy_django.conf import poppy_settings
@@ -78,3 +81,48 @@ def connections_page(request: HttpRequest) -> HttpResponse:
         "poppy_authority/connections.html",
         {"organization": _organization(), "clients": clients},
     )
+
+
+def _redirect_with(redirect_uri: str, **params: str) -> HttpResponseRedirect:
+    """Back to the client's registered redirect URI, with the issuer named (RFC 9207)."""
+    separator = "&" if "?" in redirect_uri else "?"
+    query = urlencode({**params, "iss": metadata.issuer()})
+    return HttpResponseRedirect(f"{redirect_uri}{separator}{query}")
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def authorize_page(request: HttpRequest) -> HttpResponse:
+    """Direct Sign-In's authorization page: check the request, then approve or deny."""
+    params = request.GET
+    context: dict[str, Any] = {"organization": _organization()}
+    try:
+        client = client_for(params.get("client_id"))
+        redirect_uri = direct.redirect_uri_of(client, params.get("redirect_uri"))
+    except (OAuth2Error, direct.InvalidAuthorizationRequest):
+        context["error"] = "This sign-in link is not valid."
+        return render(request, "poppy_authority/authorize.html", context, status=400)
+    state = params.get("state", "")
+    if params.get("response_type") != "code":
+        return _redirect_with(redirect_uri, error="unsupported_response_type", state=state)
+    challenge = params.get("code_challenge", "")
+    if params.get("code_challenge_method") != "S256" or not 43 <= len(challenge) <= 128:
+        return _redirect_with(redirect_uri, error="invalid_request", state=state)
+    try:
+        wanted = device.requested_scope(params.get("scope"))
+    except OAuth2Error:
+        return _redirect_with(redirect_uri, error="invalid_scope", state=state)
+    if request.method == "POST":
+        approved = [s for s in wanted.split() if s in request.POST.getlist("scope")]
+        if request.POST.get("decision") != "approve" or not approved:
+            return _redirect_with(redirect_uri, error="access_denied", state=state)
+        code = direct.issue_code(
+            client, redirect_uri, challenge, grants.account_id_of(request.user), " ".join(approved)
+        )
+        return _redirect_with(redirect_uri, code=code, state=state)
+    offered = scopes()
+    context.update(
+        client=client, scopes=[(name, offered.get(name, name)) for name in wanted.split()]
+    )
+    return render(request, "poppy_authority/authorize.html", context)

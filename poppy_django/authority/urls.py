@@ -25,6 +25,7 @@ urlpatterns = [
     path("oauth/revoke", views.revocation_view, name="revoke"),
     path("oauth/device_authorization", views.device_authorization_view, name="device"),
     path("oauth/jwks.json", views.jwks_view, name="jwks"),
+    path("oauth/authorize", pages.authorize_page, name="authorize"),
     path("device", pages.device_page, name="device-page"),
     path("account/agents", pages.connections_page, name="connections"),
     path(

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_safe
 
 from poppy_django.auth.options import parse_options
 from poppy_django.auth.public_url import public_origin
-from poppy_django.authority import device, grants, metadata, sessions
+from poppy_django.authority import device, direct, grants, metadata, sessions
 from poppy_django.authority.assertions import verify_client_assertion, verify_session_assertion
 from poppy_django.authority.clients import client_for
 from poppy_django.authority.conf import authority_settings
@@ -110,10 +110,18 @@ def _refresh_token(request: HttpRequest, form: dict[str, str], client: Client) -
     return _session_token_response(request, session, account_token)
 
 
+def _authorization_code(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:
+    """Direct Sign-In's code (with its PKCE verifier) signs the Session in."""
+    jkt = _proof_key(request)
+    session, account_token = direct.exchange(client, form, _session_id(form), jkt)
+    return _session_token_response(request, session, account_token)
+
+
 GRANTS = {
     JWT_BEARER: _jwt_bearer,
     metadata.DEVICE_CODE: _device_code,
     "refresh_token": _refresh_token,
+    "authorization_code": _authorization_code,
 }
 
 

@@ -83,6 +83,16 @@ def _sites() -> Iterator[None]:
     replay._backends.clear()
 
 
+class UserBrowser:
+    """The User's browser as the agent hands a Direct Sign-In link to it: kept for the test."""
+
+    def __init__(self) -> None:
+        self.urls: list[str] = []
+
+    async def open(self, authorization_url: Any) -> None:
+        self.urls.append(authorization_url.get_secret_value())
+
+
 class World:
     """Atlas, a personal agent built from the SDK, and Acme, the example project."""
 
@@ -98,7 +108,12 @@ class World:
         network.serve_identity(self.plain)
         self.user = AcmeUser(self.network, ORIGIN, self.plain)
         self.http = self.network.client()
-        self.host = PersonalAgentHost(self.atlas, RealClock())  # type: ignore[arg-type]
+        self.browser = UserBrowser()
+        self.host = PersonalAgentHost(
+            self.atlas,
+            RealClock(),  # type: ignore[arg-type]
+            browser=self.browser,  # type: ignore[arg-type]
+        )
         self.reactor = personal_agent_reactor(
             self.host, network=self.network, http_client=self.http
         )

@@ -55,7 +55,7 @@ class Browser:
 class AcmeUser:
     """The conformance suite's ``UserDriver`` for the example project."""
 
-    capabilities = frozenset({"disconnect", "second_identity"})
+    capabilities = frozenset({"disconnect", "second_identity", "direct_sign_in"})
     accounts = ("acct-1", "acct-2")
 
     def __init__(
@@ -91,7 +91,19 @@ class AcmeUser:
     async def approve_authorization(
         self, authorization_url: str, *, account: str, scopes: Sequence[str] | None = None
     ) -> str:
-        raise NotImplementedError("Direct Sign-In is not offered")
+        """Direct Sign-In: approve on the authorization page; the callback URL it sends to."""
+        browser = Browser(self.network, self.origin)
+        await browser.log_in(account)
+        path = authorization_url.removeprefix(self.origin)
+        consent = await browser.get(path)
+        assert consent.status_code == 200 and "Allow" in consent.text, consent.text
+        offered = re.findall(r'name="scope" value="([^"]+)"', consent.text)
+        chosen = [s for s in offered if scopes is None or s in scopes]
+        done = await browser.post(
+            path, consent, [("decision", "approve"), *(("scope", s) for s in chosen)]
+        )
+        assert done.status_code == 302, done.status_code
+        return done.headers["location"]
 
     async def revise(self, operation_id: str) -> None:
         raise NotImplementedError("no Operations extension")

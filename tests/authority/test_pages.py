@@ -187,3 +187,71 @@ def test_staff_disconnect_and_block_from_the_admin(hand: HandAgent, admin_client
             ).status_code
             == 200
         )
+
+
+def authorize_query(hand: HandAgent, verifier: str, **overrides: str) -> str:
+    from urllib.parse import urlencode
+
+    from authlib.oauth2.rfc7636 import create_s256_code_challenge
+
+    params = {
+        "response_type": "code",
+        "client_id": hand.client_id,
+        "redirect_uri": hand.identity.metadata["redirect_uris"][0],
+        "scope": "poppy:read poppy:write",
+        "state": "st4te",
+        "code_challenge": create_s256_code_challenge(verifier),
+        "code_challenge_method": "S256",
+        **overrides,
+    }
+    return "/oauth/authorize?" + urlencode(params)
+
+
+def test_direct_sign_in_refuses_an_unregistered_redirect_without_redirecting(
+    hand: HandAgent,
+) -> None:
+    person = browser("acct-1")
+    page = get(person, authorize_query(hand, "v" * 43, redirect_uri="https://evil.example/cb"))
+    assert page.status_code == 400 and "not valid" in page.content.decode()
+    page = get(person, authorize_query(hand, "v" * 43, client_id="https://nowhere.example/a"))
+    assert page.status_code == 400
+
+
+def test_direct_sign_in_code_needs_its_pkce_verifier_and_works_once(hand: HandAgent) -> None:
+    session_id = hand.start_session().json()["session_id"]
+    verifier = "k" * 50
+    person = browser("acct-1")
+    query = authorize_query(hand, verifier)
+    assert get(person, query).status_code == 200
+    answer = post(person, query, {"decision": "approve", "scope": ["poppy:read"]})
+    location = answer["Location"]
+    assert location.startswith("https://hand.example/oauth/callback?")
+    assert "state=st4te" in location and "iss=https%3A%2F%2Facme.example" in location
+    code = location.split("code=", 1)[1].split("&", 1)[0]
+    form = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": hand.identity.metadata["redirect_uris"][0],
+        "session_id": session_id,
+    }
+    wrong = hand.post(
+        "/oauth/token", {**form, "code_verifier": "x" * 50, **hand.client_form()}, dpop=hand.proof()
+    )
+    assert wrong.json()["error"] == "invalid_grant"
+    right = hand.post(
+        "/oauth/token", {**form, "code_verifier": verifier, **hand.client_form()}, dpop=hand.proof()
+    )
+    assert right.status_code == 200 and right.json()["scope"] == "poppy:read"
+    again = hand.post(
+        "/oauth/token", {**form, "code_verifier": verifier, **hand.client_form()}, dpop=hand.proof()
+    )
+    assert again.json()["error"] == "invalid_grant"
+
+
+def test_direct_sign_in_denied_or_unknown_scope_goes_back_with_the_error(hand: HandAgent) -> None:
+    person = browser("acct-1")
+    query = authorize_query(hand, "d" * 43)
+    denied = post(person, query, {"decision": "deny"})
+    assert "error=access_denied" in denied["Location"] and "state=st4te" in denied["Location"]
+    unknown = get(person, authorize_query(hand, "d" * 43, scope="root"))
+    assert unknown.status_code == 302 and "error=invalid_scope" in unknown["Location"]

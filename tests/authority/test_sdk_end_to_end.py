@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from personal_agent_protocol import DeviceSignInClient
+from personal_agent_protocol import DeviceSignInClient, DirectSignInClient
 from personal_agent_protocol.errors import SessionError
 
 from poppy_django.authority.models import Client, Session
@@ -119,3 +119,36 @@ def test_device_sign_in_on_the_companys_page_then_signed_in_reads(
         e.message.text for e in answer if e.type == "message" and e.message.role == "company"
     ]
     assert replies and "A-1" in replies[-1] and "B-1" not in replies[-1]
+
+
+def test_direct_sign_in_with_pkce_in_the_users_browser(world: World, customers: None) -> None:
+    async def scenario() -> tuple[Any, Any, list[Any]]:
+        await world.discover()
+        user = "usr_direct_user_00000001"
+        session = await world.session(user)
+        metadata = world.company.oauth_metadata
+        direct = DirectSignInClient(reactor=world.reactor, http_client=world.http)
+        await direct.begin(
+            authorization_endpoint=metadata.authorization_endpoint,
+            token_endpoint=metadata.token_endpoint,
+            issuer=metadata.issuer,
+            client_id=world.atlas.client_id,
+            redirect_uri=world.atlas.metadata["redirect_uris"][0],
+            scopes=("poppy:read", "poppy:write"),
+            tenant_id=TENANT,
+            pairwise_user_id=user,
+            session_id=session.session_id,
+        )
+        callback = await world.user.approve_authorization(world.browser.urls[-1], account="acct-2")
+        done = await direct.complete(callback)
+        return session, done, await world.talk(user, done.token, "my orders please")
+
+    session, done, events = asyncio.run(scenario())
+    assert done.token.signed_in and done.token.session_id == session.session_id
+    assert set(done.token.scopes) == {"poppy:read", "poppy:write"}
+    assert done.account_token_reference is not None
+    replies = [
+        e.message.text for e in events if e.type == "message" and e.message.role == "company"
+    ]
+    assert replies and "B-1" in replies[-1] and "A-1" not in replies[-1]
+    assert Session.objects.get(session_id=session.session_id).grant.method == "direct"
