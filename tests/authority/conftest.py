@@ -72,7 +72,9 @@ def acme_settings(settings: Any, tmp_path: Path) -> Any:
 def customers(django_user_model: Any) -> None:
     """The Users of acct-1 and acct-2, who log in on Acme's own page."""
     for account in ("acct-1", "acct-2"):
-        django_user_model.objects.create_user(account, password=PASSWORD)
+        user, _ = django_user_model.objects.get_or_create(username=account)
+        user.set_password(PASSWORD)
+        user.save()
 
 
 @pytest.fixture(autouse=True)
