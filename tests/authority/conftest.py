@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.asgi import get_asgi_application
 from personal_agent_protocol import (
     ConversationClient,
@@ -31,6 +33,7 @@ from personal_agent_protocol.demo.kit import (
 )
 
 from poppy_django.auth import dpop, replay
+from poppy_django.authority.keys import jwks_of_file
 from tests.authority import network
 from tests.authority.driver import PASSWORD, AcmeUser
 
@@ -48,17 +51,28 @@ class RealClock:
 
 @pytest.fixture
 def acme_settings(settings: Any, tmp_path: Path) -> Any:
-    """The example project as its own issuer at https://acme.example."""
+    """The example project as its own issuer at https://acme.example, configured as in
+    production: its own signing key, and the endpoint verifying with the public half."""
+    key_file = tmp_path / "signing-key.pem"
+    key_file.write_bytes(
+        ec.generate_private_key(ec.SECP256R1()).private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     settings.ALLOWED_HOSTS = [DOMAIN, "testserver"]
     settings.POPPY = {
         **settings.POPPY,
         "BASE_URL": ORIGIN,
         "ISSUER": ORIGIN,
         "AUTHENTICATE": "poppy_django.auth.dpop.verify",
-        "DEV_AUTHORITY": {"KEY_FILE": str(tmp_path / "signing-key.pem")},
+        "TOKENS": {"JWKS": jwks_of_file(key_file)},
+        "DEV_AUTHORITY": False,
         "DISCOVERY": {"ORGANIZATION": {"name": "Acme Outfitters", "domain": DOMAIN}},
     }
     settings.POPPY_AUTHORITY = {
+        "SIGNING_KEY_FILE": str(key_file),
         "FETCH_TRANSPORT": "tests.authority.network.transport",
         "RESOLVER": "tests.authority.network.resolve",
         "DEVICE_INTERVAL_SECONDS": 1,

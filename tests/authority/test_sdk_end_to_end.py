@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 from personal_agent_protocol import DeviceSignInClient, DirectSignInClient
-from personal_agent_protocol.errors import SessionError
+from personal_agent_protocol.accounts import AccountTokenClient, AccountTokenContext
+from personal_agent_protocol.errors import ConversationError, SessionError
 
+from poppy_django import conf
 from poppy_django.authority.models import Client, Session
 from tests.authority.conftest import DOMAIN, ORIGIN, TENANT, World
 
@@ -152,3 +154,64 @@ def test_direct_sign_in_with_pkce_in_the_users_browser(world: World, customers: 
     ]
     assert replies and "B-1" in replies[-1] and "A-1" not in replies[-1]
     assert Session.objects.get(session_id=session.session_id).grant.method == "direct"
+
+
+async def _device_sign_in(world: World, user: str, session: Any, account: str) -> Any:
+    metadata = world.company.oauth_metadata
+    device = DeviceSignInClient(reactor=world.reactor, http_client=world.http)
+    started = await device.begin(
+        device_authorization_endpoint=metadata.device_authorization_endpoint,
+        token_endpoint=metadata.token_endpoint,
+        issuer=metadata.issuer,
+        client_id=world.atlas.client_id,
+        scopes=("poppy:read", "poppy:write"),
+        tenant_id=TENANT,
+        pairwise_user_id=user,
+        session_id=session.session_id,
+        organization=world.company.document.organization,
+        poppy_domains=metadata.poppy_domains,
+    )
+    await world.user.approve_device(started.user_code, account=account)
+    await asyncio.sleep(started.poll_interval)
+    return await device.poll(started.reference)
+
+
+@pytest.mark.skipif(
+    "SESSION_STATUS" not in conf.DEFAULTS,
+    reason="needs the session-status seam of poppy_django.auth",
+)
+def test_sign_out_stops_every_session_from_the_account_token_at_the_next_request(
+    world: World, customers: None, acme_settings: Any
+) -> None:
+    acme_settings.POPPY = {
+        **acme_settings.POPPY,
+        "SESSION_STATUS": "poppy_django.authority.status.session_is_active",
+        "SESSION_STATUS_CACHE_SECONDS": 0,
+    }
+    user = "usr_sign_out_000000000001"
+
+    async def scenario() -> tuple[Any, str, Any]:
+        await world.discover()
+        session = await world.session(user)
+        polled = await _device_sign_in(world, user, session, "acct-1")
+        await world.talk(user, polled.token, "hello")  # served signed in
+        context = AccountTokenContext(
+            token_endpoint=world.company.oauth_metadata.token_endpoint,
+            issuer=world.company.oauth_metadata.issuer,
+            client_id=world.atlas.client_id,
+            tenant_id=TENANT,
+            pairwise_user_id=user,
+            revocation_endpoint=world.company.oauth_metadata.revocation_endpoint,
+        )
+        revoked = await AccountTokenClient(reactor=world.reactor, http_client=world.http).revoke(
+            polled.account_token_reference, context=context
+        )
+        with pytest.raises(ConversationError) as refused:
+            await world.talk(user, polled.token, "hello again")
+        renewed = await world.renew(user, session.session_id)
+        return revoked, refused.value.code, renewed
+
+    revoked, refused, renewed = asyncio.run(scenario())
+    assert revoked.revoked
+    assert refused == "invalid_token"
+    assert renewed.signed_in is False  # the Session continues, signed out
