@@ -12,7 +12,8 @@ from poppy_django.authority.models import Session
 
 
 def session_is_active(principal: Principal) -> bool:
-    """False when the token's Session ended or its client is blocked.
+    """False when the token's Session ended, its client is blocked, or - for a signed-in
+    token - the sign-in it came from was revoked (the Session continues signed out).
 
     A ``session_id`` this authority never issued (a development token minted by
     ``poppy_token`` with the same key) is not the authority's to end: it stays active.
@@ -22,9 +23,13 @@ def session_is_active(principal: Principal) -> bool:
     session = (
         Session.objects.select_related("client")
         .filter(session_id=principal.session_id)
-        .only("ended_at", "client__status", "client__client_id")
+        .only("ended_at", "grant_id", "account_id", "client__status", "client__client_id")
         .first()
     )
     if session is None:
         return True
-    return session.active and session.client.client_id == principal.client_id
+    if not session.active or session.client.client_id != principal.client_id:
+        return False
+    if principal.signed_in:
+        return session.signed_in and session.account_id == principal.account_id
+    return True

@@ -180,3 +180,29 @@ def test_metadata_and_poppy_json_agree(hand: HandAgent) -> None:
     assert metadata["device_authorization_endpoint"] == f"{ORIGIN}/oauth/device_authorization"
     keys = hand.http.get("/oauth/jwks.json", secure=True, HTTP_HOST=DOMAIN).json()["keys"]
     assert [key["alg"] for key in keys] == ["ES256"] and "d" not in keys[0]
+
+
+def test_a_signed_in_token_is_inactive_once_its_sign_in_is_revoked() -> None:
+    from poppy_django.authority.grants import revoke_grants
+    from poppy_django.authority.models import Grant
+
+    client = Client.objects.create(client_id="https://a.example/c")
+    grant = Grant.objects.create(client=client, user_id="u", account_id="acct-1", method="device")
+    Session.objects.create(
+        session_id="ses_in", client=client, user_id="u", jkt="k", account_id="acct-1", grant=grant
+    )
+    signed_in = Principal(
+        client_id=client.client_id,
+        user_id="u",
+        session_id="ses_in",
+        signed_in=True,
+        account_id="acct-1",
+    )
+    signed_out = Principal(client_id=client.client_id, user_id="u", session_id="ses_in")
+    assert session_is_active(signed_in) and session_is_active(signed_out)
+    assert not session_is_active(
+        Principal(client_id="https://b.example/c", user_id="u", session_id="ses_in")
+    )
+    revoke_grants(Grant.objects.all())
+    assert not session_is_active(signed_in)
+    assert session_is_active(signed_out)  # the Session continues, signed out
