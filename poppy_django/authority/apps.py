@@ -8,3 +8,10 @@ class AuthorityConfig(AppConfig):
     label = "poppy_authority"
     verbose_name = "Poppy authorization server"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from django.core import checks
+
+        from poppy_django.authority.checks import check_authority
+
+        checks.register(check_authority)
