@@ -7,7 +7,7 @@ assertion, a proof or a token must not come back in an error body or a log line.
 from __future__ import annotations
 
 from authlib.oauth2 import OAuth2Error
-from authlib.oauth2.rfc6749 import InvalidClientError, InvalidGrantError
+from authlib.oauth2.rfc6749 import InvalidClientError
 from django.http import JsonResponse
 
 
@@ -48,7 +48,6 @@ class UnauthorizedClient(InvalidClientError):
 __all__ = [
     "AccountMismatchError",
     "InvalidDPoPProofError",
-    "InvalidGrantError",
     "InvalidSessionError",
     "TooManySessionsError",
     "UnauthorizedClient",

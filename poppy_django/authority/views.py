@@ -6,7 +6,8 @@ one); every answer is JSON, and the ones carrying or refusing credentials are ``
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
 import jwt
@@ -30,10 +31,25 @@ from poppy_django.authority.tokens import issue_session_token
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
 
-logger = logging.getLogger("poppy_django.authority")
-
 JWT_BEARER = metadata.JWT_BEARER
 FORM_TYPE = "application/x-www-form-urlencoded"
+
+
+def _post_only(
+    view: Callable[[HttpRequest], JsonResponse],
+) -> Callable[[HttpRequest], JsonResponse]:
+    """A JSON ``405`` with ``Allow: POST`` for any other method; no CSRF (no cookies used)."""
+
+    @csrf_exempt
+    @wraps(view)
+    def wrapped(request: HttpRequest) -> JsonResponse:
+        if request.method != "POST":
+            response = error_response("method_not_allowed")
+            response["Allow"] = "POST"
+            return response
+        return view(request)
+
+    return wrapped
 
 
 def _form(request: HttpRequest) -> dict[str, str]:
@@ -42,7 +58,7 @@ def _form(request: HttpRequest) -> dict[str, str]:
     return {name: request.POST.get(name, "") for name in request.POST}
 
 
-def _authenticated_client(request: HttpRequest, form: dict[str, str]) -> Client:
+def _authenticated_client(form: dict[str, str]) -> Client:
     client = client_for(form.get("client_id"))
     verify_client_assertion(form, client, metadata.issuer())
     return client
@@ -125,16 +141,12 @@ GRANTS = {
 }
 
 
-@csrf_exempt
+@_post_only
 def device_authorization_view(request: HttpRequest) -> JsonResponse:
     """``POST`` RFC 8628 §3.1: a device code, a user code and our page's link."""
-    if request.method != "POST":
-        response = error_response("method_not_allowed")
-        response["Allow"] = "POST"
-        return response
     try:
         form = _form(request)
-        client = _authenticated_client(request, form)
+        client = _authenticated_client(form)
         record, device_code = device.start(client, form.get("scope"))
     except OAuth2Error as error:
         return oauth_error_response(error)
@@ -150,26 +162,22 @@ def device_authorization_view(request: HttpRequest) -> JsonResponse:
     return no_store(JsonResponse(body))
 
 
-@csrf_exempt
+@_post_only
 def token_view(request: HttpRequest) -> JsonResponse:
     """``POST`` the token endpoint: client authentication, then the grant."""
-    if request.method != "POST":
-        response = error_response("method_not_allowed")
-        response["Allow"] = "POST"
-        return response
     try:
         form = _form(request)
         grant = GRANTS.get(form.get("grant_type", ""))
         if grant is None:
             raise UnsupportedGrantTypeError("This grant_type is not offered.")
-        client = _authenticated_client(request, form)
+        client = _authenticated_client(form)
         return grant(request, form, client)
     except OAuth2Error as error:
         headers = {"Retry-After": "60"} if error.status_code == 429 else None
         return oauth_error_response(error, headers)
 
 
-@csrf_exempt
+@_post_only
 def revocation_view(request: HttpRequest) -> JsonResponse:
     """``POST`` RFC 7009 revocation of this client's Account Token or Session Token.
 
@@ -179,13 +187,9 @@ def revocation_view(request: HttpRequest) -> JsonResponse:
     Unknown, expired or foreign tokens are answered 200 as well (RFC 7009 §2.2): the
     answer tells nothing about a token.
     """
-    if request.method != "POST":
-        response = error_response("method_not_allowed")
-        response["Allow"] = "POST"
-        return response
     try:
         form = _form(request)
-        client = _authenticated_client(request, form)
+        client = _authenticated_client(form)
         if not form.get("token"):
             raise InvalidRequestError("The token to revoke is missing.")
     except OAuth2Error as error:
