@@ -18,6 +18,17 @@ class InvalidDPoPProofError(OAuth2Error):
     status_code = 400
 
 
+class UseDPoPNonceError(OAuth2Error):
+    """RFC 9449 §8: the proof must carry the server nonce sent in ``DPoP-Nonce``."""
+
+    error = "use_dpop_nonce"
+    status_code = 400
+
+    def __init__(self, nonce: str) -> None:
+        super().__init__("Sign the DPoP proof with the nonce in the DPoP-Nonce header.")
+        self.nonce = nonce
+
+
 class InvalidSessionError(OAuth2Error):
     """Poppy: the ``session_id`` is unknown, ended, or another User's or client's."""
 
@@ -51,6 +62,7 @@ __all__ = [
     "InvalidSessionError",
     "TooManySessionsError",
     "UnauthorizedClient",
+    "UseDPoPNonceError",
     "oauth_error_response",
 ]
 
@@ -66,6 +78,8 @@ def oauth_error_response(error: OAuth2Error, headers: dict[str, str] | None = No
     """``{"error", "error_description"?}`` with the error's status and ``no-store``."""
     body = dict(error.get_body())
     response = JsonResponse(body, status=error.status_code or 400)
+    if isinstance(error, UseDPoPNonceError):
+        response["DPoP-Nonce"] = error.nonce
     for name, value in (headers or {}).items():
         response[name] = value
     return no_store(response)

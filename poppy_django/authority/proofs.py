@@ -2,7 +2,9 @@
 
 At the token endpoint a proof names ``POST`` and the token endpoint's public URL, carries no
 ``ath`` (there is no token yet), is fresh, signed by the public ``jwk`` in its header and
-used once. Its key's RFC 7638 thumbprint becomes the token's ``cnf.jkt``.
+used once, and carries a current server nonce when ``POPPY["TOKENS"]["REQUIRE_NONCE"]`` asks
+for them (else ``use_dpop_nonce`` with a ``DPoP-Nonce`` header, which agents retry with).
+Its key's RFC 7638 thumbprint becomes the token's ``cnf.jkt``.
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from typing import Any
 
 import jwt
 
-from poppy_django.auth import replay
+from poppy_django.auth import nonces, replay
 from poppy_django.auth.dpop import normalize_htu
 from poppy_django.auth.jwk import JWKError, public_key_for, thumbprint
 from poppy_django.auth.options import parse_options
 from poppy_django.authority.conf import authority_settings
-from poppy_django.authority.errors import InvalidDPoPProofError
+from poppy_django.authority.errors import InvalidDPoPProofError, UseDPoPNonceError
 from poppy_django.conf import poppy_settings
 
 PROOF_TYPE = "dpop+jwt"
@@ -39,7 +41,8 @@ def verify_token_request_proof(proof: Any, url: str, *, now: float | None = None
     except jwt.InvalidTokenError:
         raise _refuse() from None
     alg = header.get("alg")
-    allowed = parse_options(poppy_settings.TOKENS).dpop_algorithms
+    token_options = parse_options(poppy_settings.TOKENS)
+    allowed = token_options.dpop_algorithms
     if str(header.get("typ", "")).lower() != PROOF_TYPE or alg not in allowed:
         raise _refuse()
     jwk = header.get("jwk")
@@ -74,6 +77,12 @@ def verify_token_request_proof(proof: Any, url: str, *, now: float | None = None
         raise _refuse()
     if not isinstance(jti, str) or not 0 < len(jti) <= 256:
         raise _refuse()
+    # Server nonces, as the resource verifier asks for them (POPPY["TOKENS"]["REQUIRE_NONCE"]).
+    lifetime, secret = token_options.nonce_lifetime, token_options.nonce_secret
+    if token_options.require_nonce and not nonces.is_valid(
+        claims.get("nonce"), now, lifetime=lifetime, secret=secret
+    ):
+        raise UseDPoPNonceError(nonces.issue(now, lifetime=lifetime, secret=secret))
     if not replay.first_use(jkt, jti, ttl=max_age + 2 * leeway, alias=str(options.REPLAY_CACHE)):
         raise _refuse()
     return jkt

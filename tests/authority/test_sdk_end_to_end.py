@@ -215,3 +215,16 @@ def test_sign_out_stops_every_session_from_the_account_token_at_the_next_request
     assert revoked.revoked
     assert refused == "invalid_token"
     assert renewed.signed_in is False  # the Session continues, signed out
+
+
+def test_the_sdk_retries_with_the_token_endpoints_nonce(world: World, acme_settings: Any) -> None:
+    acme_settings.POPPY = {
+        **acme_settings.POPPY,
+        "TOKENS": {**acme_settings.POPPY["TOKENS"], "REQUIRE_NONCE": True},
+    }
+
+    async def scenario() -> Any:
+        await world.discover()
+        return await world.session("usr_nonce_0000000000001")
+
+    assert asyncio.run(scenario()).session_id.startswith("ses_")

@@ -206,3 +206,20 @@ def test_a_signed_in_token_is_inactive_once_its_sign_in_is_revoked() -> None:
     revoke_grants(Grant.objects.all())
     assert not session_is_active(signed_in)
     assert session_is_active(signed_out)  # the Session continues, signed out
+
+
+def test_server_nonces_when_the_verifier_requires_them(hand: HandAgent, acme_settings: Any) -> None:
+    acme_settings.POPPY = {
+        **acme_settings.POPPY,
+        "TOKENS": {**acme_settings.POPPY["TOKENS"], "REQUIRE_NONCE": True},
+    }
+    asked = hand.start_session()
+    assert asked.status_code == 400 and asked.json()["error"] == "use_dpop_nonce"
+    nonce = asked["DPoP-Nonce"]
+    body = {
+        "grant_type": JWT_BEARER,
+        "assertion": hand.signed(hand.claims("usr_nonce")),
+        **hand.client_form(),
+    }
+    answered = hand.post("/oauth/token", body, dpop=hand.proof(nonce=nonce))
+    assert answered.status_code == 200
