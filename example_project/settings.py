@@ -21,6 +21,8 @@ from typing import Any
 
 import dj_database_url
 
+from poppy_django.conf import DEFAULTS as poppy_defaults
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("POPPY_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -64,6 +66,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_eventstream",
     "poppy_django",
+    # The Company's own authorization server (issuer of the Session Tokens).
+    "poppy_django.authority",
     "example_project.shop",
 ]
 
@@ -178,6 +182,13 @@ POPPY: dict[str, Any] = {
     "LEASE_SECONDS": float(os.environ.get("POPPY_LEASE_SECONDS", "30")),
     "HEARTBEAT_SECONDS": float(os.environ.get("POPPY_HEARTBEAT_SECONDS", "10")),
 }
+
+# The authorization server's pages (device sign-in, connected agents) log Users in here.
+LOGIN_URL = "poppy_authority:login"
+# Its sign-outs take effect at the next request: the verifier asks it whether a token's
+# Session is still on (the session-status seam of poppy_django.auth).
+if "SESSION_STATUS" in poppy_defaults:
+    POPPY["SESSION_STATUS"] = "poppy_django.authority.status.session_is_active"
 
 # The support desk: Poppy's live channels (poppy-desk, poppy-<id>) only for desk staff.
 EVENTSTREAM_CHANNELMANAGER_CLASS = "poppy_django.desk.channels.DeskChannelManager"

@@ -6,6 +6,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("admin/", admin.site.urls),
     path("", include("poppy_django.urls")),
     path("", include("poppy_django.wellknown_urls")),
+    # The authorization server: OAuth metadata, token and revocation endpoints.
+    path("", include("poppy_django.authority.urls")),
 ]
 # The admin's and the desk's static files under uvicorn too (DEBUG only; production
 # serves them with collectstatic behind the web server).

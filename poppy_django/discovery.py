@@ -1,18 +1,22 @@
 """Discovery: the endpoint's ``agent.protocols`` entry and a whole ``poppy.json`` from settings.
 
-The authorization server usually builds ``poppy.json``; it calls :func:`protocol_entry` to
-advertise the endpoint. A site without one serves :func:`poppy_json_view` at
-``/.well-known/poppy.json``. ``POPPY["DISCOVERY"]`` sub-keys (all optional):
+An external authorization server may build ``poppy.json`` itself, calling
+:func:`protocol_entry` to advertise the endpoint; otherwise :func:`poppy_json_view` serves it
+at ``/.well-known/poppy.json``. With :mod:`poppy_django.authority` installed, the ``auth``
+object is the authority's (issuer, sign-in methods, scopes). ``POPPY["DISCOVERY"]`` sub-keys
+(all optional):
 
-``PROTOCOL_VERSION`` ("0.1"), ``ORGANIZATION`` ({}: e.g. ``{"name": "Acme", "url": ...}``),
-``AUTH`` ({}: extra fields of the ``auth`` object next to ``issuer``), ``EXTRA`` ({}: extra
-top-level fields).
+``PROTOCOL_VERSION`` ("0.2": what today's personal agents accept; the conversation wire is
+the same in 0.1 and 0.2), ``ORGANIZATION`` ({}: e.g. ``{"name": "Acme", "domain":
+"acme.example"}``; ``domain`` defaults to the host serving the document), ``AUTH`` ({}: extra
+fields of the ``auth`` object next to ``issuer``), ``EXTRA`` ({}: extra top-level fields).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_safe
@@ -23,7 +27,8 @@ from poppy_django.auth import dev_authority
 from poppy_django.conf import poppy_settings
 
 PROTOCOL_TYPE = "poppy"
-DEFAULT_PROTOCOL_VERSION = "0.1"
+#: Personal agents use a document only at a version they support (the public SDK: "0.2").
+DEFAULT_PROTOCOL_VERSION = "0.2"
 #: Where :mod:`poppy_django.wellknown_urls` serves the development authority's JWKS.
 JWKS_PATH = "/.well-known/jwks.json"
 DISCOVERY_KEYS = frozenset({"PROTOCOL_VERSION", "ORGANIZATION", "AUTH", "EXTRA"})
@@ -59,19 +64,31 @@ def _options() -> dict[str, Any]:
     return options
 
 
+def _authority_capabilities(request: HttpRequest | None) -> dict[str, Any]:
+    """The ``auth`` fields of :mod:`poppy_django.authority` when the project installed it."""
+    if not apps.is_installed("poppy_django.authority"):
+        return {}
+    from poppy_django.authority.metadata import auth_capabilities
+
+    return auth_capabilities(request)
+
+
 def poppy_document(request: HttpRequest | None = None) -> dict[str, Any]:
     """The whole ``poppy.json``: protocol_version, organization, auth.issuer, agent protocols."""
     options = _options()
-    auth: dict[str, Any] = {**dict(options.get("AUTH") or {})}
+    auth: dict[str, Any] = {**_authority_capabilities(request), **dict(options.get("AUTH") or {})}
     found = issuer(request)
     if found:
         auth["issuer"] = found
     if dev_authority.enabled() and not poppy_settings.ISSUER:
         auth.setdefault("jwks_uri", _origin(request) + JWKS_PATH)
+    organization = dict(options.get("ORGANIZATION") or {})
+    # The document speaks for the host serving it: agents refuse another domain here.
+    organization.setdefault("domain", urlsplit(_origin(request)).hostname)
     document: dict[str, Any] = {
         **dict(options.get("EXTRA") or {}),
         "protocol_version": str(options.get("PROTOCOL_VERSION") or DEFAULT_PROTOCOL_VERSION),
-        "organization": dict(options.get("ORGANIZATION") or {}),
+        "organization": organization,
         "auth": auth,
         "agent": {"protocols": [protocol_entry(request)]},
     }

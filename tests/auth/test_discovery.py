@@ -26,6 +26,8 @@ def test_protocol_entry_needs_an_origin(settings: Any) -> None:
 
 
 def test_document_from_settings(settings: Any) -> None:
+    # Another server is the issuer: the project does not run poppy_django.authority.
+    settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a != "poppy_django.authority"]
     settings.POPPY = {
         **settings.POPPY,
         "BASE_URL": "https://api.acme.com",
@@ -37,8 +39,8 @@ def test_document_from_settings(settings: Any) -> None:
         },
     }
     assert discovery.poppy_document() == {
-        "protocol_version": "0.1",
-        "organization": {"name": "Acme Outfitters"},
+        "protocol_version": "0.2",
+        "organization": {"name": "Acme Outfitters", "domain": "api.acme.com"},
         "auth": {"issuer": "https://auth.acme.com", "registration": "dynamic"},
         "agent": {
             "protocols": [{"type": "poppy", "endpoint": "https://api.acme.com/poppy/conversations"}]

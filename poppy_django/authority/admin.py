@@ -1,0 +1,102 @@
+"""Staff's view of the authority: clients (allow, block, pre-register), sign-ins (revoke:
+"disconnect this agent") and Sessions (end). No credential is ever shown: Account Tokens and
+device codes exist here only as hashes, which are not displayed."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.translation import ngettext
+
+from poppy_django.authority.grants import revoke_grants
+from poppy_django.authority.models import Client, Grant, Session
+from poppy_django.authority.sessions import end_sessions
+
+
+@admin.register(Client)
+class ClientAdmin(admin.ModelAdmin):
+    list_display = ("client_id", "name", "status", "registered", "fetched_at")
+    list_filter = ("status", "registered")
+    search_fields = ("client_id", "name")
+    readonly_fields = ("fetched_at", "created_at")
+    actions = ["block", "allow", "register"]
+
+    @admin.action(description="Block: refuse new Sessions and end the current ones")
+    def block(self, request: HttpRequest, queryset: QuerySet[Client]) -> None:
+        count = queryset.update(status=Client.Status.BLOCKED)
+        ended = end_sessions(Session.objects.filter(client__in=queryset))
+        self.message_user(
+            request,
+            ngettext("%d client blocked", "%d clients blocked", count) % count
+            + ngettext(", %d Session ended.", ", %d Sessions ended.", ended) % ended,
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Allow")
+    def allow(self, request: HttpRequest, queryset: QuerySet[Client]) -> None:
+        count = queryset.update(status=Client.Status.ALLOWED)
+        self.message_user(
+            request, ngettext("%d client allowed.", "%d clients allowed.", count) % count
+        )
+
+    @admin.action(description="Pre-register")
+    def register(self, request: HttpRequest, queryset: QuerySet[Client]) -> None:
+        count = queryset.update(registered=True)
+        self.message_user(
+            request, ngettext("%d client registered.", "%d clients registered.", count) % count
+        )
+
+
+@admin.register(Session)
+class SessionAdmin(admin.ModelAdmin):
+    list_display = (
+        "session_id",
+        "client",
+        "user_id",
+        "account_id",
+        "scope",
+        "created_at",
+        "ended_at",
+    )
+    list_filter = ("ended_at",)
+    list_select_related = ("client",)
+    raw_id_fields = ("client",)
+    search_fields = ("session_id", "user_id", "account_id", "client__client_id")
+    readonly_fields = ("session_id", "client", "user_id", "jkt", "created_at", "renewed_at")
+    actions = ["end"]
+
+    @admin.action(description="End (sign out) the selected Sessions")
+    def end(self, request: HttpRequest, queryset: QuerySet[Session]) -> None:
+        count = end_sessions(queryset)
+        self.message_user(
+            request, ngettext("%d Session ended.", "%d Sessions ended.", count) % count
+        )
+
+
+@admin.register(Grant)
+class GrantAdmin(admin.ModelAdmin):
+    list_display = ("account_id", "client", "scope", "method", "created_at", "revoked_at")
+    list_filter = ("method", "revoked_at")
+    list_select_related = ("client",)
+    search_fields = ("account_id", "user_id", "client__client_id")
+    readonly_fields = (
+        "client",
+        "user_id",
+        "account_id",
+        "scope",
+        "method",
+        "created_at",
+        "revoked_at",
+    )
+    actions = ["disconnect"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Disconnect: revoke, signing out every Session signed in from it")
+    def disconnect(self, request: HttpRequest, queryset: QuerySet[Grant]) -> None:
+        count = revoke_grants(queryset)
+        self.message_user(
+            request, ngettext("%d sign-in revoked.", "%d sign-ins revoked.", count) % count
+        )

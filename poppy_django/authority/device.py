@@ -1,0 +1,126 @@
+"""Device Sign-In (RFC 8628; Poppy §4.4): a link and a code the User enters on our page.
+
+The agent asks for codes (client-authenticated), shows the User the link, and polls the
+token endpoint with the device code and the Session to sign in. The User logs in with the
+project's own Django auth on :func:`poppy_django.authority.pages.device_page` and approves
+some or all of the requested scopes (never more).
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from authlib.oauth2.rfc6749 import AccessDeniedError, InvalidGrantError, InvalidScopeError
+from authlib.oauth2.rfc8628 import AuthorizationPendingError, ExpiredTokenError, SlowDownError
+from authlib.oauth2.rfc8628.endpoint import create_string_user_code
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from poppy_django.authority import grants
+from poppy_django.authority.conf import authority_settings
+from poppy_django.authority.metadata import scopes as offered_scopes
+from poppy_django.authority.models import Client, DeviceAuthorization, Grant, Session
+
+
+def requested_scope(scope: str | None) -> str:
+    """The requested scopes, each one offered; else ``invalid_scope``."""
+    wanted = list(dict.fromkeys((scope or "").split()))
+    offered = offered_scopes()
+    if not wanted or any(name not in offered for name in wanted):
+        raise InvalidScopeError("A requested scope is not offered by this company.")
+    return " ".join(wanted)
+
+
+def start(client: Client, scope: str | None) -> tuple[DeviceAuthorization, str]:
+    """New codes for ``client``; the record and the device code (returned once)."""
+    options = authority_settings()
+    wanted = requested_scope(scope)
+    device_code = secrets.token_urlsafe(32)
+    for _ in range(5):
+        try:
+            with transaction.atomic():
+                record = DeviceAuthorization.objects.create(
+                    client=client,
+                    device_code_hash=grants.token_hash(device_code),
+                    user_code=create_string_user_code(),
+                    scope=wanted,
+                    expires_at=timezone.now() + timedelta(seconds=int(options.DEVICE_CODE_SECONDS)),
+                    interval=int(options.DEVICE_INTERVAL_SECONDS),
+                )
+            return record, device_code
+        except IntegrityError:  # a user code already in use: draw another
+            continue
+    raise RuntimeError("Could not draw a free user code.")
+
+
+def normalized_user_code(value: str) -> str:
+    """What the User typed, as stored: upper case, the dash where we put it."""
+    letters = "".join(ch for ch in value.upper() if ch.isalnum())
+    return f"{letters[:4]}-{letters[4:]}" if len(letters) == 8 else letters
+
+
+def pending(user_code: str) -> DeviceAuthorization | None:
+    """The undecided, unexpired Device Sign-In with ``user_code``."""
+    return (
+        DeviceAuthorization.objects.select_related("client")
+        .filter(
+            user_code=normalized_user_code(user_code),
+            account_id=None,
+            denied=False,
+            expires_at__gt=timezone.now(),
+        )
+        .first()
+    )
+
+
+def decide(record: DeviceAuthorization, account_id: str | None, approved: list[str]) -> None:
+    """The User's decision: ``account_id`` with the ``approved`` scopes, or None to deny."""
+    requested = record.scope.split()
+    chosen = [scope for scope in requested if scope in approved]
+    if account_id is None or not chosen:
+        record.denied = True
+        record.save(update_fields=["denied"])
+        return
+    record.account_id = account_id
+    record.granted_scope = " ".join(chosen)
+    record.save(update_fields=["account_id", "granted_scope"])
+
+
+def exchange(client: Client, device_code: str, session_id: str, jkt: str) -> tuple[Session, str]:
+    """The token request of a polling agent: signed-in Session and Account Token, or why not."""
+    now = timezone.now()
+    with transaction.atomic():
+        record = (
+            DeviceAuthorization.objects.select_for_update()
+            .filter(device_code_hash=grants.token_hash(device_code), client=client)
+            .first()
+        )
+        if record is None or record.used_at is not None:
+            raise InvalidGrantError("The device code is not valid.")
+        if record.expires_at <= now:
+            raise ExpiredTokenError("The device code has expired.")
+        if record.denied:
+            raise AccessDeniedError("The User refused the sign-in.")
+        if record.account_id is not None:
+            session = grants.locked_session(client, session_id)
+            grant = Grant.objects.create(
+                client=client,
+                user_id=session.user_id,
+                account_id=record.account_id,
+                scope=record.granted_scope,
+                method=Grant.Method.DEVICE,
+            )
+            grants.sign_in(session, grant, grant.scope, jkt)
+            record.used_at = now
+            record.save(update_fields=["used_at"])
+            return session, grants.new_account_token(grant)
+        # Still pending: remember the poll (committed), then tell the agent to wait. A
+        # second of slack: the agent's clock and ours tick apart.
+        too_soon = (
+            record.last_polled_at is not None
+            and (now - record.last_polled_at).total_seconds() < record.interval - 1
+        )
+        record.last_polled_at = now
+        record.save(update_fields=["last_polled_at"])
+    raise SlowDownError() if too_soon else AuthorizationPendingError()

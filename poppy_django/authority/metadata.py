@@ -1,0 +1,135 @@
+"""The issuer's OAuth metadata (RFC 8414) and the ``auth`` object of ``poppy.json``.
+
+The two must agree exactly: a personal agent compares ``issuer`` character for character and
+finds the organization's domain in ``poppy_domains`` before it trusts the issuer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest, JsonResponse
+from django.urls import reverse
+from django.views.decorators.http import require_safe
+
+from poppy_django.auth.options import parse_options
+from poppy_django.auth.public_url import public_origin
+from poppy_django.authority.conf import authority_settings
+from poppy_django.conf import poppy_settings
+from poppy_django.errors import error_response
+
+POPPY_SCOPES = {
+    "poppy:read": "Read your account through the personal agent",
+    "poppy:write": "Act on your account through the personal agent",
+}
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
+
+
+def issuer() -> str:
+    """The authority's identifier, compared exactly by agents: ``POPPY["ISSUER"]``.
+
+    In development mode (``POPPY["DEV_AUTHORITY"]``) the development authority's issuer.
+    """
+    from poppy_django.discovery import issuer as configured_issuer
+
+    configured = configured_issuer()
+    if not configured:
+        raise ImproperlyConfigured('The authority needs POPPY["ISSUER"] (its https URL).')
+    return configured
+
+
+def origin(request: HttpRequest | None) -> str:
+    """The public origin endpoints are advertised at: the request's, else ``BASE_URL``'s."""
+    if request is not None:
+        return public_origin(request)
+    base_url = poppy_settings.BASE_URL
+    if not base_url:
+        raise ImproperlyConfigured('Without a request, the authority needs POPPY["BASE_URL"].')
+    parts = urlsplit(base_url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def endpoint(request: HttpRequest | None, name: str) -> str:
+    """The public URL of one of the authority's routes (``poppy_authority:<name>``)."""
+    return origin(request) + reverse(f"poppy_authority:{name}")
+
+
+def token_audience(request: HttpRequest | None) -> list[str]:
+    """What a Session Token's ``aud`` names: ``TOKENS["AUDIENCE"]``, else the endpoint URL."""
+    from poppy_django.discovery import endpoint_url
+
+    configured = parse_options(poppy_settings.TOKENS).audience
+    return list(configured) if configured else [endpoint_url(origin(request))]
+
+
+def scopes() -> dict[str, str]:
+    """Every scope offered: Poppy's two and the company's own."""
+    return {**POPPY_SCOPES, **dict(authority_settings().CUSTOM_SCOPES or {})}
+
+
+def domains(request: HttpRequest | None) -> list[str]:
+    """``POPPY_AUTHORITY["DOMAINS"]``, else poppy.json's organization domain (or the host)."""
+    configured = authority_settings().DOMAINS
+    if configured:
+        return [str(domain).lower() for domain in configured]
+    organization = (poppy_settings.DISCOVERY or {}).get("ORGANIZATION") or {}
+    domain = organization.get("domain") or urlsplit(origin(request)).hostname
+    return [str(domain).lower()]
+
+
+def auth_capabilities(request: HttpRequest | None) -> dict[str, Any]:
+    """The ``auth`` object of poppy.json (without ``issuer``, which discovery adds)."""
+    custom = dict(authority_settings().CUSTOM_SCOPES or {})
+    offered = list(scopes())
+    capabilities: dict[str, Any] = {"direct": {"scopes": offered}, "device": {"scopes": offered}}
+    if custom:
+        capabilities["custom_scopes"] = custom
+    return capabilities
+
+
+def server_metadata(request: HttpRequest | None) -> dict[str, Any]:
+    """RFC 8414 metadata, checked by Authlib's model of it before it is served."""
+    algorithms = list(parse_options(poppy_settings.TOKENS).dpop_algorithms)
+    metadata = AuthorizationServerMetadata(
+        {
+            "issuer": issuer(),
+            "token_endpoint": endpoint(request, "token"),
+            "revocation_endpoint": endpoint(request, "revoke"),
+            "device_authorization_endpoint": endpoint(request, "device"),
+            "jwks_uri": endpoint(request, "jwks"),
+            "authorization_endpoint": endpoint(request, "authorize"),
+            "grant_types_supported": [
+                JWT_BEARER,
+                DEVICE_CODE,
+                "authorization_code",
+                "refresh_token",
+            ],
+            "response_types_supported": ["code"],
+            "code_challenge_methods_supported": ["S256"],
+            "authorization_response_iss_parameter_supported": True,
+            "token_endpoint_auth_methods_supported": ["private_key_jwt"],
+            "token_endpoint_auth_signing_alg_values_supported": ["ES256", "RS256"],
+            "revocation_endpoint_auth_methods_supported": ["private_key_jwt"],
+            "revocation_endpoint_auth_signing_alg_values_supported": ["ES256", "RS256"],
+            "scopes_supported": list(scopes()),
+            "dpop_signing_alg_values_supported": algorithms,
+            "poppy_domains": domains(request),
+        }
+    )
+    metadata.validate()
+    return dict(metadata)
+
+
+@require_safe
+def metadata_view(request: HttpRequest, issuer_path: str = "") -> JsonResponse:
+    """``GET /.well-known/oauth-authorization-server[/<issuer path>]`` (RFC 8414 §3.1)."""
+    if issuer_path.strip("/") != urlsplit(issuer()).path.strip("/"):
+        return error_response("not_found")
+    response = JsonResponse(server_metadata(request))
+    response["Cache-Control"] = "public, max-age=300"
+    response["Access-Control-Allow-Origin"] = "*"
+    return response

@@ -1,0 +1,149 @@
+"""What the authority remembers: clients, Sessions, sign-ins (grants) and Account Tokens.
+
+No credential is stored in the clear: a Session Token is a signed JWT nobody keeps, a
+Session is found by its non-secret ``session_id``, and Account Tokens and device codes are
+kept as SHA-256 hashes only.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class Client(models.Model):
+    """A personal agent, known by its HTTPS ``client_id`` URL and the metadata served there."""
+
+    class Status(models.TextChoices):
+        ALLOWED = "allowed", "allowed"
+        BLOCKED = "blocked", "blocked"
+
+    client_id = models.URLField(max_length=512, unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ALLOWED)
+    #: Pre-registered by staff: may start Sessions when POPPY_AUTHORITY["CLIENTS"] is
+    #: "registered".
+    registered = models.BooleanField(default=False)
+    #: The client metadata document and its JWKS as last fetched (public data only).
+    metadata = models.JSONField(default=dict, blank=True)
+    jwks = models.JSONField(default=dict, blank=True)
+    fetched_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["client_id"]
+
+    def __str__(self) -> str:
+        return self.name or self.client_id
+
+
+class Grant(models.Model):
+    """A sign-in: the User of ``account_id`` let a client act with ``scope``.
+
+    Its Account Tokens sign Sessions in; revoking it (sign-out, "disconnect this agent")
+    signs out every Session signed in from it.
+    """
+
+    class Method(models.TextChoices):
+        DEVICE = "device", "device"
+        DIRECT = "direct", "direct"
+
+    client = models.ForeignKey(Client, on_delete=models.CASCADE, related_name="grants")
+    user_id = models.CharField(max_length=256)
+    account_id = models.CharField(max_length=256)
+    scope = models.CharField(max_length=1000, blank=True)
+    method = models.CharField(max_length=16, choices=Method.choices)
+    created_at = models.DateTimeField(default=timezone.now)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["account_id", "client"])]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} → {self.client}"
+
+
+class AccountToken(models.Model):
+    """One Account Token of a grant, by hash; rotation replaces it with a new one."""
+
+    grant = models.ForeignKey(Grant, on_delete=models.CASCADE, related_name="tokens")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    #: Set when a refresh rotated it: using it again is ``invalid_grant``.
+    rotated_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"Account Token {self.pk} of {self.grant}"
+
+
+class DeviceAuthorization(models.Model):
+    """A Device Sign-In (RFC 8628) from its codes to the User's decision on our page."""
+
+    client = models.ForeignKey(Client, on_delete=models.CASCADE, related_name="+")
+    device_code_hash = models.CharField(max_length=64, unique=True)
+    user_code = models.CharField(max_length=16, unique=True)
+    scope = models.CharField(max_length=1000)
+    expires_at = models.DateTimeField()
+    interval = models.PositiveIntegerField()
+    last_polled_at = models.DateTimeField(null=True, blank=True)
+    #: The User's decision: the account and the scopes approved, or ``denied``.
+    account_id = models.CharField(max_length=256, null=True, blank=True)
+    granted_scope = models.CharField(max_length=1000, blank=True)
+    denied = models.BooleanField(default=False)
+    #: Exchanged for tokens once; a second exchange is ``invalid_grant``.
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.user_code
+
+
+class AuthorizationCode(models.Model):
+    """Direct Sign-In (authorization code + PKCE): the User's approval, exchanged once."""
+
+    client = models.ForeignKey(Client, on_delete=models.CASCADE, related_name="+")
+    code_hash = models.CharField(max_length=64, unique=True)
+    redirect_uri = models.URLField(max_length=1000)
+    code_challenge = models.CharField(max_length=128)
+    account_id = models.CharField(max_length=256)
+    scope = models.CharField(max_length=1000)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"code for {self.account_id}"
+
+
+class Session(models.Model):
+    """One Session of a personal agent for one pairwise User: signed out until a sign-in."""
+
+    session_id = models.CharField(max_length=64, unique=True)
+    client = models.ForeignKey(Client, on_delete=models.CASCADE, related_name="sessions")
+    #: The pairwise User id the personal agent chose (opaque; never a person's data).
+    user_id = models.CharField(max_length=256)
+    #: RFC 7638 thumbprint of the DPoP key the Session's tokens are bound to.
+    jkt = models.CharField(max_length=64)
+    #: The account the Session was first signed in to: it is never signed in to another.
+    account_id = models.CharField(max_length=256, null=True, blank=True)
+    #: The sign-in it is signed in from; None while signed out.
+    grant = models.ForeignKey(
+        Grant, null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions"
+    )
+    scope = models.CharField(max_length=1000, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    renewed_at = models.DateTimeField(default=timezone.now)
+    #: Set when the Session is signed out or ended: its tokens stop at the next request.
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["client", "user_id"])]
+
+    def __str__(self) -> str:
+        return self.session_id
+
+    @property
+    def signed_in(self) -> bool:
+        return self.grant_id is not None
+
+    @property
+    def active(self) -> bool:
+        return self.ended_at is None and self.client.status == Client.Status.ALLOWED

@@ -1,0 +1,128 @@
+"""The User's pages: log in, approve a Device or Direct Sign-In, disconnect an agent.
+
+Plain Django views with the project's own authentication (``login_required``), CSRF and
+templates (``poppy_authority/*.html``, overridable like any app template).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from authlib.oauth2 import OAuth2Error
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods
+
+from poppy_django.authority import device, direct, grants, metadata
+from poppy_django.authority.clients import client_for
+from poppy_django.authority.metadata import scopes
+from poppy_django.authority.models import Grant
+from poppy_django.conf import poppy_settings
+
+
+def _organization() -> str:
+    organization = (poppy_settings.DISCOVERY or {}).get("ORGANIZATION") or {}
+    return str(organization.get("name") or "this company")
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def device_page(request: HttpRequest) -> HttpResponse:
+    """Enter the code a personal agent showed, then approve (some) scopes or deny."""
+    code = (request.POST.get("user_code") or request.GET.get("user_code") or "").strip()
+    record = device.pending(code) if code else None
+    context: dict[str, Any] = {"organization": _organization(), "user_code": code}
+    if record is None:
+        if code:
+            context["error"] = "That code is unknown or has expired."
+        return render(request, "poppy_authority/device.html", context, status=200)
+    decision = request.POST.get("decision") if request.method == "POST" else None
+    if decision in ("approve", "deny"):
+        approved = request.POST.getlist("scope") if decision == "approve" else []
+        account = grants.account_id_of(request.user) if decision == "approve" else None
+        device.decide(record, account, approved)
+        return render(
+            request,
+            "poppy_authority/device_done.html",
+            {**context, "approved": bool(account and approved), "client": record.client},
+        )
+    offered = scopes()
+    context.update(
+        client=record.client,
+        scopes=[(name, offered.get(name, name)) for name in record.scope.split()],
+    )
+    return render(request, "poppy_authority/consent.html", context)
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def connections_page(request: HttpRequest) -> HttpResponse:
+    """The agents signed in to this account, each with "disconnect this agent"."""
+    account = grants.account_id_of(request.user)
+    active = Grant.objects.filter(account_id=account, revoked_at=None).select_related("client")
+    if request.method == "POST":
+        client_id = request.POST.get("client_id", "")
+        count = grants.revoke_grants(active.filter(client__client_id=client_id))
+        if count:
+            messages.success(request, "The agent is disconnected: it is signed out everywhere.")
+        return HttpResponseRedirect(reverse("poppy_authority:connections"))
+    clients: dict[str, list[Grant]] = {}
+    for grant in active.order_by("created_at"):
+        clients.setdefault(grant.client.client_id, []).append(grant)
+    return render(
+        request,
+        "poppy_authority/connections.html",
+        {"organization": _organization(), "clients": clients},
+    )
+
+
+def _redirect_with(redirect_uri: str, **params: str) -> HttpResponseRedirect:
+    """Back to the client's registered redirect URI, with the issuer named (RFC 9207)."""
+    separator = "&" if "?" in redirect_uri else "?"
+    query = urlencode({**params, "iss": metadata.issuer()})
+    return HttpResponseRedirect(f"{redirect_uri}{separator}{query}")
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def authorize_page(request: HttpRequest) -> HttpResponse:
+    """Direct Sign-In's authorization page: check the request, then approve or deny."""
+    params = request.GET
+    context: dict[str, Any] = {"organization": _organization()}
+    try:
+        client = client_for(params.get("client_id"))
+        redirect_uri = direct.redirect_uri_of(client, params.get("redirect_uri"))
+    except (OAuth2Error, direct.InvalidAuthorizationRequest):
+        context["error"] = "This sign-in link is not valid."
+        return render(request, "poppy_authority/authorize.html", context, status=400)
+    state = params.get("state", "")
+    if params.get("response_type") != "code":
+        return _redirect_with(redirect_uri, error="unsupported_response_type", state=state)
+    challenge = params.get("code_challenge", "")
+    if params.get("code_challenge_method") != "S256" or not 43 <= len(challenge) <= 128:
+        return _redirect_with(redirect_uri, error="invalid_request", state=state)
+    try:
+        wanted = device.requested_scope(params.get("scope"))
+    except OAuth2Error:
+        return _redirect_with(redirect_uri, error="invalid_scope", state=state)
+    if request.method == "POST":
+        approved = [s for s in wanted.split() if s in request.POST.getlist("scope")]
+        if request.POST.get("decision") != "approve" or not approved:
+            return _redirect_with(redirect_uri, error="access_denied", state=state)
+        code = direct.issue_code(
+            client, redirect_uri, challenge, grants.account_id_of(request.user), " ".join(approved)
+        )
+        return _redirect_with(redirect_uri, code=code, state=state)
+    offered = scopes()
+    context.update(
+        client=client, scopes=[(name, offered.get(name, name)) for name in wanted.split()]
+    )
+    return render(request, "poppy_authority/authorize.html", context)

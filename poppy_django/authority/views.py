@@ -1,0 +1,225 @@
+"""The authority's HTTP endpoints: token, revocation and the signing keys.
+
+Credentials are read from the form body only (a query string is ignored, never a place for
+one); every answer is JSON, and the ones carrying or refusing credentials are ``no-store``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import jwt
+from authlib.oauth2 import OAuth2Error
+from authlib.oauth2.rfc6749 import InvalidRequestError, UnsupportedGrantTypeError
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_safe
+
+from poppy_django.auth.options import parse_options
+from poppy_django.auth.public_url import public_origin
+from poppy_django.authority import device, direct, grants, metadata, sessions
+from poppy_django.authority.assertions import verify_client_assertion, verify_session_assertion
+from poppy_django.authority.clients import client_for
+from poppy_django.authority.conf import authority_settings
+from poppy_django.authority.errors import no_store, oauth_error_response
+from poppy_django.authority.keys import ALGORITHM, public_jwks, signing_key
+from poppy_django.authority.models import Client, Session
+from poppy_django.authority.proofs import verify_token_request_proof
+from poppy_django.authority.tokens import issue_session_token
+from poppy_django.conf import poppy_settings
+from poppy_django.errors import error_response
+
+JWT_BEARER = metadata.JWT_BEARER
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+
+def _post_only(
+    view: Callable[[HttpRequest], JsonResponse],
+) -> Callable[[HttpRequest], JsonResponse]:
+    """A JSON ``405`` with ``Allow: POST`` for any other method; no CSRF (no cookies used)."""
+
+    @csrf_exempt
+    @wraps(view)
+    def wrapped(request: HttpRequest) -> JsonResponse:
+        if request.method != "POST":
+            response = error_response("method_not_allowed")
+            response["Allow"] = "POST"
+            return response
+        return view(request)
+
+    return wrapped
+
+
+def _form(request: HttpRequest) -> dict[str, str]:
+    if request.content_type != FORM_TYPE:
+        raise InvalidRequestError("The body must be application/x-www-form-urlencoded.")
+    return {name: request.POST.get(name, "") for name in request.POST}
+
+
+def _authenticated_client(form: dict[str, str]) -> Client:
+    client = client_for(form.get("client_id"))
+    verify_client_assertion(form, client, metadata.issuer())
+    return client
+
+
+def _session_token_response(
+    request: HttpRequest, session: Session, account_token: str | None = None
+) -> JsonResponse:
+    token, lifetime = issue_session_token(
+        session, issuer=metadata.issuer(), audience=metadata.token_audience(request)
+    )
+    body: dict[str, Any] = {
+        "access_token": token,
+        "token_type": "DPoP",
+        "expires_in": lifetime,
+        "scope": session.scope if session.signed_in else "",
+        "session_id": session.session_id,
+        "signed_in": session.signed_in,
+    }
+    if account_token is not None:
+        body["refresh_token"] = account_token
+    return no_store(JsonResponse(body))
+
+
+def _proof_key(request: HttpRequest) -> str:
+    return verify_token_request_proof(
+        request.headers.get("DPoP"), public_origin(request) + request.path
+    )
+
+
+def _session_id(form: dict[str, str]) -> str:
+    session_id = form.get("session_id")
+    if not session_id:
+        raise InvalidRequestError("The session_id to sign in is missing.")
+    return session_id
+
+
+def _jwt_bearer(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:
+    """Start a Session (no ``session_id``) or renew one, for the assertion's User."""
+    user_id = verify_session_assertion(form.get("assertion"), client, metadata.issuer())
+    jkt = _proof_key(request)
+    session_id = form.get("session_id")
+    if session_id:
+        session = sessions.renew_session(client, user_id, jkt, session_id)
+    else:
+        session = sessions.start_session(client, user_id, jkt)
+    return _session_token_response(request, session)
+
+
+def _device_code(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:
+    """Device Sign-In's poll: pending, or the Session signed in and an Account Token."""
+    jkt = _proof_key(request)
+    session, account_token = device.exchange(
+        client, form.get("device_code", ""), _session_id(form), jkt
+    )
+    return _session_token_response(request, session, account_token)
+
+
+def _refresh_token(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:
+    """An Account Token signs a Session in (narrower scopes allowed) and is rotated."""
+    jkt = _proof_key(request)
+    session, account_token = grants.refresh(
+        client, form.get("refresh_token", ""), _session_id(form), form.get("scope"), jkt
+    )
+    return _session_token_response(request, session, account_token)
+
+
+def _authorization_code(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:
+    """Direct Sign-In's code (with its PKCE verifier) signs the Session in."""
+    jkt = _proof_key(request)
+    session, account_token = direct.exchange(client, form, _session_id(form), jkt)
+    return _session_token_response(request, session, account_token)
+
+
+GRANTS = {
+    JWT_BEARER: _jwt_bearer,
+    metadata.DEVICE_CODE: _device_code,
+    "refresh_token": _refresh_token,
+    "authorization_code": _authorization_code,
+}
+
+
+@_post_only
+def device_authorization_view(request: HttpRequest) -> JsonResponse:
+    """``POST`` RFC 8628 §3.1: a device code, a user code and our page's link."""
+    try:
+        form = _form(request)
+        client = _authenticated_client(form)
+        record, device_code = device.start(client, form.get("scope"))
+    except OAuth2Error as error:
+        return oauth_error_response(error)
+    page = metadata.endpoint(request, "device-page")
+    body = {
+        "device_code": device_code,
+        "user_code": record.user_code,
+        "verification_uri": page,
+        "verification_uri_complete": f"{page}?user_code={record.user_code}",
+        "expires_in": int(authority_settings().DEVICE_CODE_SECONDS),
+        "interval": record.interval,
+    }
+    return no_store(JsonResponse(body))
+
+
+@_post_only
+def token_view(request: HttpRequest) -> JsonResponse:
+    """``POST`` the token endpoint: client authentication, then the grant."""
+    try:
+        form = _form(request)
+        grant = GRANTS.get(form.get("grant_type", ""))
+        if grant is None:
+            raise UnsupportedGrantTypeError("This grant_type is not offered.")
+        client = _authenticated_client(form)
+        return grant(request, form, client)
+    except OAuth2Error as error:
+        headers = {"Retry-After": "60"} if error.status_code == 429 else None
+        return oauth_error_response(error, headers)
+
+
+@_post_only
+def revocation_view(request: HttpRequest) -> JsonResponse:
+    """``POST`` RFC 7009 revocation of this client's Account Token or Session Token.
+
+    An Account Token: its sign-in is revoked and every Session signed in from it continues
+    signed out (sign-out). A Session Token: its Session ends.
+
+    Unknown, expired or foreign tokens are answered 200 as well (RFC 7009 §2.2): the
+    answer tells nothing about a token.
+    """
+    try:
+        form = _form(request)
+        client = _authenticated_client(form)
+        if not form.get("token"):
+            raise InvalidRequestError("The token to revoke is missing.")
+    except OAuth2Error as error:
+        return oauth_error_response(error)
+    if not grants.revoke_account_token(client, form["token"]):
+        session_id = _own_session_id(form["token"])
+        if session_id:
+            sessions.end_sessions(Session.objects.filter(session_id=session_id, client=client))
+    return no_store(JsonResponse({}))
+
+
+def _own_session_id(token: str) -> str | None:
+    """The ``sid`` of a Session Token this authority signed (expired ones included)."""
+    try:
+        claims = jwt.decode(
+            token,
+            signing_key().public_key(),
+            algorithms=[ALGORITHM],
+            options={"verify_aud": False, "verify_exp": False},
+        )
+    except jwt.InvalidTokenError:
+        return None
+    sid = claims.get(parse_options(poppy_settings.TOKENS).claims["session_id"])
+    return sid if isinstance(sid, str) else None
+
+
+@require_safe
+def jwks_view(request: HttpRequest) -> JsonResponse:
+    """``GET`` the public keys Session Tokens are signed with."""
+    response = JsonResponse(public_jwks())
+    response["Cache-Control"] = "public, max-age=300"
+    response["Access-Control-Allow-Origin"] = "*"
+    return response

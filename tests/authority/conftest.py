@@ -1,0 +1,200 @@
+"""The example project as ``acme.example`` on the SDK's in-process network, with its authority.
+
+``world`` gives an unmodified ``personal-agent-protocol`` personal agent (Atlas) that
+reaches the company by its domain alone: HTTPS over ASGI, public-looking DNS, the SDK's own
+SSRF rules unchanged. The authority fetches Atlas's client metadata through
+:mod:`tests.authority.network`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from django.core.asgi import get_asgi_application
+from personal_agent_protocol import (
+    ConversationClient,
+    DiscoveryClient,
+    DpopHttpClient,
+    Message,
+    SessionClient,
+    generate_message_id,
+)
+from personal_agent_protocol.demo.kit import (
+    AgentIdentity,
+    InProcessNetwork,
+    PersonalAgentHost,
+    personal_agent_reactor,
+)
+
+from poppy_django.auth import dpop, replay
+from poppy_django.authority.keys import jwks_of_file
+from tests.authority import network
+from tests.authority.driver import PASSWORD, AcmeUser
+
+DOMAIN = "acme.example"
+ORIGIN = f"https://{DOMAIN}"
+TENANT = "tests"
+
+
+class RealClock:
+    """The SDK's demo clock is frozen; the company checks assertions against real time."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+@pytest.fixture
+def acme_settings(settings: Any, tmp_path: Path) -> Any:
+    """The example project as its own issuer at https://acme.example, configured as in
+    production: its own signing key, and the endpoint verifying with the public half."""
+    key_file = tmp_path / "signing-key.pem"
+    key_file.write_bytes(
+        ec.generate_private_key(ec.SECP256R1()).private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    settings.ALLOWED_HOSTS = [DOMAIN, "testserver"]
+    settings.POPPY = {
+        **settings.POPPY,
+        "BASE_URL": ORIGIN,
+        "ISSUER": ORIGIN,
+        "AUTHENTICATE": "poppy_django.auth.dpop.verify",
+        "TOKENS": {"JWKS": jwks_of_file(key_file)},
+        "DEV_AUTHORITY": False,
+        "DISCOVERY": {"ORGANIZATION": {"name": "Acme Outfitters", "domain": DOMAIN}},
+    }
+    settings.POPPY_AUTHORITY = {
+        "SIGNING_KEY_FILE": str(key_file),
+        "FETCH_TRANSPORT": "tests.authority.network.transport",
+        "RESOLVER": "tests.authority.network.resolve",
+        "DEVICE_INTERVAL_SECONDS": 1,
+    }
+    settings.ROOT_URLCONF = "tests.authority.urls"
+    dpop.reset()
+    return settings
+
+
+@pytest.fixture
+def customers(django_user_model: Any) -> None:
+    """The Users of acct-1 and acct-2, who log in on Acme's own page."""
+    for account in ("acct-1", "acct-2"):
+        user, _ = django_user_model.objects.get_or_create(username=account)
+        user.set_password(PASSWORD)
+        user.save()
+
+
+@pytest.fixture(autouse=True)
+def _sites() -> Iterator[None]:
+    network.reset()
+    yield
+    network.reset()
+    replay._backends.clear()
+
+
+class UserBrowser:
+    """The User's browser as the agent hands a Direct Sign-In link to it: kept for the test."""
+
+    def __init__(self) -> None:
+        self.urls: list[str] = []
+
+    async def open(self, authorization_url: Any) -> None:
+        self.urls.append(authorization_url.get_secret_value())
+
+
+class World:
+    """Atlas, a personal agent built from the SDK, and Acme, the example project."""
+
+    def __init__(self) -> None:
+        self.network = InProcessNetwork()
+        self.network.add(DOMAIN, get_asgi_application())
+        self.atlas = AgentIdentity(domain="atlas.example", name="Atlas")
+        self.network.add(self.atlas.domain, self.atlas.website())
+        network.serve_identity(self.atlas)
+        # A second personal agent, listing no extension.
+        self.plain = AgentIdentity(domain="plain.example", name="Plain", extensions=())
+        self.network.add(self.plain.domain, self.plain.website())
+        network.serve_identity(self.plain)
+        self.user = AcmeUser(self.network, ORIGIN, self.plain)
+        self.http = self.network.client()
+        self.browser = UserBrowser()
+        self.host = PersonalAgentHost(
+            self.atlas,
+            RealClock(),  # type: ignore[arg-type]
+            browser=self.browser,  # type: ignore[arg-type]
+        )
+        self.reactor = personal_agent_reactor(
+            self.host, network=self.network, http_client=self.http
+        )
+        self.discovery = DiscoveryClient(reactor=self.reactor, http_client=self.http)
+        self.sessions = SessionClient(reactor=self.reactor, http_client=self.http)
+        self.transport = DpopHttpClient(reactor=self.reactor, http_client=self.http)
+        self.conversations = ConversationClient(transport=self.transport)
+
+    async def discover(self) -> Any:
+        self.company = await self.discovery.discover(DOMAIN)
+        return self.company
+
+    def who(self, user: str) -> dict[str, str]:
+        return {
+            "tenant_id": TENANT,
+            "pairwise_user_id": user,
+            "issuer": self.company.oauth_metadata.issuer,
+        }
+
+    async def session(self, user: str) -> Any:
+        metadata = self.company.oauth_metadata
+        return await self.sessions.start(
+            client_id=self.atlas.client_id,
+            pairwise_user_id=user,
+            issuer=metadata.issuer,
+            token_endpoint=metadata.token_endpoint,
+            tenant_id=TENANT,
+        )
+
+    async def renew(self, user: str, session_id: str) -> Any:
+        metadata = self.company.oauth_metadata
+        return await self.sessions.renew(
+            client_id=self.atlas.client_id,
+            pairwise_user_id=user,
+            issuer=metadata.issuer,
+            token_endpoint=metadata.token_endpoint,
+            tenant_id=TENANT,
+            session_id=session_id,
+        )
+
+    async def talk(self, user: str, token: Any, text: str) -> list[Any]:
+        """Start a conversation and read until the Company Agent's turn is done."""
+        message = Message(id=generate_message_id(self.reactor), sender="agent", text=text)
+        started = await self.conversations.start(
+            self.endpoint, message, token=token, wait=10, **self.who(user)
+        )
+        events, cursor = list(started.events), started.cursor
+        while not (events[-1].type == "state" and events[-1].status != "working"):
+            page = await self.conversations.read_events(
+                self.endpoint,
+                started.conversation_id,
+                token=token,
+                cursor=cursor,
+                wait=10,
+                **self.who(user),
+            )
+            events += page.events
+            cursor = page.cursor
+        return events
+
+    @property
+    def endpoint(self) -> str:
+        return str(self.company.document.agent.protocols[0].endpoint)
+
+
+@pytest.fixture
+def world(acme_settings: Any) -> World:
+    return World()

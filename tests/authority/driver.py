@@ -1,0 +1,115 @@
+"""A customer of Acme at the browser: logs in and approves or disconnects on Acme's pages.
+
+The conformance suite's ``UserDriver``: everything a personal agent cannot do itself goes
+through the example project's own HTML pages, with Django's login and CSRF, as a person's
+browser would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from urllib.parse import urlencode
+
+import httpx
+from personal_agent_protocol.demo.kit import AgentIdentity, InProcessNetwork
+
+PASSWORD = "correct horse battery staple"
+_CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+
+class Browser:
+    """One person's browser session on Acme (cookies kept, redirects not followed)."""
+
+    def __init__(self, network: InProcessNetwork, origin: str) -> None:
+        self.http = network.client()
+        self.origin = origin
+
+    async def get(self, path: str) -> httpx.Response:
+        return await self.http.get(self.origin + path)
+
+    async def post(
+        self, path: str, page: httpx.Response, form: list[tuple[str, str]]
+    ) -> httpx.Response:
+        found = _CSRF.search(page.text)
+        assert found, f"no CSRF token on {page.url}"
+        return await self.http.post(
+            self.origin + path,
+            content=urlencode([("csrfmiddlewaretoken", found.group(1)), *form]).encode(),
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Origin": self.origin,
+                "Referer": str(page.url),
+            },
+        )
+
+    async def log_in(self, account: str) -> None:
+        page = await self.get("/account/login")
+        done = await self.post(
+            "/account/login", page, [("username", account), ("password", PASSWORD)]
+        )
+        assert done.status_code == 302, f"login as {account} failed: {done.status_code}"
+
+
+class AcmeUser:
+    """The conformance suite's ``UserDriver`` for the example project."""
+
+    capabilities = frozenset({"disconnect", "second_identity", "direct_sign_in"})
+    accounts = ("acct-1", "acct-2")
+
+    def __init__(
+        self, network: InProcessNetwork, origin: str, other_identity: AgentIdentity
+    ) -> None:
+        self.network = network
+        self.origin = origin
+        self.other_identity: AgentIdentity | None = other_identity
+
+    async def approve_device(
+        self, user_code: str, *, account: str, scopes: Sequence[str] | None = None
+    ) -> None:
+        browser = Browser(self.network, self.origin)
+        await browser.log_in(account)
+        consent = await browser.get(f"/device?user_code={user_code}")
+        assert consent.status_code == 200 and "Allow" in consent.text, consent.text
+        offered = re.findall(r'name="scope" value="([^"]+)"', consent.text)
+        chosen = [s for s in offered if scopes is None or s in scopes]
+        form = [("user_code", user_code), ("decision", "approve")]
+        done = await browser.post("/device", consent, form + [("scope", s) for s in chosen])
+        assert "is connected" in done.text, done.text
+
+    async def wait(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    async def disconnect(self, client_id: str, account: str) -> None:
+        browser = Browser(self.network, self.origin)
+        await browser.log_in(account)
+        page = await browser.get("/account/agents")
+        done = await browser.post("/account/agents", page, [("client_id", client_id)])
+        assert done.status_code == 302, done.status_code
+
+    async def approve_authorization(
+        self, authorization_url: str, *, account: str, scopes: Sequence[str] | None = None
+    ) -> str:
+        """Direct Sign-In: approve on the authorization page; the callback URL it sends to."""
+        browser = Browser(self.network, self.origin)
+        await browser.log_in(account)
+        path = authorization_url.removeprefix(self.origin)
+        consent = await browser.get(path)
+        assert consent.status_code == 200 and "Allow" in consent.text, consent.text
+        offered = re.findall(r'name="scope" value="([^"]+)"', consent.text)
+        chosen = [s for s in offered if scopes is None or s in scopes]
+        done = await browser.post(
+            path, consent, [("decision", "approve"), *(("scope", s) for s in chosen)]
+        )
+        assert done.status_code == 302, done.status_code
+        return done.headers["location"]
+
+    async def revise(self, operation_id: str) -> None:
+        raise NotImplementedError("no Operations extension")
+
+    async def forget_events(self, conversation_id: str) -> None:
+        raise NotImplementedError("not a capability of this driver")
+
+    async def performed(self, operation_id: str) -> int:
+        raise NotImplementedError("no Operations extension")

@@ -1,0 +1,36 @@
+"""The authority's system checks, each one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from poppy_django import conf
+from poppy_django.authority.checks import check_authority
+
+
+def ids(settings: Any) -> list[str]:
+    return [problem.id for problem in check_authority()]
+
+
+def test_a_configured_authority_has_no_errors(acme_settings: Any) -> None:
+    found = ids(acme_settings)
+    if "SESSION_STATUS" in conf.DEFAULTS:
+        assert "poppy_authority.W002" in found
+        acme_settings.POPPY = {
+            **acme_settings.POPPY,
+            "SESSION_STATUS": "poppy_django.authority.status.session_is_active",
+        }
+        assert ids(acme_settings) == []
+    else:
+        assert found == ["poppy_authority.W002"]
+
+
+def test_unknown_settings_no_issuer_no_key_and_http(acme_settings: Any, monkeypatch: Any) -> None:
+    acme_settings.POPPY_AUTHORITY = {"TYPO": 1}
+    assert ids(acme_settings) == ["poppy_authority.E001"]
+    acme_settings.POPPY_AUTHORITY = {"SIGNING_KEY_FILE": "/nonexistent/key.pem"}
+    acme_settings.POPPY = {**acme_settings.POPPY, "ISSUER": None, "DEV_AUTHORITY": False}
+    found = ids(acme_settings)
+    assert "poppy_authority.E002" in found and "poppy_authority.E003" in found
+    acme_settings.POPPY = {**acme_settings.POPPY, "ISSUER": "http://acme.example"}
+    assert "poppy_authority.W001" in ids(acme_settings)

@@ -1,0 +1,157 @@
+"""The protocol's public conformance suite against the example project and its authority.
+
+``personal_agent_protocol.conformance`` plays a personal agent over real TCP and TLS
+(``served_over_tls``): discovery, Sessions, Device Sign-In approved by a customer on Acme's
+own pages (:mod:`tests.authority.driver`), Account Tokens, sign-out, conversations and the
+company-side security cases. The Operations extension is not offered, so its suite is not
+run. Every case must pass unless it is listed below with the reason; the report is written
+to ``var/conformance/`` (JSON and JUnit) and summarized in ``docs/authority.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from personal_agent_protocol.conformance import (
+    ConformanceContext,
+    Scenario,
+    run_conformance,
+    select_cases,
+)
+from personal_agent_protocol.demo.sockets import served_over_tls
+
+from poppy_django import conf
+from tests.authority.conftest import ORIGIN, World
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: The shop: signed-in reads of orders need poppy:read (tests/authority/urls.py); asking for
+#: one's orders signed out makes the Company Agent ask for sign-in.
+SCENARIO = Scenario(
+    read_path="/api/orders",
+    read_scope="poppy:read",
+    scopes=("poppy:read", "poppy:write"),
+    account_prompt="What are my orders?",
+    greeting="Hello.",
+)
+
+READS_AT_ONCE = (
+    "the suite reads the events right after the 201/202 without `wait`, assuming a reply "
+    "written inside the POST (as its demo company does); our turns run after the POST, "
+    "so the reply is not there yet"
+)
+#: Cases that fail as the suite is written, each with why (kept, not bent to the suite).
+#: Those marked "when" pass or fail with the race between the suite's reads and the turn.
+KNOWN_FAILURES = {
+    "conversations.empty-read": READS_AT_ONCE
+    + " (when the turn writes between its two reads, the second is not empty)",
+    "conversations.start-and-reply": READS_AT_ONCE,
+    "conversations.retry-replays": READS_AT_ONCE
+    + " (the turn adds events between its two reads, so the counts differ)",
+    "conversations.read-fields": READS_AT_ONCE
+    + " (the reply arrives between its two reads, so the second is not empty)",
+    "conversations.attribution": READS_AT_ONCE,
+    "conversations.authorization-then-same-conversation": READS_AT_ONCE
+    + "; and a draft difference: it wants the sign-in request also worded as a message in "
+    "every conversation, where seed 000 does that only in Direct Conversations",
+}
+#: The suite wants the earlier signed-in token "handled as signed out" (403) at the next
+#: request after sign-out. Without the session-status seam it stays valid until it expires;
+#: with the seam (poppy_django.auth.sessions) it is refused as 401 invalid_token at the next
+#: request instead, which test_sdk_end_to_end checks.
+SIGN_OUT = (
+    "the suite expects the earlier signed-in Session Token to be answered as signed out "
+    "(403) at the next request; "
+    + (
+        "the session-status seam refuses it as 401 invalid_token instead (the agent then "
+        "renews its Session, which continues signed out)"
+        if "SESSION_STATUS" in conf.DEFAULTS
+        else 'without the session-status seam (POPPY["SESSION_STATUS"]) it stays valid until '
+        "it expires"
+    )
+)
+KNOWN_FAILURES.update(
+    dict.fromkeys(
+        (
+            "lifecycle.sign-out-takes-effect",
+            "lifecycle.sign-out-every-session",
+            "lifecycle.disconnect-from-account-settings",
+        ),
+        SIGN_OUT,
+    )
+)
+
+#: Cases the suite skips, with the reason it gives, that do not apply to this company.
+NOT_APPLICABLE = {
+    "protocol.extension-required-company": "the Operations extension is not offered",
+    "protocol.feedback-report": "no feedback endpoint is offered",
+    "lifecycle.mcp-protected-resource-metadata": "no MCP server is offered",
+    "lifecycle.mcp-bearer-for-its-url": "no MCP server is offered",
+    "lifecycle.mcp-bearer-only-at-mcp": "no MCP server is offered",
+    "lifecycle.mcp-token-type-by-server": "no MCP server is offered",
+    "lifecycle.mcp-sign-out-takes-effect": "no MCP server is offered",
+    "lifecycle.browser-joins-session": "no browser session endpoint is offered",
+    "lifecycle.browser-assertion-refused": "no browser session endpoint is offered",
+    "conversations.cursor-expired-recovery": (
+        "needs the operator to prune a live conversation's events on demand "
+        "(covered by tests/wire/test_reads.py::test_a_cursor_into_pruned_events_is_expired)"
+    ),
+    "conversations.text-delta-not-actionable": (
+        "the suite saw no text-delta pieces for its greeting (deltas are covered by "
+        "tests/stream/test_sse.py)"
+    ),
+}
+
+
+@pytest.fixture
+def session_status(acme_settings: Any) -> None:
+    """Sign-out at the next request, where the session-status seam exists."""
+    if "SESSION_STATUS" in conf.DEFAULTS:
+        acme_settings.POPPY = {
+            **acme_settings.POPPY,
+            "SESSION_STATUS": "poppy_django.authority.status.session_is_active",
+            "SESSION_STATUS_CACHE_SECONDS": 0,
+        }
+
+
+def test_the_public_conformance_suite(world: World, customers: None, session_status: None) -> None:
+    context = ConformanceContext(
+        ORIGIN,
+        identity=world.atlas,
+        http=world.http,
+        driver=world.user,
+        scenario=SCENARIO,
+        address_resolver=world.network.resolve,
+    )
+    cases = [case for case in select_cases() if case.suite != "operations"]
+
+    async def run() -> Any:
+        async with served_over_tls(world.network):
+            return await run_conformance(context, cases=cases)
+
+    report = asyncio.run(run())
+    out = Path(settings.VAR_DIR) / "conformance"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report.to_json(), indent=2))
+    (out / "report.xml").write_text(report.to_junit())
+
+    outcomes = {result.id: result for result in report.results}
+    failed = {id_: r.message for id_, r in outcomes.items() if r.outcome == "failed"}
+    skipped = {id_: r.message for id_, r in outcomes.items() if r.outcome == "skipped"}
+    assert set(failed) <= set(KNOWN_FAILURES), {
+        k: failed[k] for k in set(failed) - set(KNOWN_FAILURES)
+    }
+    assert set(skipped) <= set(NOT_APPLICABLE), {
+        k: skipped[k] for k in set(skipped) - set(NOT_APPLICABLE)
+    }
+    # The company-side security cases and the lifecycle all pass.
+    for id_, result in outcomes.items():
+        if id_.startswith(("security.", "lifecycle.")) and id_ not in KNOWN_FAILURES:
+            assert result.outcome in ("passed", "skipped"), (id_, result.message)
+    passed = sum(r.outcome == "passed" for r in report.results)
+    assert passed >= 60
