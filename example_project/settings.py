@@ -21,8 +21,6 @@ from typing import Any
 
 import dj_database_url
 
-from poppy_django.conf import DEFAULTS as poppy_defaults
-
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("POPPY_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -167,9 +165,10 @@ POPPY: dict[str, Any] = {
         if DEV_AUTHORITY
         else False
     ),
-    # Its sessions can be revoked (poppy_token --revoke): tokens of a revoked session are
-    # refused once the status cache (5 s) expires.
-    "SESSION_STATUS": ("poppy_django.auth.dev_authority.session_active" if DEV_AUTHORITY else None),
+    # Sign-outs and revocations take effect at the next request (once the 5 s status cache
+    # expires): the verifier asks the authority whether a token's Session is still on — its
+    # own Sessions, and development tokens revoked with poppy_token --revoke.
+    "SESSION_STATUS": "poppy_django.authority.status.session_is_active",
     "DISCOVERY": {"ORGANIZATION": {"name": "Acme Outfitters", "domain": "acme.example"}},
     "EXECUTOR": EXECUTOR,
     "HANDOFF_HOOKS": {
@@ -185,10 +184,6 @@ POPPY: dict[str, Any] = {
 
 # The authorization server's pages (device sign-in, connected agents) log Users in here.
 LOGIN_URL = "poppy_authority:login"
-# Its sign-outs take effect at the next request: the verifier asks it whether a token's
-# Session is still on (the session-status seam of poppy_django.auth).
-if "SESSION_STATUS" in poppy_defaults:
-    POPPY["SESSION_STATUS"] = "poppy_django.authority.status.session_is_active"
 
 # The support desk: Poppy's live channels (poppy-desk, poppy-<id>) only for desk staff.
 EVENTSTREAM_CHANNELMANAGER_CLASS = "poppy_django.desk.channels.DeskChannelManager"

@@ -15,6 +15,7 @@ fields of the ``auth`` object next to ``issuer``), ``EXTRA`` ({}: extra top-leve
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured

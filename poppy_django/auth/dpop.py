@@ -283,8 +283,8 @@ class DPoPVerifier:
         jkt = thumbprint(jwk)
         if not _same(_claim(claims, self.options.claims["jkt"]), jkt):
             raise _Refused("invalid_dpop_proof", "proof key is not the token's cnf.jkt")
-        principal = self._principal(claims, request["url"])
-        if not sessions.is_active(principal):
+        principal = sessions.current(self._principal(claims, request["url"]))
+        if principal is None:
             raise _Refused(
                 "invalid_token",
                 "session revoked: the session behind this token has ended (signed out or "

@@ -5,7 +5,7 @@
 - ``E002``: no issuer: ``POPPY["ISSUER"]`` is unset and the development authority is off.
 - ``E003``: no signing key: neither ``$POPPY_AUTHORITY_SIGNING_KEY``, ``SIGNING_KEY_FILE``
   nor the development authority's.
-- ``W001``: the issuer is not https: personal agents refuse it.
+- ``W001``: the issuer is not https with ``DEBUG`` off: personal agents refuse it.
 - ``W002``: ``POPPY["SESSION_STATUS"]`` is not the authority's callable: a sign-out leaves
   signed-in Session Tokens valid until they expire.
 """
@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
@@ -26,7 +27,7 @@ def check_authority(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> 
     from poppy_django.authority import keys
     from poppy_django.authority.conf import authority_settings
     from poppy_django.authority.status import session_is_active
-    from poppy_django.conf import DEFAULTS, poppy_settings
+    from poppy_django.conf import poppy_settings
     from poppy_django.discovery import issuer
 
     try:
@@ -45,7 +46,7 @@ def check_authority(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> 
                 id="poppy_authority.E002",
             )
         )
-    elif urlsplit(found).scheme != "https":
+    elif urlsplit(found).scheme != "https" and not settings.DEBUG:
         problems.append(
             checks.Warning(
                 f"The issuer {found} is not https: personal agents refuse it.",
@@ -57,7 +58,7 @@ def check_authority(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> 
         keys.signing_key()
     except (ImproperlyConfigured, OSError) as exc:
         problems.append(checks.Error(str(exc), id="poppy_authority.E003"))
-    status = poppy_settings.raw("SESSION_STATUS") if "SESSION_STATUS" in DEFAULTS else None
+    status = poppy_settings.raw("SESSION_STATUS")
     if status not in (STATUS_CALLABLE, session_is_active):
         problems.append(
             checks.Warning(

@@ -7,16 +7,20 @@ effect at the very next request instead.
 
 from __future__ import annotations
 
+from typing import Literal
+
+from poppy_django.auth import dev_authority
 from poppy_django.auth.principal import Principal
+from poppy_django.auth.sessions import SIGNED_OUT
 from poppy_django.authority.models import Session
 
 
-def session_is_active(principal: Principal) -> bool:
-    """False when the token's Session ended, its client is blocked, or - for a signed-in
-    token - the sign-in it came from was revoked (the Session continues signed out).
+def session_is_active(principal: Principal) -> bool | Literal["signed_out"]:
+    """False when the token's Session ended or its client is blocked; ``"signed_out"`` for a
+    signed-in token whose sign-in was revoked (the Session continues, signed out).
 
-    A ``session_id`` this authority never issued (a development token minted by
-    ``poppy_token`` with the same key) is not the authority's to end: it stays active.
+    A ``session_id`` this authority never issued is a development token minted by
+    ``poppy_token`` (its development mode): the development authority's revocations decide.
     """
     if not principal.session_id:
         return True
@@ -27,9 +31,11 @@ def session_is_active(principal: Principal) -> bool:
         .first()
     )
     if session is None:
-        return True
+        return dev_authority.session_active(principal) if dev_authority.enabled() else True
     if not session.active or session.client.client_id != principal.client_id:
         return False
-    if principal.signed_in:
-        return session.signed_in and session.account_id == principal.account_id
+    if principal.signed_in and not (
+        session.signed_in and session.account_id == principal.account_id
+    ):
+        return SIGNED_OUT
     return True

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from poppy_django import conf
 from poppy_django.authority.checks import check_authority
 
 
@@ -13,16 +12,13 @@ def ids(settings: Any) -> list[str]:
 
 
 def test_a_configured_authority_has_no_errors(acme_settings: Any) -> None:
-    found = ids(acme_settings)
-    if "SESSION_STATUS" in conf.DEFAULTS:
-        assert "poppy_authority.W002" in found
-        acme_settings.POPPY = {
-            **acme_settings.POPPY,
-            "SESSION_STATUS": "poppy_django.authority.status.session_is_active",
-        }
-        assert ids(acme_settings) == []
-    else:
-        assert found == ["poppy_authority.W002"]
+    acme_settings.POPPY = {**acme_settings.POPPY, "SESSION_STATUS": None}
+    assert ids(acme_settings) == ["poppy_authority.W002"]
+    acme_settings.POPPY = {
+        **acme_settings.POPPY,
+        "SESSION_STATUS": "poppy_django.authority.status.session_is_active",
+    }
+    assert ids(acme_settings) == []
 
 
 def test_unknown_settings_no_issuer_no_key_and_http(acme_settings: Any, monkeypatch: Any) -> None:
@@ -33,4 +29,7 @@ def test_unknown_settings_no_issuer_no_key_and_http(acme_settings: Any, monkeypa
     found = ids(acme_settings)
     assert "poppy_authority.E002" in found and "poppy_authority.E003" in found
     acme_settings.POPPY = {**acme_settings.POPPY, "ISSUER": "http://acme.example"}
+    acme_settings.DEBUG = True  # development over http is fine
+    assert "poppy_authority.W001" not in ids(acme_settings)
+    acme_settings.DEBUG = False
     assert "poppy_authority.W001" in ids(acme_settings)

@@ -25,7 +25,6 @@ from personal_agent_protocol.conformance import (
 )
 from personal_agent_protocol.demo.sockets import served_over_tls
 
-from poppy_django import conf
 from tests.authority.conftest import ORIGIN, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,32 +59,6 @@ KNOWN_FAILURES = {
     + "; and a draft difference: it wants the sign-in request also worded as a message in "
     "every conversation, where seed 000 does that only in Direct Conversations",
 }
-#: The suite wants the earlier signed-in token "handled as signed out" (403) at the next
-#: request after sign-out. Without the session-status seam it stays valid until it expires;
-#: with the seam (poppy_django.auth.sessions) it is refused as 401 invalid_token at the next
-#: request instead, which test_sdk_end_to_end checks.
-SIGN_OUT = (
-    "the suite expects the earlier signed-in Session Token to be answered as signed out "
-    "(403) at the next request; "
-    + (
-        "the session-status seam refuses it as 401 invalid_token instead (the agent then "
-        "renews its Session, which continues signed out)"
-        if "SESSION_STATUS" in conf.DEFAULTS
-        else 'without the session-status seam (POPPY["SESSION_STATUS"]) it stays valid until '
-        "it expires"
-    )
-)
-KNOWN_FAILURES.update(
-    dict.fromkeys(
-        (
-            "lifecycle.sign-out-takes-effect",
-            "lifecycle.sign-out-every-session",
-            "lifecycle.disconnect-from-account-settings",
-        ),
-        SIGN_OUT,
-    )
-)
-
 #: Cases the suite skips, with the reason it gives, that do not apply to this company.
 NOT_APPLICABLE = {
     "protocol.extension-required-company": "the Operations extension is not offered",
@@ -110,13 +83,12 @@ NOT_APPLICABLE = {
 
 @pytest.fixture
 def session_status(acme_settings: Any) -> None:
-    """Sign-out at the next request, where the session-status seam exists."""
-    if "SESSION_STATUS" in conf.DEFAULTS:
-        acme_settings.POPPY = {
-            **acme_settings.POPPY,
-            "SESSION_STATUS": "poppy_django.authority.status.session_is_active",
-            "SESSION_STATUS_CACHE_SECONDS": 0,
-        }
+    """Sign-out at the very next request: the session-status seam, uncached."""
+    acme_settings.POPPY = {
+        **acme_settings.POPPY,
+        "SESSION_STATUS": "poppy_django.authority.status.session_is_active",
+        "SESSION_STATUS_CACHE_SECONDS": 0,
+    }
 
 
 def test_the_public_conformance_suite(world: World, customers: None, session_status: None) -> None:

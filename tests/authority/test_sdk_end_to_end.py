@@ -6,11 +6,15 @@ import asyncio
 from typing import Any
 
 import pytest
-from personal_agent_protocol import DeviceSignInClient, DirectSignInClient
+from personal_agent_protocol import (
+    DeviceSignInClient,
+    DirectSignInClient,
+    Message,
+    generate_message_id,
+)
 from personal_agent_protocol.accounts import AccountTokenClient, AccountTokenContext
 from personal_agent_protocol.errors import ConversationError, SessionError
 
-from poppy_django import conf
 from poppy_django.authority.models import Client, Session
 from tests.authority.conftest import DOMAIN, ORIGIN, TENANT, World
 
@@ -176,10 +180,6 @@ async def _device_sign_in(world: World, user: str, session: Any, account: str) -
     return await device.poll(started.reference)
 
 
-@pytest.mark.skipif(
-    "SESSION_STATUS" not in conf.DEFAULTS,
-    reason="needs the session-status seam of poppy_django.auth",
-)
 def test_sign_out_stops_every_session_from_the_account_token_at_the_next_request(
     world: World, customers: None, acme_settings: Any
 ) -> None:
@@ -194,7 +194,10 @@ def test_sign_out_stops_every_session_from_the_account_token_at_the_next_request
         await world.discover()
         session = await world.session(user)
         polled = await _device_sign_in(world, user, session, "acct-1")
-        await world.talk(user, polled.token, "hello")  # served signed in
+        message = Message(id=generate_message_id(world.reactor), sender="agent", text="hello")
+        started = await world.conversations.start(  # served signed in: the account's
+            world.endpoint, message, token=polled.token, wait=10, **world.who(user)
+        )
         context = AccountTokenContext(
             token_endpoint=world.company.oauth_metadata.token_endpoint,
             issuer=world.company.oauth_metadata.issuer,
@@ -206,14 +209,16 @@ def test_sign_out_stops_every_session_from_the_account_token_at_the_next_request
         revoked = await AccountTokenClient(reactor=world.reactor, http_client=world.http).revoke(
             polled.account_token_reference, context=context
         )
-        with pytest.raises(ConversationError) as refused:
-            await world.talk(user, polled.token, "hello again")
+        with pytest.raises(ConversationError) as refused:  # the token is signed out now
+            await world.conversations.read_events(
+                world.endpoint, started.conversation_id, token=polled.token, **world.who(user)
+            )
         renewed = await world.renew(user, session.session_id)
         return revoked, refused.value.code, renewed
 
     revoked, refused, renewed = asyncio.run(scenario())
     assert revoked.revoked
-    assert refused == "invalid_token"
+    assert refused == "sign_in_required"
     assert renewed.signed_in is False  # the Session continues, signed out
 
 

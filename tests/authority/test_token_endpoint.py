@@ -204,8 +204,8 @@ def test_a_signed_in_token_is_inactive_once_its_sign_in_is_revoked() -> None:
         Principal(client_id="https://b.example/c", user_id="u", session_id="ses_in")
     )
     revoke_grants(Grant.objects.all())
-    assert not session_is_active(signed_in)
-    assert session_is_active(signed_out)  # the Session continues, signed out
+    assert session_is_active(signed_in) == "signed_out"  # handled as signed out from now on
+    assert session_is_active(signed_out) is True  # the Session continues, signed out
 
 
 def test_server_nonces_when_the_verifier_requires_them(hand: HandAgent, acme_settings: Any) -> None:
