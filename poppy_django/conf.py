@@ -84,6 +84,17 @@ DEFAULTS: dict[str, Any] = {
     # How often each process's watchdog checks, in one query for all its waiting readers,
     # for events whose wake-up was lost (a failed publish), and wakes those readers.
     "WAKE_FALLBACK_SECONDS": 10.0,
+    # The endpoint's DRF classes (import strings): who is calling, may they, how often.
+    "AUTHENTICATION_CLASSES": ["poppy_django.rest_framework.EndpointAuthentication"],
+    "PERMISSION_CLASSES": ["poppy_django.permissions.IsPoppyCaller"],
+    "THROTTLE_CLASSES": ["poppy_django.throttling.PoppyRateThrottle"],
+    # Requests per personal agent and User (DRF rate strings; None: unlimited).
+    "THROTTLE_RATES": {"conversation_start": "30/minute", "message": "120/minute"},
+    # Concurrent waiting reads (streams and long-polls) per caller and per process.
+    "MAX_WAITING_PER_CALLER": 20,
+    "MAX_WAITING_PER_PROCESS": 10000,
+    # A conversation's merged context, as JSON, stays within this many bytes.
+    "MAX_CONTEXT_BYTES": 64 * 1024,
 }
 
 #: Keys whose value is an import string resolved once per settings version.

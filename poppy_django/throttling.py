@@ -1,0 +1,126 @@
+"""Bounds per caller: request rates (DRF throttles) and concurrent waiting reads.
+
+Rates are DRF's :class:`~rest_framework.throttling.SimpleRateThrottle` keyed by personal
+agent and User, with the rates of ``POPPY["THROTTLE_RATES"]`` for each view's
+``throttle_scope`` (starts and messages by default); counts live in Django's default cache.
+A refusal is the wire's ``429 too_many_requests`` with ``Retry-After``.
+
+Waiting reads (long-polls and streams) are not requests per minute but connections held:
+:class:`WaitingSlots` counts them in this process, per caller and in all, and refuses one
+past ``MAX_WAITING_PER_CALLER`` / ``MAX_WAITING_PER_PROCESS`` with the same 429.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import Counter
+from typing import Any
+
+from rest_framework.request import Request
+from rest_framework.throttling import SimpleRateThrottle
+
+from poppy_django.auth import Principal
+from poppy_django.conf import poppy_settings
+from poppy_django.errors import PoppyError
+
+#: What a client refused a waiting read is told to wait before trying again, in seconds.
+WAITING_RETRY_AFTER_SECONDS = 5
+
+
+def caller_key(principal: Principal) -> str:
+    """Stable per personal agent and User, and free of what a cache key may not hold."""
+    raw = f"{principal.client_id}\n{principal.user_id}".encode()
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+class PoppyRateThrottle(SimpleRateThrottle):
+    """DRF's rate throttle per personal agent and User, for the view's ``throttle_scope``.
+
+    A view without a scope, or a scope whose rate is None, is not limited.
+    """
+
+    def __init__(self) -> None:  # the rate depends on the view: see allow_request
+        pass
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        self.scope = getattr(view, "throttle_scope", None)
+        if not self.scope:
+            return True
+        self.rate = (poppy_settings.THROTTLE_RATES or {}).get(self.scope)
+        if self.rate is None:
+            return True
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+        return super().allow_request(request, view)
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        if not isinstance(request.auth, Principal):
+            return None  # not a verified caller: authentication refuses it anyway
+        return f"poppy:throttle:{self.scope}:{caller_key(request.auth)}"
+
+
+def too_many(description: str, retry_after: int) -> PoppyError:
+    return PoppyError(
+        "too_many_requests", description, headers={"Retry-After": str(max(1, retry_after))}
+    )
+
+
+class WaitingSlots:
+    """Counts this process's waiting reads, per caller and in all (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._per_caller: Counter[str] = Counter()
+        self._total = 0
+
+    def acquire(self, principal: Principal) -> Slot:
+        """A slot for one waiting read, or ``429 too_many_requests``."""
+        key = caller_key(principal)
+        per_caller = poppy_settings.MAX_WAITING_PER_CALLER
+        per_process = poppy_settings.MAX_WAITING_PER_PROCESS
+        with self._lock:
+            if self._per_caller[key] >= per_caller:
+                raise too_many(
+                    f"At most {per_caller} streams and long-polls at once per caller.",
+                    WAITING_RETRY_AFTER_SECONDS,
+                )
+            if self._total >= per_process:
+                raise too_many(
+                    "This server holds as many streams and long-polls as it may.",
+                    WAITING_RETRY_AFTER_SECONDS,
+                )
+            self._per_caller[key] += 1
+            self._total += 1
+        return Slot(self, key)
+
+    def _release(self, key: str) -> None:
+        with self._lock:
+            self._per_caller[key] -= 1
+            if self._per_caller[key] <= 0:
+                del self._per_caller[key]
+            self._total -= 1
+
+    @property
+    def total(self) -> int:
+        return self._total
+
+
+class Slot:
+    """One held waiting read; releasing it twice releases it once."""
+
+    def __init__(self, slots: WaitingSlots, key: str) -> None:
+        self._slots = slots
+        self._key = key
+        self._held = True
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            if not self._held:
+                return
+            self._held = False
+        self._slots._release(self._key)
+
+
+#: This process's waiting reads.
+waiting_slots = WaitingSlots()
