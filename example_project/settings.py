@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -125,7 +126,11 @@ POPPY: dict[str, Any] = {
         if os.environ.get("POPPY_DEV_AUTHORITY", "1") == "1"
         else False
     ),
-    "DISCOVERY": {"ORGANIZATION": {"name": "Acme Outfitters", "domain": "acme.example"}},
+    "DISCOVERY": {
+        "ORGANIZATION": {"name": "Acme Outfitters", "domain": "acme.example"},
+        # Acme's own API for personal agents (example_project/shop/api.py).
+        "APIS": [{"type": "openapi", "url": "/api/schema"}],
+    },
     "EXECUTOR": EXECUTOR,
     "HANDOFF_HOOKS": {
         "request": "example_project.shop.desk.request_handoff",
@@ -137,6 +142,11 @@ POPPY: dict[str, Any] = {
     "LEASE_SECONDS": float(os.environ.get("POPPY_LEASE_SECONDS", "30")),
     "HEARTBEAT_SECONDS": float(os.environ.get("POPPY_HEARTBEAT_SECONDS", "10")),
 }
+if os.environ.get("POPPY_THROTTLE_RATES"):  # e.g. the benchmarks' '{"message": "100000/s"}'
+    POPPY["THROTTLE_RATES"] = json.loads(os.environ["POPPY_THROTTLE_RATES"])
+
+# Acme's own DRF APIs are described by drf-spectacular (served at /api/schema).
+REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
 
 # The support desk: Poppy's live channels (poppy-desk, poppy-<id>) only for desk staff.
 EVENTSTREAM_CHANNELMANAGER_CLASS = "poppy_django.desk.channels.DeskChannelManager"

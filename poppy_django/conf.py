@@ -91,7 +91,7 @@ DEFAULTS: dict[str, Any] = {
     # Requests per personal agent and User (DRF rate strings; None: unlimited).
     "THROTTLE_RATES": {"conversation_start": "30/minute", "message": "120/minute"},
     # Concurrent waiting reads (streams and long-polls) per caller and per process.
-    "MAX_WAITING_PER_CALLER": 20,
+    "MAX_WAITING_PER_CALLER": 100,
     "MAX_WAITING_PER_PROCESS": 10000,
     # A conversation's merged context, as JSON, stays within this many bytes.
     "MAX_CONTEXT_BYTES": 64 * 1024,

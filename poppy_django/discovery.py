@@ -6,7 +6,8 @@ advertise the endpoint. A site without one serves :func:`poppy_json_view` at
 
 ``PROTOCOL_VERSION`` ("0.1"), ``ORGANIZATION`` ({}: e.g. ``{"name": "Acme", "url": ...}``),
 ``AUTH`` ({}: extra fields of the ``auth`` object next to ``issuer``), ``EXTRA`` ({}: extra
-top-level fields).
+top-level fields), ``APIS`` ([]: the company's own APIs that accept Session Tokens, each
+``{"type": "openapi", "url": ...}``; a URL starting with ``/`` is taken at the public origin).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ PROTOCOL_TYPE = "poppy"
 DEFAULT_PROTOCOL_VERSION = "0.1"
 #: Where :mod:`poppy_django.wellknown_urls` serves the development authority's JWKS.
 JWKS_PATH = "/.well-known/jwks.json"
-DISCOVERY_KEYS = frozenset({"PROTOCOL_VERSION", "ORGANIZATION", "AUTH", "EXTRA"})
+DISCOVERY_KEYS = frozenset({"PROTOCOL_VERSION", "ORGANIZATION", "AUTH", "EXTRA", "APIS"})
 
 
 def endpoint_url(origin: str) -> str:
@@ -86,7 +87,17 @@ def poppy_document(request: HttpRequest | None = None) -> dict[str, Any]:
         "auth": auth,
         "agent": {"protocols": [protocol_entry(request)]},
     }
+    if options.get("APIS"):
+        document["apis"] = [_api_entry(dict(api), request) for api in options["APIS"]]
     return document
+
+
+def _api_entry(api: dict[str, Any], request: HttpRequest | None) -> dict[str, Any]:
+    """A company API accepting Session Tokens; a path-only ``url`` gets the public origin."""
+    url = str(api.get("url", ""))
+    if url.startswith("/"):
+        api["url"] = _origin(request) + url
+    return api
 
 
 @require_safe

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import cache
 from typing import Any
 
@@ -30,6 +30,7 @@ from django.http import Http404, HttpRequest
 from django.http.response import HttpResponseBase
 from django.utils.module_loading import import_string
 from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.openapi import AutoSchema
 from rest_framework import exceptions
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import BaseParser
@@ -57,7 +58,7 @@ class WireJSONRenderer(BaseRenderer):
         self,
         data: Any,
         accepted_media_type: str | None = None,
-        renderer_context: dict[str, Any] | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
     ) -> bytes:
         return json.dumps(data, cls=DjangoJSONEncoder).encode()
 
@@ -79,7 +80,7 @@ class WireJSONParser(BaseParser):
         self,
         stream: Any,
         media_type: str | None = None,
-        parser_context: dict[str, Any] | None = None,
+        parser_context: Mapping[str, Any] | None = None,
     ) -> Any:
         limit = poppy_settings.MAX_BODY_BYTES
         raw = stream.read(limit + 1)
@@ -98,13 +99,14 @@ class WireJSONParser(BaseParser):
 class WireNegotiation(BaseContentNegotiation):
     """The wire answers JSON whatever the client accepts, and reads any body as JSON."""
 
-    def select_parser(self, request: Request, parsers: list[BaseParser]) -> BaseParser:
-        return parsers[0]
+    def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser:
+        return next(iter(parsers))
 
     def select_renderer(
-        self, request: Request, renderers: list[BaseRenderer], format_suffix: str | None = None
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
     ) -> tuple[BaseRenderer, str]:
-        return renderers[0], renderers[0].media_type
+        renderer = next(iter(renderers))
+        return renderer, renderer.media_type
 
 
 class WaitingResponse(Response):
@@ -147,7 +149,8 @@ def wire_exception_response(exc: Exception, request: HttpRequest | None = None) 
             headers={"WWW-Authenticate": exc.www_authenticate, **exc.headers},
         )
     if isinstance(exc, exceptions.Throttled):
-        wait = math.ceil(exc.wait) if exc.wait is not None else 1
+        seconds = getattr(exc, "wait", None)
+        wait = math.ceil(seconds) if seconds is not None else 1
         return error_response(
             "too_many_requests",
             "Too many requests: try again later.",
@@ -211,6 +214,8 @@ class EndpointView(APIView):
     renderer_classes = [WireJSONRenderer]
     content_negotiation_class = WireNegotiation
     versioning_class = None
+    #: The OpenAPI document comes from drf-spectacular whatever the project's default is.
+    schema = AutoSchema()
 
     def get_authenticators(self) -> list[Any]:
         return [auth() for auth in self.authentication_classes_for_endpoint()]
@@ -243,15 +248,15 @@ class EndpointView(APIView):
         self.request_id = observe.begin_request(request.headers.get("X-Request-ID"))
         super().initial(request, *args, **kwargs)
 
-    def handle_exception(self, exc: Exception) -> HttpResponseBase:
+    def handle_exception(self, exc: Exception) -> HttpResponseBase:  # type: ignore[override]
         if isinstance(exc, _WrongMethod):
             return method_not_allowed(self.wire_method)
         return wire_exception_response(exc, self.request._request)
 
-    def finalize_response(
+    def finalize_response(  # type: ignore[override]
         self, request: Request, response: HttpResponseBase, *args: Any, **kwargs: Any
     ) -> HttpResponseBase:
-        response = super().finalize_response(request, response, *args, **kwargs)
+        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[arg-type]
         response.setdefault("Cache-Control", "no-store")
         request_id = getattr(self, "request_id", None)
         if request_id is not None:
@@ -265,7 +270,9 @@ class EndpointView(APIView):
         return request.data
 
     @classmethod
-    def as_view(cls, **initkwargs: Any) -> Callable[..., Awaitable[HttpResponseBase]]:
+    def as_view(  # type: ignore[override]
+        cls, **initkwargs: Any
+    ) -> Callable[..., Awaitable[HttpResponseBase]]:
         """An async view: DRF's cycle in one worker thread, then any waiting on the loop."""
         sync_view = super().as_view(**initkwargs)
 

@@ -128,7 +128,7 @@ class WireId(serializers.Field):
         return value
 
 
-def _object_errors(description: str) -> dict[str, str]:
+def _object_errors(description: str) -> dict[str, Any]:
     return {"required": description, "null": description, "invalid": description}
 
 
@@ -151,20 +151,18 @@ class MessageSerializer(serializers.Serializer):
     id = WireId(where="message.id")
     sender = serializers.ChoiceField(
         choices=["agent", "human"],
-        error_messages={
-            key: 'message.sender must be "agent" or "human".'
-            for key in ("required", "null", "invalid_choice")
-        },
+        error_messages=_object_errors('message.sender must be "agent" or "human".')
+        | {"invalid_choice": 'message.sender must be "agent" or "human".'},
     )
     text = WireString(where="message.text", required=False, allow_null=True)
-    data = WireObject(where="message.data", required=False, allow_null=True)
-    context = ContextSerializer(
+    data = WireObject(where="message.data", required=False, allow_null=True)  # type: ignore[assignment]
+    context = ContextSerializer(  # type: ignore[assignment]
         required=False,
         allow_null=True,
         error_messages=_object_errors("message.context must be an object."),
     )
 
-    def validate(self, attrs: dict[str, Any]) -> InboundMessage:  # type: ignore[override]
+    def validate(self, attrs: dict[str, Any]) -> InboundMessage:
         text, data, context = attrs.get("text"), attrs.get("data"), attrs.get("context")
         if text is None and data is None and context is None:
             raise _invalid("A message needs text, data or context.")

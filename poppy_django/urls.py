@@ -39,7 +39,7 @@ def endpoint_urlpatterns(**view_classes: type[views.EndpointView]) -> list[URLPa
             f"Unknown endpoint route(s): {', '.join(unknown)}; known: {', '.join(_VIEWS)}"
         )
     return [
-        re_path(rf"^{_base}{route}$", chosen[name].as_view(), name=name)
+        re_path(rf"^{_base}{route}$", chosen[name].as_view(), name=name)  # type: ignore[arg-type]
         for name, route in _ROUTES.items()
     ]
 

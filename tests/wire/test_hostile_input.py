@@ -17,9 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def raw_message(fields: str) -> bytes:
     """A body with a message whose extra fields are given as raw JSON text."""
-    return (
-        '{"message": {"id": "%s", "sender": "agent", %s}}' % (unique("hostile"), fields)
-    ).encode()
+    return f'{{"message": {{"id": "{unique("hostile")}", "sender": "agent", {fields}}}}}'.encode()
 
 
 UNSTORABLE = {
