@@ -94,7 +94,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_WAITING_PER_CALLER": 100,
     "MAX_WAITING_PER_PROCESS": 10000,
     # A conversation's merged context, as JSON, stays within this many bytes.
-    "MAX_CONTEXT_BYTES": 64 * 1024,
+    "MAX_CONTEXT_BYTES": 1024 * 1024,
 }
 
 #: Keys whose value is an import string resolved once per settings version.

@@ -127,5 +127,8 @@ def test_a_stream_holds_a_slot_until_the_client_hangs_up(agent):
         )
         assert_too_many(refused)
         streaming.join()
-        # The hung-up stream gave its slot back.
-        assert get(path(conversation_id), headers, hang_up_after=0.2).status == 200
+        # The hung-up stream gives its slot back (once the server has seen the hang-up).
+        wait_for(
+            lambda: get(path(conversation_id), headers, hang_up_after=0.2).status == 200,
+            what="the slot back",
+        )
