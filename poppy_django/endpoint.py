@@ -128,12 +128,12 @@ class WaitingResponse(Response):
 
 
 @cache
-def _classes(paths: tuple[str, ...]) -> list[type]:
-    return [import_string(path) for path in paths]
+def _classes(entries: tuple[Any, ...]) -> list[Any]:
+    return [import_string(entry) if isinstance(entry, str) else entry for entry in entries]
 
 
-def configured(name: str) -> list[type]:
-    """The classes a ``POPPY`` list of import strings names (imported once per list)."""
+def configured(name: str) -> list[Any]:
+    """The classes a ``POPPY`` list names, as import strings or classes (imported once)."""
     return _classes(tuple(getattr(poppy_settings, name)))
 
 
@@ -226,7 +226,7 @@ class EndpointView(APIView):
     def get_throttles(self) -> list[Any]:
         return [throttle() for throttle in self.throttle_classes_for_endpoint()]
 
-    def authentication_classes_for_endpoint(self) -> list[type]:
+    def authentication_classes_for_endpoint(self) -> list[Any]:
         """``POPPY["AUTHENTICATION_CLASSES"]``; override to choose per view."""
         return configured("AUTHENTICATION_CLASSES")
 
@@ -234,7 +234,7 @@ class EndpointView(APIView):
         """``POPPY["PERMISSION_CLASSES"]``; override to choose per view."""
         return configured("PERMISSION_CLASSES")
 
-    def throttle_classes_for_endpoint(self) -> list[type]:
+    def throttle_classes_for_endpoint(self) -> list[Any]:
         """``POPPY["THROTTLE_CLASSES"]``; override to choose per view."""
         return configured("THROTTLE_CLASSES")
 
