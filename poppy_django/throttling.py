@@ -17,6 +17,9 @@ import threading
 from collections import Counter
 from typing import Any
 
+from django.core.cache import DEFAULT_CACHE_ALIAS, BaseCache, caches
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
@@ -34,6 +37,33 @@ def caller_key(principal: Principal) -> str:
     return hashlib.sha256(raw).hexdigest()[:32]
 
 
+_shared_cache: BaseCache | None = None
+_shared_cache_lock = threading.Lock()
+
+
+def shared_cache() -> BaseCache:
+    """Django's default cache, one instance for the whole process.
+
+    ``caches["default"]`` is per request context under ASGI, and Django's Redis backend
+    builds a connection pool per instance: a new Redis connection for every request. The
+    backends a deployment uses here (Redis, Memcached, database, local memory) are safe to
+    share between threads.
+    """
+    global _shared_cache
+    if _shared_cache is None:
+        with _shared_cache_lock:
+            if _shared_cache is None:
+                _shared_cache = caches.create_connection(DEFAULT_CACHE_ALIAS)
+    return _shared_cache
+
+
+@receiver(setting_changed)
+def _forget_cache_on_change(*, setting: str, **kwargs: Any) -> None:
+    global _shared_cache
+    if setting == "CACHES":
+        _shared_cache = None
+
+
 class PoppyRateThrottle(SimpleRateThrottle):
     """DRF's rate throttle per personal agent and User, for the view's ``throttle_scope``.
 
@@ -41,7 +71,7 @@ class PoppyRateThrottle(SimpleRateThrottle):
     """
 
     def __init__(self) -> None:  # the rate depends on the view: see allow_request
-        pass
+        self.cache = shared_cache()
 
     def allow_request(self, request: Request, view: Any) -> bool:
         self.scope = getattr(view, "throttle_scope", None)
