@@ -67,7 +67,11 @@ def _forget_cache_on_change(*, setting: str, **kwargs: Any) -> None:
 class PoppyRateThrottle(SimpleRateThrottle):
     """DRF's rate throttle per personal agent and User, for the view's ``throttle_scope``.
 
-    A view without a scope, or a scope whose rate is None, is not limited.
+    A view without a scope, or a scope whose rate is None, is not limited. Counting is a
+    fixed window (``rate`` requests per period, the period aligned to the clock) kept by
+    an atomic ``cache.incr``: one cache call per request, and concurrent requests from
+    several processes cannot slip past the count (DRF's default history list is read and
+    written back, a race across processes).
     """
 
     def __init__(self) -> None:  # the rate depends on the view: see allow_request
@@ -80,8 +84,27 @@ class PoppyRateThrottle(SimpleRateThrottle):
         self.rate = (poppy_settings.THROTTLE_RATES or {}).get(self.scope)
         if self.rate is None:
             return True
-        self.num_requests, self.duration = self.parse_rate(self.rate)
-        return super().allow_request(request, view)
+        allowed, seconds = self.parse_rate(self.rate)
+        key = self.get_cache_key(request, view)
+        if key is None or allowed is None or seconds is None:
+            return True
+        self.now = self.timer()
+        window = int(self.now // seconds)
+        self.window_ends = (window + 1) * seconds
+        return self._count(f"{key}:{window}", seconds) <= allowed
+
+    def _count(self, key: str, seconds: int) -> int:
+        """This request's number in the window (atomic with every backend's ``incr``)."""
+        try:
+            return int(self.cache.incr(key))
+        except ValueError:  # the window's first request (or its key just expired)
+            if self.cache.add(key, 1, timeout=seconds + 1):
+                return 1
+            return int(self.cache.incr(key))
+
+    def wait(self) -> float:
+        """Seconds until the window ends (DRF sends it as ``Retry-After``)."""
+        return max(0.0, self.window_ends - self.now)
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
         if not isinstance(request.auth, Principal):
