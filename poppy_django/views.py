@@ -213,20 +213,33 @@ class EventsView(EndpointView):
 
 
 def _released_when_done(response: StreamingHttpResponse, slot: Slot) -> StreamingHttpResponse:
-    """The stream's slot is released when it ends, fails, or is dropped unstarted."""
-    frames = response.streaming_content
-
-    async def guarded() -> AsyncIterator[bytes]:
-        try:
-            async for frame in frames:  # type: ignore[union-attr]
-                yield frame
-        finally:
-            slot.release()
-
-    body = guarded()
+    """The stream's slot is released when it ends or fails, when the response is closed,
+    or when it is dropped without ever being read."""
+    body = _SlotStream(response.streaming_content, slot)  # type: ignore[arg-type]
     weakref.finalize(body, slot.release)
     response.streaming_content = body
     return response
+
+
+class _SlotStream:
+    """A stream's frames; ``close()`` (which Django calls on the response) releases the slot."""
+
+    def __init__(self, frames: AsyncIterator[bytes], slot: Slot) -> None:
+        self._frames = frames
+        self._slot = slot
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[bytes]:
+        try:
+            async for frame in self._frames:
+                yield frame
+        finally:
+            self._slot.release()
+
+    def close(self) -> None:
+        self._slot.release()
 
 
 class NotFoundView(EndpointView):
