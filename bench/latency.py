@@ -166,6 +166,8 @@ class Stack:
             "POPPY_VAR_DIR": str(tmp),
             "POPPY_BASE_URL": f"http://127.0.0.1:{port}",
             "POPPY_LOG_LEVEL": "WARNING",
+            # Throttles run (a cache read and write per request) but never refuse the load.
+            "POPPY_THROTTLE_RATES": '{"conversation_start": "1000000/s", "message": "1000000/s"}',
             "DJANGO_DEBUG": "0",
             # The development authority mints the bench's tokens: the explicit opt-in.
             "POPPY_DEV_AUTHORITY": "1",

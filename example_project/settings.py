@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -169,7 +170,11 @@ POPPY: dict[str, Any] = {
     # expires): the verifier asks the authority whether a token's Session is still on — its
     # own Sessions, and development tokens revoked with poppy_token --revoke.
     "SESSION_STATUS": "poppy_django.authority.status.session_is_active",
-    "DISCOVERY": {"ORGANIZATION": {"name": "Acme Outfitters", "domain": "acme.example"}},
+    "DISCOVERY": {
+        "ORGANIZATION": {"name": "Acme Outfitters", "domain": "acme.example"},
+        # Acme's own API for personal agents (example_project/shop/api.py).
+        "APIS": [{"type": "openapi", "url": "/api/schema"}],
+    },
     "EXECUTOR": EXECUTOR,
     "HANDOFF_HOOKS": {
         "request": "example_project.shop.desk.request_handoff",
@@ -181,6 +186,11 @@ POPPY: dict[str, Any] = {
     "LEASE_SECONDS": float(os.environ.get("POPPY_LEASE_SECONDS", "30")),
     "HEARTBEAT_SECONDS": float(os.environ.get("POPPY_HEARTBEAT_SECONDS", "10")),
 }
+if os.environ.get("POPPY_THROTTLE_RATES"):  # e.g. the benchmarks' '{"message": "100000/s"}'
+    POPPY["THROTTLE_RATES"] = json.loads(os.environ["POPPY_THROTTLE_RATES"])
+
+# Acme's own DRF APIs are described by drf-spectacular (served at /api/schema).
+REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
 
 # The authorization server's pages (device sign-in, connected agents) log Users in here.
 LOGIN_URL = "poppy_authority:login"

@@ -1,6 +1,10 @@
 from django.contrib import admin
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import URLPattern, URLResolver, include, path
+from drf_spectacular.views import SpectacularAPIView
+
+from example_project.shop import api
+from poppy_django.schema import SPECTACULAR_SETTINGS
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("admin/", admin.site.urls),
@@ -8,6 +12,17 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("", include("poppy_django.wellknown_urls")),
     # The authorization server: OAuth metadata, token and revocation endpoints.
     path("", include("poppy_django.authority.urls")),
+    # Acme's own API for personal agents (Session Tokens), listed in poppy.json.
+    path("api/orders", api.OrderList.as_view(), name="orders"),
+    path("api/orders/<str:order_id>", api.OrderDetail.as_view(), name="order"),
+    # The OpenAPI 3 document of the conversation endpoint and the orders API.
+    path(
+        "api/schema",
+        SpectacularAPIView.as_view(
+            custom_settings={**SPECTACULAR_SETTINGS, "TITLE": "Acme Outfitters for personal agents"}
+        ),
+        name="schema",
+    ),
 ]
 # The admin's and the desk's static files under uvicorn too (DEBUG only; production
 # serves them with collectstatic behind the web server).

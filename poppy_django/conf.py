@@ -98,6 +98,17 @@ DEFAULTS: dict[str, Any] = {
     # How often each process's watchdog checks, in one query for all its waiting readers,
     # for events whose wake-up was lost (a failed publish), and wakes those readers.
     "WAKE_FALLBACK_SECONDS": 10.0,
+    # The endpoint's DRF classes (import strings): who is calling, may they, how often.
+    "AUTHENTICATION_CLASSES": ["poppy_django.rest_framework.EndpointAuthentication"],
+    "PERMISSION_CLASSES": ["poppy_django.permissions.IsPoppyCaller"],
+    "THROTTLE_CLASSES": ["poppy_django.throttling.PoppyRateThrottle"],
+    # Requests per personal agent and User (DRF rate strings; None: unlimited).
+    "THROTTLE_RATES": {"conversation_start": "30/minute", "message": "120/minute"},
+    # Concurrent waiting reads (streams and long-polls) per caller and per process.
+    "MAX_WAITING_PER_CALLER": 100,
+    "MAX_WAITING_PER_PROCESS": 10000,
+    # A conversation's merged context, as JSON, stays within this many bytes.
+    "MAX_CONTEXT_BYTES": 1024 * 1024,
 }
 
 T = TypeVar("T")
@@ -173,6 +184,13 @@ def mapping(name: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise _wrong(name, "a dict", value)
     return dict(value)
+
+
+def items(name: str, value: Any) -> list[Any]:
+    """A list or tuple (of import strings or classes, for the DRF class lists)."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise _wrong(name, "a list", value)
+    return list(value)
 
 
 def texts_by_name(name: str, value: Any) -> dict[str, str]:
@@ -251,6 +269,14 @@ class PoppySettings:
     STREAM_KEEPALIVE_SECONDS = Setting(number)
     STREAM_MAX_SECONDS = Setting(number)
     WAKE_FALLBACK_SECONDS = Setting(number)
+    AUTHENTICATION_CLASSES = Setting(items)
+    PERMISSION_CLASSES = Setting(items)
+    THROTTLE_CLASSES = Setting(items)
+    #: Route name -> DRF rate string ("30/minute"), or None: unlimited.
+    THROTTLE_RATES = Setting(mapping)
+    MAX_WAITING_PER_CALLER = Setting(integer)
+    MAX_WAITING_PER_PROCESS = Setting(integer)
+    MAX_CONTEXT_BYTES = Setting(integer)
 
     def __init__(self, user_settings: Mapping[str, Any] | None = None) -> None:
         self._explicit = user_settings

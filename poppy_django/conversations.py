@@ -7,6 +7,7 @@ are committed. Ownership is checked on every call.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,16 +112,34 @@ def _check_accepts_messages(conversation: Conversation) -> None:
 
 def _replay(principal: Principal, message: InboundMessage, target: str) -> Answer | None:
     """The first delivery's answer for a retry; ``message_id_conflict`` for other content."""
-    receipt = MessageReceipt.objects.filter(
-        client_id=principal.client_id, user_id=principal.user_id, message_id=message.id
-    ).first()
+    receipt = (
+        MessageReceipt.objects.filter(
+            client_id=principal.client_id, user_id=principal.user_id, message_id=message.id
+        )
+        .select_related("conversation")
+        .first()
+    )
     if receipt is None:
         return None
     if receipt.fingerprint != message.fingerprint(target):
         raise PoppyError(
             "message_id_conflict", "This message id was already used with other content."
         )
+    # The same User under another account, or signed out, may not learn of the conversation
+    # (its id, status or responder): the wire's ownership answer instead.
+    check_owner(principal, receipt.conversation)
     return Answer(receipt.status_code, receipt.answer)
+
+
+def merged_context(conversation: Conversation, update: dict[str, Any]) -> dict[str, Any]:
+    """The conversation's context with ``update`` merged in, refused past MAX_CONTEXT_BYTES."""
+    merged = {**conversation.context, **update}
+    limit = poppy_settings.MAX_CONTEXT_BYTES
+    if len(json.dumps(merged)) > limit:
+        raise PoppyError(
+            "invalid_request", f"The conversation's context would exceed {limit} bytes."
+        )
+    return merged
 
 
 def _record(
@@ -132,7 +151,7 @@ def _record(
 ) -> Answer:
     """Append the user message, start or route its turn, and write the receipt."""
     if message.context:
-        conversation.context = {**conversation.context, **message.context}
+        conversation.context = merged_context(conversation, message.context)
         conversation.save(update_fields=["context", "updated_at"])
     payload = event_log.message_payload(
         message_id=message.id,

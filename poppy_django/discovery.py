@@ -9,7 +9,9 @@ object is the authority's (issuer, sign-in methods, scopes). ``POPPY["DISCOVERY"
 ``PROTOCOL_VERSION`` ("0.2": what today's personal agents accept; the conversation wire is
 the same in 0.1 and 0.2), ``ORGANIZATION`` ({}: e.g. ``{"name": "Acme", "domain":
 "acme.example"}``; ``domain`` defaults to the host serving the document), ``AUTH`` ({}: extra
-fields of the ``auth`` object next to ``issuer``), ``EXTRA`` ({}: extra top-level fields).
+fields of the ``auth`` object next to ``issuer``), ``EXTRA`` ({}: extra top-level fields),
+``APIS`` ([]: the company's own APIs that accept Session Tokens, each ``{"type": "openapi",
+"url": ...}``; a URL starting with ``/`` is taken at the public origin).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ PROTOCOL_TYPE = "poppy"
 DEFAULT_PROTOCOL_VERSION = "0.2"
 #: Where :mod:`poppy_django.wellknown_urls` serves the development authority's JWKS.
 JWKS_PATH = "/.well-known/jwks.json"
-DISCOVERY_KEYS = frozenset({"PROTOCOL_VERSION", "ORGANIZATION", "AUTH", "EXTRA"})
+DISCOVERY_KEYS = frozenset({"PROTOCOL_VERSION", "ORGANIZATION", "AUTH", "EXTRA", "APIS"})
 
 
 def _origin(request: HttpRequest | None) -> str:
@@ -93,7 +95,17 @@ def poppy_document(request: HttpRequest | None = None) -> dict[str, Any]:
         "auth": auth,
         "agent": {"protocols": [protocol_entry(request)]},
     }
+    if options.get("APIS"):
+        document["apis"] = [_api_entry(dict(api), request) for api in options["APIS"]]
     return document
+
+
+def _api_entry(api: dict[str, Any], request: HttpRequest | None) -> dict[str, Any]:
+    """A company API accepting Session Tokens; a path-only ``url`` gets the public origin."""
+    url = str(api.get("url", ""))
+    if url.startswith("/"):
+        api["url"] = _origin(request) + url
+    return api
 
 
 @require_safe

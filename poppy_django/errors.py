@@ -23,6 +23,7 @@ STATUS_OF: dict[str, int] = {
     "direct_conversation_open": 409,
     "cursor_expired": 410,
     "request_too_large": 413,
+    "too_many_requests": 429,
     "server_error": 500,
     "not_implemented": 501,
 }

@@ -22,7 +22,7 @@ from poppy_django.threads import in_thread, release_request_thread
 #: A JSON read stays within 1 MiB: a page ends early rather than grow past it.
 MAX_RESPONSE_BYTES = 1024 * 1024
 #: Room for the read's other fields (conversation id, cursor, status...).
-_ENVELOPE_BYTES = 1024
+ENVELOPE_BYTES = 1024
 
 
 def after_seq(conversation: Conversation, cursor: str | None) -> int:
@@ -67,7 +67,7 @@ def read_page(conversation_id: str, after: int, cursor: str | None) -> Page:
     )
     state = Conversation.objects.values("status", "responder").get(pk=conversation_id)
     events: list[dict[str, Any]] = []
-    size = _ENVELOPE_BYTES
+    size = ENVELOPE_BYTES
     for row in rows[:limit]:
         event = row.to_wire()
         size += len(json.dumps(event)) + 2  # as JsonResponse writes it, plus ", "

@@ -28,6 +28,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from poppy_django.auth import AuthRefusal, Principal, RequestInfo
 from poppy_django.auth.public_url import public_url
 from poppy_django.conf import poppy_settings
+from poppy_django.errors import PoppyError
 
 #: The request attribute a refusal is kept on, for :meth:`DPoPAuthentication.authenticate_header`.
 REFUSAL_ATTR = "_poppy_refusal"
@@ -115,6 +116,31 @@ class DPoPAuthentication(BaseAuthentication):
         refusal = getattr(request._request, REFUSAL_ATTR, None)
         if isinstance(refusal, AuthRefusal):
             return refusal.www_authenticate
+        return f'DPoP algs="{_algs()}"'
+
+
+class EndpointAuthentication(BaseAuthentication):
+    """The conversation endpoint's authentication: every request goes to the verifier.
+
+    Unlike :class:`DPoPAuthentication`, a request without credentials is not passed on: the
+    verifier answers it (``401 invalid_token`` with its challenge), and a refusal or a
+    missing verifier propagates as-is for the endpoint to answer as the wire's JSON error.
+    """
+
+    def authenticate(self, request: Request) -> tuple[PoppyUser, Principal]:
+        verifier = poppy_settings.AUTHENTICATE
+        if verifier is None:
+            raise PoppyError(
+                "not_implemented", "No token verifier is configured (POPPY AUTHENTICATE)."
+            )
+        result = verifier(request_info(request._request))
+        if isinstance(result, AuthRefusal):
+            raise result
+        if not isinstance(result, Principal):
+            raise TypeError(f"The verifier returned {type(result).__name__}, not a Principal.")
+        return PoppyUser(result), result
+
+    def authenticate_header(self, request: Request) -> str:
         return f'DPoP algs="{_algs()}"'
 
 

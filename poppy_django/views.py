@@ -1,113 +1,55 @@
-"""The conversation endpoint: every route of the wire contract, in a fixed order of checks.
+"""The conversation endpoint: every route of the wire contract as a DRF view.
 
-Each request is authenticated before its body is read, then the path id is checked (an
-unknown or foreign id is ``404 conversation_not_found``), then the body is parsed. Views are
-async so a waiting reader (``wait``, SSE) holds no thread; the ORM work runs in threads.
-Every failure is a JSON body with ``error``, never an HTML page.
+Each request is authenticated before its body is read (the view's authentication classes,
+by default the configured verifier), then permissions and throttles apply, then the path id
+is checked (an unknown or foreign id is ``404 conversation_not_found``), then the body is
+validated by a serializer. The shared machinery — wire JSON in and out, errors, the order of
+checks, no thread held while waiting — is :class:`poppy_django.endpoint.EndpointView`.
 
-Plain async Django views rather than DRF views: the wire pins the order of checks and every
-error body exactly, and DRF's negotiation, parsers and exception handler would each have to
-be undone. DRF users get :mod:`poppy_django.rest_framework` for their own APIs.
+A company changes behaviour by subclassing a view and routing its subclass with
+:func:`poppy_django.urls.endpoint_urlpatterns`, or by setting the endpoint's DRF classes in
+``POPPY`` (``AUTHENTICATION_CLASSES``, ``PERMISSION_CLASSES``, ``THROTTLE_CLASSES``).
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Coroutine
-from functools import wraps
+import weakref
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from django.core.exceptions import DisallowedHost
 from django.db import transaction
-from django.http import HttpRequest, JsonResponse
-from django.http.response import HttpResponseBase
-from django.views.decorators.csrf import csrf_exempt
+from django.http import Http404
+from django.http.response import HttpResponseBase, StreamingHttpResponse
+from rest_framework.request import Request
+from rest_framework.response import Response
 
-from poppy_django import conversations, observe, reading, wire
-from poppy_django.auth import AuthRefusal, Principal, RequestInfo
-from poppy_django.auth.public_url import public_url
+from poppy_django import conversations, reading, wire
+from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
-from poppy_django.errors import PoppyError, error_response
-from poppy_django.threads import in_thread
-
-logger = logging.getLogger(__name__)
-
-View = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
-
-
-def endpoint(allowed: str) -> Callable[[View], View]:
-    """One route: method check, JSON errors for every refusal, and no caching of answers."""
-
-    def decorate(view: View) -> View:
-        @csrf_exempt
-        @wraps(view)
-        async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            if request.method != allowed:
-                response: HttpResponseBase = error_response(
-                    "method_not_allowed",
-                    f"Use {allowed}.",
-                    headers={"Allow": allowed, "Cache-Control": "no-store"},
-                )
-                return response
-            request_id = observe.begin_request(request.headers.get("X-Request-ID"))
-            try:
-                response = await view(request, *args, **kwargs)
-            except PoppyError as exc:  # an AuthRefusal too: its response has its headers
-                response = exc.response()
-            except DisallowedHost:
-                response = error_response("invalid_request", "This host is not served here.")
-            except Exception:
-                logger.exception("poppy: %s %s failed", request.method, request.path)
-                response = error_response("server_error")
-            response.setdefault("Cache-Control", "no-store")
-            response["X-Request-ID"] = request_id
-            return response
-
-        return wrapper
-
-    return decorate
+from poppy_django.endpoint import EndpointView, WaitingResponse
+from poppy_django.schema import endpoint_schema
+from poppy_django.serializers import MessageBodySerializer, StartBodySerializer, validated
+from poppy_django.streaming import event_stream_response
+from poppy_django.throttling import Slot, waiting_slots
 
 
-def authenticate(request: HttpRequest) -> Principal:
-    """Ask the configured verifier (read per request) who is calling."""
-    verifier = poppy_settings.AUTHENTICATE
-    if verifier is None:
-        raise PoppyError("not_implemented", "No token verifier is configured (POPPY AUTHENTICATE).")
-    info: RequestInfo = {
-        "method": request.method or "GET",
-        "url": public_url(request),
-        "headers": {name.lower(): value for name, value in request.headers.items()},
-    }
-    result = verifier(info)
-    if isinstance(result, AuthRefusal):
-        raise result
-    if not isinstance(result, Principal):
-        raise TypeError(f"The verifier returned {type(result).__name__}, not a Principal.")
-    return result
+def principal_of(request: Request) -> Principal:
+    principal = request.auth
+    assert isinstance(principal, Principal), "the endpoint's authentication sets a Principal"
+    return principal
 
 
-def read_body(request: HttpRequest) -> bytes:
-    """The body, refused past the limit before and while it is read."""
-    limit = poppy_settings.MAX_BODY_BYTES
-    too_large = PoppyError("request_too_large", f"Bodies are limited to {limit} bytes.")
-    try:
-        declared = int(request.headers.get("Content-Length") or 0)
-    except ValueError as exc:
-        raise PoppyError("invalid_request", "Content-Length is not a number.") from exc
-    if declared > limit:
-        raise too_large
-    body = request.read(limit + 1)
-    if len(body) > limit:
-        raise too_large
-    return body
+def wait_param(request: Request) -> float | None:
+    return wire.parse_wait(request.query_params.get("wait"), poppy_settings.WAIT_MAX_SECONDS)
 
 
-def _wait(request: HttpRequest) -> float | None:
-    return wire.parse_wait(request.GET.get("wait"), poppy_settings.WAIT_MAX_SECONDS)
+def waiting_slot(principal: Principal, wait: float | None) -> Slot | None:
+    """A slot for a read that will wait (``429`` past the limits); none for one that won't."""
+    return waiting_slots.acquire(principal) if wait else None
 
 
 def _write_message(
-    request: HttpRequest,
+    request: Request,
     principal: Principal,
     wait: float | None,
     write: Callable[[], conversations.Answer],
@@ -119,111 +61,189 @@ def _write_message(
     with transaction.atomic():
         answer = write()
         conversation = conversations.get_owned(principal, answer.conversation_id)
-        return answer, reading.after_seq(conversation, request.GET.get("cursor"))
+        return answer, reading.after_seq(conversation, request.query_params.get("cursor"))
 
 
-async def _post_answer(
-    request: HttpRequest, answer: conversations.Answer, wait: float | None, after: int
-) -> HttpResponseBase:
+def _post_answer(
+    request: Request,
+    answer: conversations.Answer,
+    wait: float | None,
+    after: int,
+    slot: Slot | None,
+) -> Response:
     """A POST's answer, or with ``?wait`` a read of the events under the POST's status."""
     if wait is None:
-        return JsonResponse(answer.body, status=answer.status_code)
-    cursor = request.GET.get("cursor")
-    page = await reading.read_waiting(answer.conversation_id, after, cursor, wait)
-    return JsonResponse(page.to_wire(), status=answer.status_code)
+        return Response(answer.body, status=answer.status_code)
+    cursor = request.query_params.get("cursor")
+
+    async def read() -> dict[str, Any]:
+        page = await reading.read_waiting(answer.conversation_id, after, cursor, wait)
+        return page.to_wire()
+
+    return WaitingResponse(
+        read, status=answer.status_code, cleanup=slot.release if slot is not None else None
+    )
 
 
-@endpoint("POST")
-async def start_conversation(request: HttpRequest) -> HttpResponseBase:
-    def write() -> tuple[conversations.Answer, float | None, int]:
-        principal = authenticate(request)
-        wait = _wait(request)
-        body = wire.parse_json_body(read_body(request), required=True)
-        parent_id = wire.parse_parent(body)
-        message = wire.parse_message(body)
-        answer, after = _write_message(
-            request, principal, wait, lambda: conversations.start(principal, message, parent_id)
+def _record(
+    request: Request,
+    principal: Principal,
+    wait: float | None,
+    write: Callable[[], conversations.Answer],
+) -> Response:
+    slot = waiting_slot(principal, wait)
+    try:
+        answer, after = _write_message(request, principal, wait, write)
+    except BaseException:
+        if slot is not None:
+            slot.release()
+        raise
+    return _post_answer(request, answer, wait, after, slot)
+
+
+class ConversationsView(EndpointView):
+    """``POST {endpoint}``: start a conversation (a Direct Conversation with a parent)."""
+
+    wire_method = "POST"
+    throttle_scope = "conversation_start"
+
+    @endpoint_schema("start")
+    def post(self, request: Request) -> Response:
+        principal = principal_of(request)
+        wait = wait_param(request)
+        body = validated(StartBodySerializer, self.body(request))
+        message, parent_id = body["message"], body.get("parent_conversation_id")
+        return _record(
+            request,
+            principal,
+            wait,
+            lambda: conversations.start(principal, message, parent_id),
         )
-        return answer, wait, after
-
-    answer, wait, after = await in_thread(write)
-    return await _post_answer(request, answer, wait, after)
 
 
-@endpoint("POST")
-async def post_message(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
-    def write() -> tuple[conversations.Answer, float | None, int]:
-        principal = authenticate(request)
+class MessagesView(EndpointView):
+    """``POST {endpoint}/{id}/messages``: a message in a conversation."""
+
+    wire_method = "POST"
+    throttle_scope = "message"
+
+    @endpoint_schema("message")
+    def post(self, request: Request, conversation_id: str) -> Response:
+        principal = principal_of(request)
         conversations.get_owned(principal, conversation_id)
-        wait = _wait(request)
-        message = wire.parse_message(wire.parse_json_body(read_body(request), required=True))
-        answer, after = _write_message(
+        wait = wait_param(request)
+        message = validated(MessageBodySerializer, self.body(request))["message"]
+        return _record(
             request,
             principal,
             wait,
             lambda: conversations.post_message(principal, conversation_id, message),
         )
-        return answer, wait, after
-
-    answer, wait, after = await in_thread(write)
-    return await _post_answer(request, answer, wait, after)
 
 
-async def _act(
-    request: HttpRequest,
-    conversation_id: str,
-    operation: Callable[[Principal, str], conversations.Answer],
-) -> HttpResponseBase:
+class _ActionView(EndpointView):
     """Handoff and close: a body that may be empty or any JSON, then the operation."""
 
-    def write() -> conversations.Answer:
-        principal = authenticate(request)
+    wire_method = "POST"
+
+    def operation(self, principal: Principal, conversation_id: str) -> conversations.Answer:
+        raise NotImplementedError
+
+    def post(self, request: Request, conversation_id: str) -> Response:
+        principal = principal_of(request)
         conversations.get_owned(principal, conversation_id)
-        wire.parse_json_body(read_body(request), required=False)
-        return operation(principal, conversation_id)
-
-    answer = await in_thread(write)
-    return JsonResponse(answer.body, status=answer.status_code)
+        self.body(request)  # only malformed JSON is refused; the content is ignored
+        answer = self.operation(principal, conversation_id)
+        return Response(answer.body, status=answer.status_code)
 
 
-@endpoint("POST")
-async def handoff(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
-    return await _act(request, conversation_id, conversations.request_handoff)
+class HandoffView(_ActionView):
+    """``POST {endpoint}/{id}/handoff``: ask for a person."""
+
+    def operation(self, principal: Principal, conversation_id: str) -> conversations.Answer:
+        return conversations.request_handoff(principal, conversation_id)
+
+    @endpoint_schema("handoff")
+    def post(self, request: Request, conversation_id: str) -> Response:
+        return super().post(request, conversation_id)
 
 
-@endpoint("POST")
-async def close(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
-    return await _act(request, conversation_id, conversations.close)
+class CloseView(_ActionView):
+    """``POST {endpoint}/{id}/close``: close the conversation (again: nothing added)."""
+
+    def operation(self, principal: Principal, conversation_id: str) -> conversations.Answer:
+        return conversations.close(principal, conversation_id)
+
+    @endpoint_schema("close")
+    def post(self, request: Request, conversation_id: str) -> Response:
+        return super().post(request, conversation_id)
 
 
-def wants_stream(request: HttpRequest) -> bool:
+def wants_stream(request: Request) -> bool:
     return "text/event-stream" in request.headers.get("Accept", "")
 
 
-@endpoint("GET")
-async def events(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
-    stream = wants_stream(request)
-    cursor = request.GET.get("cursor")
-    if stream:
-        cursor = request.headers.get("Last-Event-ID") or cursor
+class EventsView(EndpointView):
+    """``GET {endpoint}/{id}/events``: a JSON read, a long-poll (``wait``), or the SSE stream."""
 
-    def locate() -> tuple[int, float | None]:
-        principal = authenticate(request)
+    wire_method = "GET"
+
+    @endpoint_schema("events")
+    def get(self, request: Request, conversation_id: str) -> HttpResponseBase:
+        principal = principal_of(request)
+        stream = wants_stream(request)
+        cursor = request.query_params.get("cursor")
+        if stream:
+            cursor = request.headers.get("Last-Event-ID") or cursor
         conversation = conversations.get_owned(principal, conversation_id)
-        wait = None if stream else _wait(request)
-        return reading.after_seq(conversation, cursor), wait
+        wait = None if stream else wait_param(request)
+        after = reading.after_seq(conversation, cursor)
+        if stream:
+            slot = waiting_slots.acquire(principal)
+            return _released_when_done(event_stream_response(conversation_id, after), slot)
+        if wait:
+            slot = waiting_slots.acquire(principal)
 
-    after, wait = await in_thread(locate)
-    if stream:
-        from poppy_django.streaming import event_stream_response
+            async def read() -> dict[str, Any]:
+                page = await reading.read_waiting(conversation_id, after, cursor, wait)
+                return page.to_wire()
 
-        return event_stream_response(conversation_id, after)
-    page = await reading.read_waiting(conversation_id, after, cursor, wait or 0.0)
-    return JsonResponse(page.to_wire())
+            return WaitingResponse(read, cleanup=slot.release)
+        return Response(reading.read_page(conversation_id, after, cursor).to_wire())
 
 
-@csrf_exempt
-async def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-    response = error_response("not_found", "There is nothing at this path.")
-    response["Cache-Control"] = "no-store"
+def _released_when_done(response: StreamingHttpResponse, slot: Slot) -> StreamingHttpResponse:
+    """The stream's slot is released when it ends or fails, when the response is closed,
+    or when it is dropped without ever being read."""
+    body = _SlotStream(response.streaming_content, slot)  # type: ignore[arg-type]
+    weakref.finalize(body, slot.release)
+    response.streaming_content = body
     return response
+
+
+class _SlotStream:
+    """A stream's frames; ``close()`` (which Django calls on the response) releases the slot."""
+
+    def __init__(self, frames: AsyncIterator[bytes], slot: Slot) -> None:
+        self._frames = frames
+        self._slot = slot
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[bytes]:
+        try:
+            async for frame in self._frames:
+                yield frame
+        finally:
+            self._slot.release()
+
+    def close(self) -> None:
+        self._slot.release()
+
+
+class NotFoundView(EndpointView):
+    """Any other path under the endpoint: ``404 not_found``, whatever the method."""
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        raise Http404

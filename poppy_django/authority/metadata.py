@@ -15,8 +15,8 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
+from poppy_django.addresses import public_origin
 from poppy_django.auth.options import parse_options
-from poppy_django.auth.public_url import public_origin
 from poppy_django.authority.conf import authority_settings
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
@@ -60,7 +60,7 @@ def endpoint(request: HttpRequest | None, name: str) -> str:
 
 def token_audience(request: HttpRequest | None) -> list[str]:
     """What a Session Token's ``aud`` names: ``TOKENS["AUDIENCE"]``, else the endpoint URL."""
-    from poppy_django.discovery import endpoint_url
+    from poppy_django.addresses import endpoint_url
 
     configured = parse_options(poppy_settings.TOKENS).audience
     return list(configured) if configured else [endpoint_url(origin(request))]

@@ -17,8 +17,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
+from poppy_django.addresses import public_origin
 from poppy_django.auth.options import parse_options
-from poppy_django.auth.public_url import public_origin
 from poppy_django.authority import device, direct, grants, metadata, sessions
 from poppy_django.authority.assertions import verify_client_assertion, verify_session_assertion
 from poppy_django.authority.clients import client_for

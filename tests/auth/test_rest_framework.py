@@ -9,6 +9,7 @@ from django.test import Client
 
 from poppy_django.auth import dpop
 from poppy_django.client import DPoPKey
+from poppy_django.permissions import HasPoppyScope
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import BASE_URL, NOW, Issuer, proof
 
@@ -85,3 +86,78 @@ def test_scope_refusal_is_403_and_nonce_is_sent(
         'DPoP error="insufficient_scope", scope="poppy:read"'
     )
     dpop.reset()
+
+
+# A company's own API: the example project's orders, over HTTP with real DPoP tokens.
+
+ORDERS_URL = BASE_URL + "/api/orders"
+
+
+def get_orders(issuer: Issuer, key: DPoPKey, path: str = "", **claims: Any) -> Any:
+    url = ORDERS_URL + path
+    token = issuer.token(jkt=key.thumbprint, now=NOW, **claims)
+    return Client().get(
+        "/api/orders" + path,
+        HTTP_AUTHORIZATION=f"DPoP {token}",
+        HTTP_DPOP=proof(key, "GET", url, token, now=NOW),
+    )
+
+
+@pytest.mark.urls("example_project.urls")
+@pytest.mark.django_db
+def test_orders_api_answers_the_signed_in_account_with_the_scope(
+    pinned: Issuer, pa_key: DPoPKey
+) -> None:
+    response = get_orders(pinned, pa_key, account="acct-1", scope="orders:read")
+    assert response.status_code == 200, response.content
+    assert [order["id"] for order in response.json()] == ["A-1", "A-2"]
+    one = get_orders(pinned, pa_key, "/A-2", account="acct-1", scope="orders:read")
+    assert one.json() == {"id": "A-2", "item": one.json()["item"], "status": "processing"}
+    # Another account's order is not found.
+    other = get_orders(pinned, pa_key, "/B-1", account="acct-1", scope="orders:read")
+    assert other.status_code == 404
+
+
+@pytest.mark.urls("example_project.urls")
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("claims", "error", "challenge"),
+    [
+        (
+            {"account": "acct-1", "scope": "poppy:read"},
+            "insufficient_scope",
+            'DPoP error="insufficient_scope", scope="orders:read"',
+        ),
+        ({"scope": "orders:read"}, "sign_in_required", 'DPoP error="sign_in_required"'),
+    ],
+)
+def test_orders_api_refuses_without_the_scope_or_signed_out(
+    pinned: Issuer, pa_key: DPoPKey, claims: dict, error: str, challenge: str
+) -> None:
+    response = get_orders(pinned, pa_key, **claims)
+    assert response.status_code == 403
+    assert response.json()["error"] == error
+    assert response["WWW-Authenticate"] == challenge
+
+
+@pytest.mark.urls("example_project.urls")
+@pytest.mark.django_db
+def test_orders_api_without_a_token_is_401_with_a_dpop_challenge(pinned: Issuer) -> None:
+    response = Client().get("/api/orders")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith("DPoP")
+
+
+@pytest.mark.urls("example_project.urls")
+def test_poppy_json_lists_the_apis_that_accept_session_tokens(pinned: Issuer) -> None:
+    document = Client().get("/.well-known/poppy.json").json()
+    assert document["apis"] == [{"type": "openapi", "url": BASE_URL + "/api/schema"}]
+    schema = Client().get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    orders = schema["paths"]["/api/orders"]["get"]
+    assert orders["security"] == [{"PoppySessionToken": []}]
+    assert "/poppy/conversations" in schema["paths"]
+
+
+def test_has_poppy_scope_needs_a_scope() -> None:
+    with pytest.raises(TypeError):
+        HasPoppyScope()

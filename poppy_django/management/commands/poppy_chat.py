@@ -28,8 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from poppy_django.addresses import endpoint_url
 from poppy_django.auth import dev_authority
-from poppy_django.discovery import endpoint_url
 
 try:
     import httpx

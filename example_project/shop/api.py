@@ -1,0 +1,50 @@
+"""Acme's own orders API for personal agents: DRF views that accept Poppy Session Tokens.
+
+The account is ``request.user.account_id`` (the verifier's principal is ``request.auth``);
+``HasPoppyScope("orders:read")`` lets in only a signed-in User whose token carries that
+scope, and answers others with the wire's 401/403 error bodies and DPoP challenges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.db.models import QuerySet
+from rest_framework import generics, serializers
+
+from example_project.shop.models import Order
+from poppy_django.permissions import HasPoppyScope
+from poppy_django.rest_framework import DPoPAuthentication, exception_handler
+
+
+class OrderSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Order
+        fields = ["id", "item", "status"]
+
+
+class AccountOrders(generics.GenericAPIView[Order]):
+    """Session Token authentication, the orders scope, and only the caller's account's orders."""
+
+    authentication_classes = [DPoPAuthentication]
+    permission_classes = [HasPoppyScope("orders:read")]  # type: ignore[list-item]
+    serializer_class = OrderSerializer
+
+    def get_exception_handler(self) -> Callable[..., Any]:
+        return exception_handler
+
+    def get_queryset(self) -> QuerySet[Order]:
+        return Order.objects.filter(account_id=getattr(self.request.user, "account_id", None))
+
+
+class OrderList(AccountOrders, generics.ListAPIView[Order]):
+    """``GET /api/orders``: the signed-in account's orders."""
+
+    pagination_class = None
+
+
+class OrderDetail(AccountOrders, generics.RetrieveAPIView[Order]):
+    """``GET /api/orders/<id>``: one of the account's orders (another account's is 404)."""
+
+    lookup_url_kwarg = "order_id"
