@@ -256,7 +256,9 @@ def test_example_project_production_mode(tmp_path: Path) -> None:
     production = {"REDIS_URL": "redis://127.0.0.1:6379/2"}
     found = example_settings(tmp_path, **production)
     # No debug pages, no published secret, no development authority by default.
-    assert found["DEBUG"] is False and found["DEV"] is False and found["STATUS"] is None
+    assert found["DEBUG"] is False and found["DEV"] is False
+    # Sign-outs at the next request: the authority's status (development tokens included).
+    assert found["STATUS"] == "poppy_django.authority.status.session_is_active"
     assert "not-secret" not in found["SECRET_KEY"] and len(found["SECRET_KEY"]) >= 50
     assert example_settings(tmp_path, **production)["SECRET_KEY"] == found["SECRET_KEY"]
     assert example_settings(tmp_path, DJANGO_DEBUG="0")["SECRET_KEY"] == found["SECRET_KEY"]
@@ -265,7 +267,7 @@ def test_example_project_production_mode(tmp_path: Path) -> None:
     # POPPY_DEV_AUTHORITY=1 is the explicit opt-in that keeps it with DJANGO_DEBUG=0.
     opted = example_settings(tmp_path, DJANGO_DEBUG="0", POPPY_DEV_AUTHORITY="1")
     assert opted["DEBUG"] is False and opted["DEV"]["ALLOW_WITHOUT_DEBUG"] is True
-    assert opted["STATUS"] == "poppy_django.auth.dev_authority.session_active"
+    assert opted["STATUS"] == "poppy_django.authority.status.session_is_active"
     # Embedded development: DEBUG on, the authority on (needing no opt-in).
     development = example_settings(tmp_path)
     assert development["DEBUG"] is True and development["DEV"]["ALLOW_WITHOUT_DEBUG"] is False
