@@ -32,9 +32,14 @@ _CODE_OF_STATUS = {
 Handler = Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]]
 
 
-def on_endpoint(request: HttpRequest) -> bool:
+def is_endpoint_path(path_info: str) -> bool:
+    """Whether a path (below the script prefix) is the endpoint's or under it."""
     endpoint = "/" + str(poppy_settings.PATH).strip("/")
-    return request.path_info == endpoint or request.path_info.startswith(endpoint + "/")
+    return path_info == endpoint or path_info.startswith(endpoint + "/")
+
+
+def on_endpoint(request: HttpRequest) -> bool:
+    return is_endpoint_path(request.path_info)
 
 
 class PoppyEndpointMiddleware:
