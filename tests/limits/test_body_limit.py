@@ -73,7 +73,10 @@ def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes, bool
         chunk = sock.recv(65536)
         assert chunk
         rest += chunk
-    closed = sock.recv(65536) == b""
+    try:
+        closed = sock.recv(65536) == b""
+    except ConnectionResetError:  # closed with the unread rest of the body still arriving
+        closed = True
     return status, headers, rest[:length], closed
 
 
