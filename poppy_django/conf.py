@@ -44,6 +44,15 @@ DEFAULTS: dict[str, Any] = {
     "WAIT_MAX_SECONDS": 30.0,
     # Events per JSON read page (wire: 100).
     "PAGE_SIZE": 100,
+    # Middleware (import paths, as in MIDDLEWARE) that PoppyEndpointMiddleware skips on the
+    # endpoint's paths; every other middleware listed after it still runs there.
+    "SKIP_MIDDLEWARE": [
+        "django.contrib.sessions.middleware.SessionMiddleware",
+        "django.middleware.csrf.CsrfViewMiddleware",
+        "django.contrib.auth.middleware.AuthenticationMiddleware",
+        "django.contrib.auth.middleware.LoginRequiredMiddleware",
+        "django.contrib.messages.middleware.MessageMiddleware",
+    ],
     # Request body limit in bytes (wire: 1 MiB).
     "MAX_BODY_BYTES": 1024 * 1024,
     # Events older than this many seconds may be pruned; None keeps everything.
