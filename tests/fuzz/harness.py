@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import os
 import secrets
 import socket
@@ -37,7 +38,7 @@ PENDING = os.environ.get("POPPY_FUZZ_PENDING") == "1"
 
 settings.register_profile(
     "bounded",
-    max_examples=int(os.environ.get("POPPY_FUZZ_EXAMPLES", "40")),
+    max_examples=int(os.environ.get("POPPY_FUZZ_EXAMPLES", "30")),
     deadline=None,
     database=None,
     suppress_health_check=list(HealthCheck),
@@ -223,9 +224,36 @@ def send(
         return Answer(method, response.status_code, content_type, response.read())
 
 
-def check(answer: Answer, before: tuple[int, int, int], writes: bool) -> None:
+#: Credentials no verifier may accept, whatever else the request holds.
+NEVER_ACCEPTED = frozenset(
+    {"none", "bearer", "two_proofs", "garbage_token", "garbage_proof", "other_issuer_key"}
+)
+
+
+def must_refuse(how: Credentials) -> bool:
+    """Whether these credentials are forged past acceptance: the kinds above, a proof whose
+    ``iat`` is not a number near now, or a token whose ``exp`` is not a number ahead."""
+    if how.kind in NEVER_ACCEPTED:
+        return True
+    now = time.time()
+    if how.kind == "forged_proof" and "iat" in how.proof_claims:
+        iat = how.proof_claims["iat"]
+        return not (_number(iat) and abs(iat - now) < 60)
+    if how.kind == "forged_token" and "exp" in how.token_claims:
+        exp = how.token_claims["exp"]
+        return not (_number(exp) and exp > now)
+    return False
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check(answer: Answer, before: tuple[int, int, int], writes: bool, how: Credentials) -> None:
     """The invariants of every answer of the endpoint."""
     assert answer.status < 500, f"{answer.status}: {answer.body[:500]!r}"
+    if must_refuse(how):
+        assert answer.status >= 400 or answer.status == 405, f"forged credentials accepted: {how}"
     if answer.status >= 400:
         assert answer.content_type.startswith("application/json"), answer.content_type
     if answer.method == "HEAD" or answer.content_type.startswith("text/event-stream"):

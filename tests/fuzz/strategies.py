@@ -41,7 +41,7 @@ bad_ids = st.one_of(
 
 
 def texts(pending: bool, max_size: int = 40) -> st.SearchStrategy[str]:
-    plain = st.text(max_size=max_size)
+    plain = st.text(st.characters(exclude_characters="\x00"), max_size=max_size)
     if not pending:
         return plain
     hostile = st.lists(

@@ -4,7 +4,7 @@ Each route gets its own campaign of requests built from ``strategies.py`` (bodie
 query parameters, cursors, DPoP proofs and Session Tokens, valid and forged) and sent over
 HTTP to the example project's ASGI application under uvicorn, verified by the default DPoP
 verifier with the development authority as issuer. The bounded run (``make test``) sends
-``POPPY_FUZZ_EXAMPLES`` (default 40) cases per route; the long run is
+``POPPY_FUZZ_EXAMPLES`` (default 30) cases per route; the long run is
 ``POPPY_FUZZ_PROFILE=long`` (3,000 per route; see docs/fuzzing.md).
 """
 
@@ -115,7 +115,7 @@ class Target:
         before = rows()
         answer = send(self.client, method, url, sent, body)
         self.statuses[answer.status] += 1
-        check(answer, before, writes)
+        check(answer, before, writes, how)
 
     def report(self, route: str) -> None:
         """The answers' statuses (the long run's results), and proof the campaign got past
