@@ -89,10 +89,11 @@ def assert_logged_without_the_text(records: Records, *expected: str) -> str:
 
 
 def test_a_database_error_while_recording_a_message(user_rows_refused, records) -> None:
+    events = Event.objects.count()
     response = PersonalAgent().start(f"Please use my {SECRET}")
     assert response.status_code == 500
     assert response.json() == {"error": "server_error"}
-    assert Event.objects.count() == 0
+    assert Event.objects.count() == events
     # The failure is logged with its type, SQLSTATE and constraint, and its traceback.
     logged = assert_logged_without_the_text(
         records, "IntegrityError", "SQLSTATE 23514", CONSTRAINT, "Traceback"
