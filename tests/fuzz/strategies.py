@@ -41,7 +41,8 @@ bad_ids = st.one_of(
 
 
 def texts(pending: bool, max_size: int = 40) -> st.SearchStrategy[str]:
-    plain = st.text(st.characters(exclude_characters="\x00"), max_size=max_size)
+    # UTF-8-encodable (no lone surrogates) and no U+0000: those two are pending classes.
+    plain = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=max_size)
     if not pending:
         return plain
     hostile = st.lists(
