@@ -10,6 +10,7 @@ verifier with the development authority as issuer. The bounded run (``make test`
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +36,7 @@ from tests.fuzz.harness import (
     serve,
 )
 from tests.fuzz.strategies import (
+    Credentials,
     bad_ids,
     bodies,
     credentials,
@@ -125,9 +127,7 @@ class Target:
         assert any(status not in (400, 401, 403) for status in self.statuses), self.statuses
 
 
-def credentials_valid():
-    from tests.fuzz.strategies import Credentials
-
+def credentials_valid() -> Credentials:
     return Credentials("valid")
 
 
@@ -239,9 +239,7 @@ def test_fuzz_other_paths_and_methods(live: str) -> None:
 
 
 def _with_parent(body: bytes, target: Target) -> bytes:
-    """A first message naming a parent: the caller's own, another's, or a bad one."""
-    import json
-
+    """A first message naming the caller's conversation as its parent."""
     try:
         value = json.loads(body)
     except ValueError:
