@@ -1,4 +1,8 @@
-"""``uvicorn example_project.asgi:application`` (any number of processes)."""
+"""``uvicorn example_project.asgi:application`` (any number of processes).
+
+``PoppyBodyLimit`` refuses an endpoint body over ``POPPY["MAX_BODY_BYTES"]`` before Django's
+handler would read (and spool) all of it.
+"""
 
 import os
 
@@ -6,4 +10,8 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
 
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+from poppy_django.asgi import PoppyBodyLimit  # noqa: E402 - needs the settings configured
+
+application = PoppyBodyLimit(django_application)

@@ -9,6 +9,7 @@ class PoppyDjangoConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from poppy_django import checks
+        from poppy_django import checks, observe
 
         checks.register()
+        observe.withhold_user_text_in_logs()

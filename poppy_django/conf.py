@@ -53,6 +53,15 @@ DEFAULTS: dict[str, Any] = {
     "WAIT_MAX_SECONDS": 30.0,
     # Events per JSON read page (wire: 100).
     "PAGE_SIZE": 100,
+    # Middleware (import paths, as in MIDDLEWARE) that PoppyEndpointMiddleware skips on the
+    # endpoint's paths; every other middleware listed after it still runs there.
+    "SKIP_MIDDLEWARE": [
+        "django.contrib.sessions.middleware.SessionMiddleware",
+        "django.middleware.csrf.CsrfViewMiddleware",
+        "django.contrib.auth.middleware.AuthenticationMiddleware",
+        "django.contrib.auth.middleware.LoginRequiredMiddleware",
+        "django.contrib.messages.middleware.MessageMiddleware",
+    ],
     # Request body limit in bytes (wire: 1 MiB).
     "MAX_BODY_BYTES": 1024 * 1024,
     # Events older than this many seconds may be pruned; None keeps everything.
@@ -193,6 +202,14 @@ def items(name: str, value: Any) -> list[Any]:
     return list(value)
 
 
+def texts(name: str, value: Any) -> list[str]:
+    """A list of strings (import paths)."""
+    parsed = items(name, value)
+    for index, item in enumerate(parsed):
+        text(f"{name}[{index}]", item)
+    return parsed
+
+
 def texts_by_name(name: str, value: Any) -> dict[str, str]:
     parsed = mapping(name, value)
     for key, item in parsed.items():
@@ -277,6 +294,8 @@ class PoppySettings:
     MAX_WAITING_PER_CALLER = Setting(integer)
     MAX_WAITING_PER_PROCESS = Setting(integer)
     MAX_CONTEXT_BYTES = Setting(integer)
+    #: Middleware (import paths) the endpoint's requests skip (PoppyEndpointMiddleware).
+    SKIP_MIDDLEWARE = Setting(texts)
 
     def __init__(self, user_settings: Mapping[str, Any] | None = None) -> None:
         self._explicit = user_settings

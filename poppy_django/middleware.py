@@ -1,40 +1,67 @@
-"""``PoppyEndpointMiddleware``: the endpoint's own short path through Django.
+"""``PoppyEndpointMiddleware``: the endpoint's own path through Django's middleware.
 
-Put it first in ``MIDDLEWARE``. For the endpoint's paths it resolves the URL and calls the
-view itself, skipping the middleware after it: the endpoint authenticates by token, is
-CSRF-exempt and never uses sessions, users or messages, while each of those synchronous
-middleware costs thread hops on every request (and, for a waiting reader, the thread they
-pin). Every other path goes through the whole stack as usual.
+Put it first in ``MIDDLEWARE``. Every other path goes through the whole stack as usual. For
+the endpoint's paths it runs the middleware listed after it **except** those named in
+``POPPY["SKIP_MIDDLEWARE"]`` (by default sessions, authentication, CSRF and messages: the
+endpoint authenticates by token, is CSRF-exempt and never uses sessions, users or messages,
+and each of those synchronous middleware costs thread hops on every request), then resolves
+the URL and calls the view. Security headers, CORS, tracing and error reporting middleware
+therefore apply to the endpoint unless the project names them.
 
-It also keeps the wire's promise that every failure on the endpoint is JSON with ``error``,
-never an HTML page, even when something before the views refuses the request.
+The chain follows Django's documented middleware protocol (``sync_capable`` /
+``async_capable``, ``process_view``, ``process_exception``, ``MiddlewareNotUsed``), and
+an exception a middleware raises is answered as the wire's JSON error, as is any non-JSON
+error answer: every failure on the endpoint is JSON with ``error``, never an HTML page.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction
-from django.http import HttpRequest
+from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.conf import settings
+from django.core.exceptions import (
+    BadRequest,
+    ImproperlyConfigured,
+    MiddlewareNotUsed,
+    PermissionDenied,
+    RequestDataTooBig,
+    SuspiciousOperation,
+)
+from django.core.signals import got_request_exception
+from django.http import Http404, HttpRequest
 from django.http.response import HttpResponseBase
 from django.urls import Resolver404, resolve
+from django.utils.module_loading import import_string
 
-from poppy_django.conf import endpoint_prefix
+from poppy_django.conf import endpoint_prefix, poppy_settings
 from poppy_django.errors import error_response
+
+logger = logging.getLogger(__name__)
 
 _CODE_OF_STATUS = {
     400: "invalid_request",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     413: "request_too_large",
 }
 
 Handler = Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]]
+AsyncHandler = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
+AsyncHook = Callable[..., Awaitable[HttpResponseBase | None]]
+
+
+def is_endpoint_path(path_info: str) -> bool:
+    """Whether a path (below the script prefix) is the endpoint's or under it."""
+    endpoint = endpoint_prefix()  # the same value the URLconf mounts the endpoint at
+    return path_info == endpoint or path_info.startswith(endpoint + "/")
 
 
 def on_endpoint(request: HttpRequest) -> bool:
-    endpoint = endpoint_prefix()  # the same value the URLconf mounts the endpoint at
-    return request.path_info == endpoint or request.path_info.startswith(endpoint + "/")
+    return is_endpoint_path(request.path_info)
 
 
 class PoppyEndpointMiddleware:
@@ -46,31 +73,132 @@ class PoppyEndpointMiddleware:
         self.is_async = iscoroutinefunction(get_response)
         if self.is_async:
             markcoroutinefunction(self)
+        self._view_hooks: list[AsyncHook] = []
+        self._exception_hooks: list[AsyncHook] = []
+        self._endpoint = self._chain(self._middleware_after_this())
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
         if self.is_async:
             return self._acall(request)
         if on_endpoint(request):
-            return as_json(async_to_sync(self._serve)(request))
+            return as_json(async_to_sync(self._endpoint)(request))
         response = self.get_response(request)
         assert isinstance(response, HttpResponseBase)
         return response
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         if on_endpoint(request):
-            return as_json(await self._serve(request))
+            return as_json(await self._endpoint(request))
         response = await self.get_response(request)  # type: ignore[misc]
         return response
 
-    async def _serve(self, request: HttpRequest) -> HttpResponseBase:
-        """The endpoint's view, called directly (every endpoint view is async)."""
+    def _middleware_after_this(self) -> list[str]:
+        """``MIDDLEWARE`` after this one, less what ``SKIP_MIDDLEWARE`` names."""
+        skipped = poppy_settings.SKIP_MIDDLEWARE
+        listed = list(settings.MIDDLEWARE)
+        for index, path in enumerate(listed):
+            factory = import_string(path)
+            if isinstance(factory, type) and issubclass(factory, PoppyEndpointMiddleware):
+                return [later for later in listed[index + 1 :] if later not in skipped]
+        return []  # instantiated outside MIDDLEWARE (a test): the view alone
+
+    def _chain(self, paths: list[str]) -> AsyncHandler:
+        """The kept middleware around the view, built as Django builds its own handler."""
+        handler: Handler = _answering_exceptions(self._view, is_async=True)
+        handler_is_async = True
+        for path in reversed(paths):
+            factory = import_string(path)
+            can_async = getattr(factory, "async_capable", False)
+            if not can_async and not getattr(factory, "sync_capable", True):
+                raise ImproperlyConfigured(f"Middleware {path} must be sync or async capable.")
+            try:
+                instance = factory(_adapt(handler, handler_is_async, to_async=can_async))
+            except MiddlewareNotUsed:
+                continue
+            if hasattr(instance, "process_view"):
+                self._view_hooks.insert(0, _to_async(instance.process_view))
+            if hasattr(instance, "process_exception"):
+                self._exception_hooks.append(_to_async(instance.process_exception))
+            handler = _answering_exceptions(instance, is_async=can_async)
+            handler_is_async = can_async
+        endpoint = _adapt(handler, handler_is_async, to_async=True)
+        return endpoint  # type: ignore[return-value]
+
+    async def _view(self, request: HttpRequest) -> HttpResponseBase:
+        """The endpoint's view (every endpoint view is async), after the ``process_view``s."""
         try:
             match = resolve(request.path_info)
         except Resolver404:
             return error_response("not_found", "There is nothing at this path.")
         request.resolver_match = match
-        response: HttpResponseBase = await match.func(request, *match.args, **match.kwargs)
+        for hook in self._view_hooks:
+            answered = await hook(request, match.func, match.args, match.kwargs)
+            if answered is not None:
+                return answered
+        try:
+            response: HttpResponseBase = await match.func(request, *match.args, **match.kwargs)
+        except Exception as exc:
+            for hook in self._exception_hooks:
+                answered = await hook(request, exc)
+                if answered is not None:
+                    return answered
+            raise
         return response
+
+
+def _adapt(handler: Handler, is_async: bool, *, to_async: bool) -> Handler:
+    if is_async == to_async:
+        return handler
+    if to_async:
+        return sync_to_async(handler, thread_sensitive=True)  # type: ignore[arg-type]
+    return async_to_sync(handler)  # type: ignore[arg-type]
+
+
+def _to_async(hook: Callable[..., Any]) -> AsyncHook:
+    if iscoroutinefunction(hook):
+        return hook
+    return sync_to_async(hook, thread_sensitive=True)
+
+
+def _answering_exceptions(handler: Handler, *, is_async: bool) -> Handler:
+    """What a middleware hands on never raises: an exception becomes its JSON answer (as
+    Django's own chain turns exceptions into responses between middleware)."""
+    if is_async:
+
+        async def answer_async(request: HttpRequest) -> HttpResponseBase:
+            try:
+                return await handler(request)  # type: ignore[misc]
+            except Exception as exc:
+                return await sync_to_async(exception_response, thread_sensitive=False)(request, exc)
+
+        return answer_async
+
+    def answer(request: HttpRequest) -> HttpResponseBase:
+        try:
+            response = handler(request)
+        except Exception as exc:
+            return exception_response(request, exc)
+        assert isinstance(response, HttpResponseBase)
+        return response
+
+    return answer
+
+
+def exception_response(request: HttpRequest, exc: Exception) -> HttpResponseBase:
+    """Django's exception classes as the wire's errors; anything else is reported (the
+    ``got_request_exception`` signal error reporters listen to, and a log record) and
+    answered ``500 server_error``."""
+    if isinstance(exc, Http404):
+        return error_response("not_found", "There is nothing at this path.")
+    if isinstance(exc, PermissionDenied):
+        return error_response("forbidden", status=403)
+    if isinstance(exc, RequestDataTooBig):
+        return error_response("request_too_large")
+    if isinstance(exc, SuspiciousOperation | BadRequest):
+        return error_response("invalid_request")
+    got_request_exception.send(sender=None, request=request)
+    logger.error("poppy: %s %s failed", request.method, request.path, exc_info=exc)
+    return error_response("server_error")
 
 
 def as_json(response: HttpResponseBase) -> HttpResponseBase:
@@ -81,5 +209,8 @@ def as_json(response: HttpResponseBase) -> HttpResponseBase:
         return response
     code = _CODE_OF_STATUS.get(response.status_code, "server_error")
     replaced = error_response(code, status=response.status_code if code != "server_error" else 500)
+    for name, value in response.items():  # the middleware's headers (HSTS, CORS...) stay
+        if name.lower() not in ("content-type", "content-length"):
+            replaced[name] = value
     replaced["Cache-Control"] = "no-store"
     return replaced

@@ -4,15 +4,23 @@ Log records go to the ``poppy_django`` logger with ``extra={"poppy": {...}}`` (t
 conversation, turn and request ids) so a JSON formatter can index them; signals reach
 integrators once the moment is durable (after the surrounding transaction commits).
 Message contents are passed to signals only, never logged.
+
+Nothing a User said reaches a log through an exception either: an exception's message may
+quote it (PostgreSQL's ``DETAIL: Failing row contains (...)`` and ``CONTEXT: JSON data``
+copy the row's text), so :class:`WithholdUserText` logs the app's failures with their
+tracebacks (where, and of what type) but without their messages.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
+import traceback
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.dispatch import Signal
 
@@ -75,3 +83,130 @@ def moment(
                 logger.error("poppy signal receiver %r failed", receiver, exc_info=result)
 
     transaction.on_commit(record)
+
+
+# Withholding what a User said from every log record ---------------------------------------
+
+#: Loggers outside the package whose records about the app's work can carry an exception
+#: raised with a User's text in it: Django's request logger (a view's unexpected exception)
+#: and Celery's task tracer (a task that raised).
+_FOREIGN_LOGGERS = ("django.request", "celery.app.trace")
+
+
+def describe_failure(exc: BaseException) -> str:
+    """An exception in words that never quote data: its type, and for a database error the
+    SQLSTATE and the schema objects involved (table, column, constraint), not its message."""
+    name = type(exc).__qualname__
+    module = type(exc).__module__
+    if module not in ("builtins", "__main__"):
+        name = f"{module}.{name}"
+    if isinstance(exc, ImproperlyConfigured):  # configuration text, written by developers
+        return f"{name}: {exc}"
+    diag = getattr(exc, "diag", None) or getattr(exc.__cause__, "diag", None)
+    if diag is not None:
+        facts = [
+            f"{label} {value}"
+            for label, value in (
+                ("SQLSTATE", getattr(diag, "sqlstate", None)),
+                ("table", getattr(diag, "table_name", None)),
+                ("column", getattr(diag, "column_name", None)),
+                ("constraint", getattr(diag, "constraint_name", None)),
+            )
+            if value
+        ]
+        return f"{name} ({', '.join(facts)}; message withheld)"
+    return f"{name} (message withheld)"
+
+
+def withheld_traceback(exc: BaseException) -> str:
+    """The traceback Python would print, each exception's message replaced by
+    :func:`describe_failure`: frames and types for debugging, no data."""
+    parts: list[str] = []
+    seen: set[int] = set()
+
+    def add(current: BaseException) -> None:
+        seen.add(id(current))
+        cause, context = current.__cause__, current.__context__
+        if cause is not None and id(cause) not in seen:
+            add(cause)
+            parts.append(
+                "\nThe above exception was the direct cause of the following exception:\n\n"
+            )
+        elif context is not None and not current.__suppress_context__ and id(context) not in seen:
+            add(context)
+            parts.append(
+                "\nDuring handling of the above exception, another exception occurred:\n\n"
+            )
+        if current.__traceback__ is not None:
+            parts.append("Traceback (most recent call last):\n")
+            parts.extend(traceback.format_tb(current.__traceback__))
+        parts.append(describe_failure(current) + "\n")
+
+    add(exc)
+    return "".join(parts).rstrip("\n")
+
+
+class WithholdUserText(logging.Filter):
+    """Rewrites a record about the app's work so no exception message is logged.
+
+    Installed by the app on its own loggers, and on ``django.request`` (for requests the
+    app's views serve) and ``celery.app.trace`` (for the app's tasks). The record keeps its
+    traceback as text (``exc_text``) with every message withheld; ``exc_info`` is dropped,
+    so no handler can format the original (Django's admin e-mails would also list the
+    frames' local variables, the message among them).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "celery.app.trace":
+            self._task_failure(record)
+        elif record.name == "django.request" and not _about_the_app(record):
+            return True
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = withheld_traceback(record.exc_info[1])
+            record.exc_info = None
+        return True
+
+    @staticmethod
+    def _task_failure(record: logging.LogRecord) -> None:
+        """Celery logs a failed task's exception in its message arguments too."""
+        context = record.args
+        if not isinstance(context, dict) or not str(context.get("name", "")).startswith(
+            "poppy_django."
+        ):
+            return
+        if record.exc_info and record.exc_info[1] is not None:
+            context["exc"] = describe_failure(record.exc_info[1])
+        else:
+            context["exc"] = "(withheld)"
+        context["traceback"] = "(withheld)"
+
+
+def _about_the_app(record: logging.LogRecord) -> bool:
+    """Whether a ``django.request`` record is about a request the app served."""
+    from poppy_django.middleware import on_endpoint
+
+    request = getattr(record, "request", None)
+    if request is None or not hasattr(request, "path_info"):
+        return False
+    if on_endpoint(request):
+        return True
+    match = getattr(request, "resolver_match", None)
+    return str(getattr(getattr(match, "func", None), "__module__", "")).startswith("poppy_django.")
+
+
+def withhold_user_text_in_logs() -> None:
+    """Put :class:`WithholdUserText` on every logger of the package and on the foreign ones.
+
+    A filter on a logger sees only the records logged there (not its children's), so each
+    module's logger gets its own; they are named after the modules, found on disk.
+    """
+    package = Path(__file__).resolve().parent
+    names = {"poppy_django", *_FOREIGN_LOGGERS}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        if "migrations" not in parts:
+            names.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    for name in names:
+        target = logging.getLogger(name)
+        if not any(isinstance(f, WithholdUserText) for f in target.filters):
+            target.addFilter(WithholdUserText())

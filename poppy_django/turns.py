@@ -329,7 +329,7 @@ def _run_one(request: TurnRequest, owner: str, lost: threading.Event) -> None:
         model = model_for(request.agent_name)
     except Exception as exc:  # a misconfigured model fails the turn, never the conversation
         logger.exception("poppy: no model for agent %s", request.agent_name)
-        outcome = TurnOutcome(failed=True, error=f"{type(exc).__name__}: {exc}")
+        outcome = TurnOutcome(failed=True, error=observe.describe_failure(exc))
     else:
         outcome = run_turn(request, model, relay)
     if lost.is_set():

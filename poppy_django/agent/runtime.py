@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from poppy_django import ids
+from poppy_django import ids, observe
 from poppy_django.agent import actions, registry
 from poppy_django.agent.model_api import ModelTurn, TurnInput, TurnInterrupted, TurnModel
 from poppy_django.agent.tools import (
@@ -184,7 +184,7 @@ def run_turn(
     except Exception as exc:
         logger.exception("poppy: turn %s of %s failed", request.turn_id, request.conversation_id)
         outcome.failed = True
-        outcome.error = f"{type(exc).__name__}: {exc}"
+        outcome.error = observe.describe_failure(exc)
     outcome.text = "".join(pieces)
     outcome.components = ctx.components
     outcome.actions = toolbox.actions

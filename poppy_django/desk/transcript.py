@@ -68,9 +68,9 @@ def describe(event: Event) -> Entry:
     )
 
 
-def _describe(
-    type: str, payload: dict[str, Any], by: str
-) -> tuple[str, str, str, list[str], str | None]:
+def _describe(type: str, payload: Any, by: str) -> tuple[str, str, str, list[str], str | None]:
+    if not isinstance(payload, dict):
+        return "system", type, _json(payload), [], None
     if type == EventType.MESSAGE:
         return (*_message(payload.get("message") or {}, by), None)
     if type == EventType.STATE:
@@ -96,10 +96,14 @@ def _describe(
         words = "Direct Conversation opened" if opened else "Direct Conversation closed"
         target = payload.get("conversation_id")
         return "system", "Direct Conversation", words, [], str(target) if target else None
-    return "system", type, json.dumps(payload, sort_keys=True)[:_DATA_PREVIEW], [], None
+    return "system", type, _json(payload), [], None
 
 
-def _message(message: dict[str, Any], by: str) -> tuple[str, str, str, list[str]]:
+def _message(message: Any, by: str) -> tuple[str, str, str, list[str]]:
+    # A stored message is what a personal agent sent: ``data`` and ``context`` may hold any
+    # JSON (``components: "abc"``, ``actions: [1]``). Each row shows what it can read and
+    # the rest as JSON, so one odd message never keeps staff from the conversation.
+    message = message if isinstance(message, dict) else {"data": message}
     role, sender = message.get("role"), message.get("sender")
     if role == "company" and sender == "human":
         kind, who = "human", f"{by or 'Support'} (person)"
@@ -108,22 +112,57 @@ def _message(message: dict[str, Any], by: str) -> tuple[str, str, str, list[str]
     else:
         kind, who = "user", "User (in person)" if sender == "human" else "Personal agent"
     details: list[str] = []
-    data = dict(message.get("data") or {})
-    for component in data.pop("components", None) or []:
-        details.append(f"Component {component.get('name')}: {component.get('fallback_text', '')}")
-    for action in data.pop("actions", None) or []:
-        line = f"Action {action.get('tool')}: {action.get('status')} — {action.get('summary')}"
+    raw_data = message.get("data")
+    data = dict(raw_data) if isinstance(raw_data, dict) else {}
+    if raw_data is not None and not isinstance(raw_data, dict):
+        details.append("Data: " + _json(raw_data))
+    components = data.pop("components", None)
+    for component in _items(components, "components", details):
+        details.append(
+            f"Component {_text(component.get('name'))}: {_text(component.get('fallback_text', ''))}"
+        )
+    actions = data.pop("actions", None)
+    for action in _items(actions, "actions", details):
+        line = (
+            f"Action {_text(action.get('tool'))}: {_text(action.get('status'))} — "
+            f"{_text(action.get('summary'))}"
+        )
         if action.get("error"):
-            line += f" ({action['error']})"
+            line += f" ({_text(action['error'])})"
         details.append(line)
     if data:
-        details.append("Data: " + json.dumps(data, sort_keys=True)[:_DATA_PREVIEW])
+        details.append("Data: " + _json(data))
     context = message.get("context")
-    if context:
-        details.append("Context: " + ", ".join(f"{k}={v}" for k, v in sorted(context.items())))
-    text = message.get("text") or ""
+    if isinstance(context, dict) and context:
+        details.append(
+            "Context: " + ", ".join(f"{k}={_text(v)}" for k, v in sorted(context.items()))
+        )
+    elif context:
+        details.append("Context: " + _json(context))
+    text = _text(message.get("text"))
     if not text and not details:
         text = "(empty message)"
     elif not text and context and len(details) == 1:
         text = "(context only)"
     return kind, who, text, details
+
+
+def _items(value: Any, name: str, details: list[str]) -> list[dict[str, Any]]:
+    """The objects of a list the desk knows how to show; anything else is shown as JSON."""
+    if value is None:
+        return []
+    if isinstance(value, list) and all(isinstance(item, dict) for item in value):
+        return value
+    details.append(f"Data ({name}): " + _json(value))
+    return []
+
+
+def _text(value: Any) -> str:
+    """A field shown as words: strings as they are, anything else as its JSON."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else _json(value)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)[:_DATA_PREVIEW]

@@ -30,6 +30,8 @@ from poppy_django.models import ActionRecord, Conversation, Event, Status
 
 #: A browser-made request id (``crypto.randomUUID()`` or the page's fallback).
 REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
+#: A sequence number as ``?after=`` takes it (a bigint column holds 18 digits safely).
+SEQ = re.compile(r"[0-9]{1,18}")
 #: Events per page of the transcript JSON.
 EVENTS_PAGE = 200
 #: The longest reply or reason a person may send.
@@ -162,7 +164,9 @@ def events_json(request: HttpRequest, conversation_id: str, admin_site: AdminSit
     """Events after ``?after=<seq>``: the page fills any gap the live stream left."""
     conversation = _conversation_or_404(conversation_id)
     after_text = request.GET.get("after", "0")
-    if not after_text.isdigit():
+    # ASCII digits only, and no longer than a sequence number can be: ``str.isdigit`` also
+    # accepts "²" and "٣", and a 5,000-digit number is past what int() or the column take.
+    if not SEQ.fullmatch(after_text):
         return error_response("invalid_request", "after must be a sequence number.")
     after = int(after_text)
     page = list(conversation.events.filter(seq__gt=after).order_by("seq")[: EVENTS_PAGE + 1])

@@ -203,3 +203,73 @@ def test_the_channel_manager_check_is_registered_by_the_app() -> None:
         found = [m.id for m in run_checks(tags=[checks.Tags.security])]
     assert "poppy_django.W201" in found
     assert "poppy_django.W201" not in [m.id for m in run_checks(tags=[checks.Tags.security])]
+
+
+# Odd messages and odd parameters never break the desk -------------------------------------
+
+#: ``data`` a personal agent may send (the wire only requires an object): the desk must show
+#: each conversation, whatever its components or actions hold.
+ODD_DATA = [
+    {"components": "abc"},
+    {"actions": [1]},
+    {"components": [1, "x", None]},
+    {"actions": "abc"},
+    {"components": {"name": "card"}},
+    {"actions": [{"tool": {"x": 1}, "status": [1], "summary": None, "error": {"e": 2}}]},
+    {"components": [{"name": ["n"], "fallback_text": {"t": 1}}], "actions": None},
+    {"components": [], "actions": [], "other": [1, {"deep": {"er": [True, None]}}]},
+]
+
+
+@pytest.mark.parametrize("data", ODD_DATA, ids=[json.dumps(d)[:40] for d in ODD_DATA])
+def test_a_message_with_odd_data_never_breaks_the_desk(desk: Client, data) -> None:
+    from tests.conftest import PersonalAgent
+
+    agent = PersonalAgent()
+    response = agent.start("look", data=data, context={"locale": "en", "shape": {"a": [1]}})
+    assert response.status_code == 201, response.content
+    conversation_id = response.json()["conversation_id"]
+    page = desk.get(desk_url(conversation_id))
+    assert page.status_code == 200
+    assert b"look" in page.content
+    events = desk.get(desk_url(conversation_id, "events.json"))
+    assert events.status_code == 200
+    assert "look" in events.json()["events"][0]["html"]
+
+
+#: Stored shapes the wire refuses but a row may still hold (an older version, a migration).
+STORED = [
+    {"message": {"role": "user", "sender": "agent", "text": 5, "data": "abc", "context": "x"}},
+    {"message": {"role": "user", "sender": "agent", "data": [1], "context": [1, 2]}},
+    {"message": "abc"},
+    {"message": None},
+    {},
+]
+
+
+@pytest.mark.parametrize("payload", STORED, ids=[json.dumps(p)[:40] for p in STORED])
+def test_a_stored_message_of_any_shape_is_shown(desk: Client, conversation, payload) -> None:
+    from django.db import transaction
+
+    from poppy_django import event_log
+
+    with transaction.atomic():
+        event_log.append(event_log.lock(conversation.id), "message", payload, role="user")
+    assert desk.get(desk_url(conversation.id)).status_code == 200
+    answer = desk.get(desk_url(conversation.id, "events.json"))
+    assert answer.status_code == 200
+    assert [e["seq"] for e in answer.json()["events"]] == [1]
+
+
+@pytest.mark.parametrize("after", ["٣", "²", "1" * 5000, "9" * 19, "-1", "1.0", " 1", "", "0x1"])
+def test_events_json_refuses_what_is_not_a_sequence_number(desk, conversation, after) -> None:
+    response = desk.get(desk_url(conversation.id, "events.json"), {"after": after})
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_request"
+
+
+def test_events_json_takes_any_sequence_number(desk: Client, conversation) -> None:
+    for after in ("0", "000", "999999999999999999"):
+        response = desk.get(desk_url(conversation.id, "events.json"), {"after": after})
+        assert response.status_code == 200, after
+        assert response.json()["events"] == []

@@ -1,0 +1,90 @@
+"""The desk shows any stored message: property-based, through the desk's HTTP views.
+
+A personal agent's ``data`` and ``context`` may hold any JSON, and rows written by older
+versions or other code may hold any shape at all; the conversation page and its events
+JSON must answer 200 for each, and ``events.json?after=`` anything but a sequence number
+is a JSON 400.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import transaction
+from django.test import Client
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from poppy_django import event_log
+from poppy_django.models import Conversation
+from tests.desk.conftest import desk_url
+from tests.fuzz.harness import PROFILE
+from tests.fuzz.strategies import json_values, objects, texts
+
+pytestmark = pytest.mark.django_db
+
+#: PostgreSQL's jsonb holds neither U+0000 nor NaN: rows never contain them.
+STORABLE = False
+
+
+def stored_messages() -> st.SearchStrategy[Any]:
+    anything = json_values(STORABLE)
+    message = st.fixed_dictionaries(
+        {},
+        optional={
+            "id": anything,
+            "role": st.sampled_from(["user", "company"]) | anything,
+            "sender": st.sampled_from(["agent", "human"]) | anything,
+            "text": texts(STORABLE, 100) | anything,
+            "data": st.fixed_dictionaries(
+                {},
+                optional={
+                    "components": st.lists(objects(STORABLE) | anything, max_size=3) | anything,
+                    "actions": st.lists(objects(STORABLE) | anything, max_size=3) | anything,
+                },
+            )
+            | anything,
+            "context": objects(STORABLE) | anything,
+        },
+    )
+    # A Python None is SQL NULL, which the column refuses: every other JSON value is stored.
+    return st.fixed_dictionaries({"message": message | anything}) | anything.filter(
+        lambda value: value is not None
+    )
+
+
+def test_fuzz_the_desk_shows_any_stored_message(desk: Client) -> None:
+    @settings(settings.get_profile(PROFILE))
+    @given(payload=stored_messages(), role=st.sampled_from(["user", "company", ""]))
+    def case(payload: Any, role: str) -> None:
+        conversation = Conversation.objects.create(
+            client_id="https://pa.example/c", user_id="u", agent_name="support"
+        )
+        with transaction.atomic():
+            event = event_log.append(event_log.lock(conversation.id), "message", payload, role=role)
+        page = desk.get(desk_url(conversation.id), {"event": event.public_id})
+        assert page.status_code == 200
+        answer = desk.get(desk_url(conversation.id, "events.json"), {"after": event.seq - 1})
+        assert answer.status_code == 200
+        assert [e["seq"] for e in answer.json()["events"]] == [event.seq]
+
+    case()
+
+
+def test_fuzz_events_json_after(desk: Client) -> None:
+    conversation = Conversation.objects.create(
+        client_id="https://pa.example/c", user_id="u", agent_name="support"
+    )
+
+    @settings(settings.get_profile(PROFILE))
+    @given(after=st.text(max_size=30) | st.text("0123456789", min_size=19, max_size=5000))
+    def case(after: str) -> None:
+        answer = desk.get(desk_url(conversation.id, "events.json"), {"after": after})
+        sequence = after.isascii() and after.isdigit() and len(after) <= 18
+        assert answer.status_code == (200 if sequence else 400), after
+        assert (
+            "events" in answer.json() if sequence else answer.json()["error"] == "invalid_request"
+        )
+
+    case()

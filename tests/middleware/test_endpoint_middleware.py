@@ -1,0 +1,142 @@
+"""What PoppyEndpointMiddleware skips on the endpoint's paths is the project's choice.
+
+By default only sessions, authentication, CSRF and messages are skipped: security headers,
+CORS, tracing and error reporting middleware run on the endpoint too. ``SKIP_MIDDLEWARE``
+names what to skip; everything is observed through HTTP responses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.core.exceptions import PermissionDenied
+from django.core.signals import got_request_exception
+from django.http import HttpRequest
+from django.test import AsyncClient, Client
+
+from tests.conftest import ENDPOINT, PersonalAgent
+
+PROBE = "tests.middleware.test_endpoint_middleware.Probe"
+
+pytestmark = pytest.mark.django_db
+
+_ids = iter(range(1, 10**6))
+
+
+def start(agent: PersonalAgent | None = None, **extra: Any):
+    """A first message, with request extras (``secure=True``, headers)."""
+    body = {"message": {"id": f"mw-{next(_ids)}", "sender": "agent", "text": "hello"}}
+    return (agent or PersonalAgent()).post("", body, **extra)
+
+
+class Probe:
+    """A project's own middleware (tracing, say): reports what it saw in a header."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if request.headers.get("X-Probe-Raise") == "boom":
+            raise RuntimeError("a tracing middleware failed")
+        if request.headers.get("X-Probe-Raise") == "forbidden":
+            raise PermissionDenied
+        # What the middleware before this one did (the view may add a user of its own).
+        before = f"session={hasattr(request, 'session')} user={hasattr(request, 'user')}"
+        response = self.get_response(request)
+        response["X-Probe"] = f"{before} view={getattr(request, 'probe_view', '-')}"
+        return response
+
+    def process_view(self, request: HttpRequest, view: Any, args: Any, kwargs: Any) -> None:
+        request.probe_view = getattr(view, "cls", view).__name__  # a DRF view: its class
+
+
+@pytest.fixture
+def probed(settings: Any) -> None:
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, PROBE]
+    settings.SECURE_HSTS_SECONDS = 3600
+
+
+def test_the_security_middleware_headers_apply_to_the_endpoint(probed: None) -> None:
+    agent = PersonalAgent()
+    started = start(agent, secure=True)
+    refused = Client().post(ENDPOINT, data="{}", content_type="application/json", secure=True)
+    missing = agent.get("/nothing/here", secure=True)
+    assert (started.status_code, refused.status_code, missing.status_code) == (201, 401, 404)
+    for response in (started, refused, missing):
+        assert response["Strict-Transport-Security"] == "max-age=3600"
+        assert response["X-Content-Type-Options"] == "nosniff"
+        assert response["Referrer-Policy"] == "same-origin"
+        assert response["Content-Type"] == "application/json"
+
+
+def test_sessions_auth_csrf_and_messages_are_skipped_the_rest_runs(probed: None) -> None:
+    response = start()
+    assert response.status_code == 201
+    assert response["X-Probe"] == "session=False user=False view=ConversationsView"
+    assert "Set-Cookie" not in response
+    # Elsewhere the whole stack runs, as before.
+    other = Client().get("/.well-known/poppy.json")
+    assert other["X-Probe"].startswith("session=True user=True")
+
+
+def test_the_same_under_asgi(probed: None) -> None:
+    agent = PersonalAgent()
+    client = AsyncClient()
+    response = async_to_sync(client.get)(
+        f"{ENDPOINT}/cnv_unknown/events",
+        headers={"Authorization": agent.headers()["HTTP_AUTHORIZATION"]},
+    )
+    assert response.status_code == 404
+    assert response.json()["error"] == "conversation_not_found"
+    assert response["X-Probe"] == "session=False user=False view=EventsView"
+    assert "Strict-Transport-Security" not in response  # HSTS is for https requests only
+    assert response["X-Content-Type-Options"] == "nosniff"
+
+
+def test_what_the_project_names_is_skipped(probed: None, settings: Any) -> None:
+    settings.POPPY = {
+        **settings.POPPY,
+        "SKIP_MIDDLEWARE": [PROBE, "django.middleware.security.SecurityMiddleware"],
+    }
+    response = start(secure=True)
+    assert response.status_code == 201
+    assert "X-Probe" not in response
+    assert "Strict-Transport-Security" not in response
+    # Nothing else skipped: sessions and auth now run on the endpoint too.
+    settings.POPPY = {**settings.POPPY, "SKIP_MIDDLEWARE": []}
+    assert start()["X-Probe"].startswith("session=True user=True")
+
+
+def test_a_middleware_failing_on_the_endpoint_is_a_json_500_and_reported(probed) -> None:
+    reported: list[Any] = []
+
+    def receiver(sender: Any, request: HttpRequest, **kwargs: Any) -> None:
+        reported.append(request.path)
+
+    got_request_exception.connect(receiver)
+    try:
+        agent = PersonalAgent()
+        agent.client = Client(raise_request_exception=False)  # it re-raises what is reported
+        response = start(agent, HTTP_X_PROBE_RAISE="boom", secure=True)
+    finally:
+        got_request_exception.disconnect(receiver)
+    assert response.status_code == 500
+    assert response.json() == {"error": "server_error"}
+    assert response["Strict-Transport-Security"] == "max-age=3600"  # outer middleware ran
+    assert reported == [ENDPOINT]
+
+
+def test_a_middleware_refusing_on_the_endpoint_is_json(probed: None) -> None:
+    response = start(HTTP_X_PROBE_RAISE="forbidden")
+    assert response.status_code == 403
+    assert response.json() == {"error": "forbidden"}
+
+
+def test_skip_middleware_must_be_a_list_of_paths(settings: Any) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    settings.POPPY = {**settings.POPPY, "SKIP_MIDDLEWARE": "django.contrib.sessions"}
+    with pytest.raises(ImproperlyConfigured, match="SKIP_MIDDLEWARE"):
+        start()
