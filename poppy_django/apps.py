@@ -9,6 +9,9 @@ class PoppyDjangoConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from poppy_django import checks
+        from django.core.signals import request_started
+
+        from poppy_django import checks, executors
 
         checks.register()
+        request_started.connect(executors.recover_on_request, dispatch_uid="poppy_recovery")

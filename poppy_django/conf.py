@@ -78,6 +78,14 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_SECONDS": 30.0,
     # Heartbeat interval; must be well below LEASE_SECONDS.
     "HEARTBEAT_SECONDS": 10.0,
+    # A turn's time limit: past it the turn is abandoned and answered with the failed-turn
+    # message. Also bounds a wait for a busy agent thread (plus LEASE_SECONDS).
+    "TURN_TIMEOUT_SECONDS": 120.0,
+    # Attempts of one turn (or one approved action) before it is answered as failed.
+    "TURN_MAX_ATTEMPTS": 3,
+    # How often each worker (and the embedded executor's process) takes up conversations
+    # left working by a dead writer; None turns the in-process recovery off.
+    "SWEEP_SECONDS": 5.0,
     # SSE: a keep-alive comment this often, and the longest a stream stays open.
     "STREAM_KEEPALIVE_SECONDS": 15.0,
     "STREAM_MAX_SECONDS": 300.0,

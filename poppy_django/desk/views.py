@@ -25,7 +25,7 @@ from poppy_django.desk import queue, transcript
 from poppy_django.desk.permissions import desk_permission
 from poppy_django.errors import PoppyError, error_response
 from poppy_django.fanout import DESK_CHANNEL, conversation_channel
-from poppy_django.models import ActionRecord, Conversation, Event, Status
+from poppy_django.models import ActionRecord, ActionStatus, Conversation, Event, Status
 
 #: A browser-made request id (``crypto.randomUUID()`` or the page's fallback).
 REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
@@ -122,6 +122,7 @@ def conversation_page(
         entries=entries,
         highlight=request.GET.get("event", ""),
         approvals=list(approvals.awaiting(conversation.id)),
+        running=list(approvals.running(conversation.id)),
         actions=list(conversation.actions.order_by("-created_at")[:50]),
         directs=list(conversation.direct_conversations.order_by("created_at")),
         page_url=_url(admin_site, CONVERSATION, conversation.id),
@@ -157,7 +158,10 @@ def events_json(request: HttpRequest, conversation_id: str, admin_site: AdminSit
         )
     approvals_html = render_to_string(
         "poppy_django/desk/approvals.html",
-        {"approvals": list(approvals.awaiting(conversation.id))},
+        {
+            "approvals": list(approvals.awaiting(conversation.id)),
+            "running": list(approvals.running(conversation.id)),
+        },
         request=request,
     )
     return JsonResponse(
@@ -251,13 +255,24 @@ def _caused(conversation_id: str, request_id: str) -> list[int]:
 
 
 def _perform(
-    request: HttpRequest, conversation_id: str, name: str, run: Callable[[str, str], object]
+    request: HttpRequest,
+    conversation_id: str,
+    name: str,
+    run: Callable[[str, str], object],
+    *,
+    done_before: Callable[[str], bool] = lambda request_id: False,
+    running: Callable[[str], bool] = lambda request_id: False,
 ) -> JsonResponse:
-    """Run one desk action once per request id; answer what it caused."""
+    """Run one desk action once per request id; answer what it caused.
+
+    ``done_before`` recognises a retried request whose effect is not an event yet, and
+    ``running`` says the effect is still being made by a worker (``"running": true``: the
+    events carrying the request id follow on the live stream).
+    """
     try:
         body = _body(request)
         request_id = _request_id(body)
-        replayed = bool(_caused(conversation_id, request_id))
+        replayed = bool(_caused(conversation_id, request_id)) or done_before(request_id)
         if not replayed:  # a retried request (same id) is answered, not done twice
             run(request_id, request.user.get_username())
         conversation = Conversation.objects.get(pk=conversation_id)
@@ -272,6 +287,7 @@ def _perform(
             "request_id": request_id,
             "events": _caused(conversation_id, request_id),
             "replayed": replayed,
+            "running": running(request_id),
             "conversation": state(conversation),
         }
     )
@@ -303,10 +319,15 @@ def action(
 def approval(
     request: HttpRequest, conversation_id: str, record_id: int, decision: str, admin_site: AdminSite
 ) -> JsonResponse:
-    """Approve (run under the recorded roles) or reject an action awaiting a person."""
+    """Approve (a worker runs it under the recorded roles) or reject an awaiting action.
+
+    Approving answers once the decision is recorded (``"running": true``); the outcome
+    message, carrying the request id, follows on the live stream when a worker has run it.
+    """
     if decision not in ("approve", "reject"):
         return error_response("not_found", f"No decision {decision!r}.")
-    if not ActionRecord.objects.filter(pk=record_id, conversation_id=conversation_id).exists():
+    record = ActionRecord.objects.filter(pk=record_id, conversation_id=conversation_id)
+    if not record.exists():
         return error_response("not_found", "There is no such action in this conversation.")
     decide = approvals.approve if decision == "approve" else approvals.reject
     return _perform(
@@ -314,4 +335,6 @@ def approval(
         conversation_id,
         decision,
         lambda rid, by: decide(record_id, by=by, request_id=rid),
+        done_before=lambda rid: record.filter(request_id=rid).exists(),
+        running=lambda rid: record.filter(request_id=rid, status=ActionStatus.APPROVED).exists(),
     )
