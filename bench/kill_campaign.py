@@ -27,7 +27,8 @@ the clients saw:
 - every event a reader was sent is in the log, once and in order, and every event of the
   log reached the reader.
 
-Prints a table and writes var/bench/kill_campaign.json; exits 1 on any violation.
+Prints a table and writes var/bench/kill_campaign.json; exits 1 on any violation. SIGINT
+or SIGTERM stops the killing early; the checks then run as usual on what was done.
 Results: docs/operations.md. ``--short`` (a handful of kills) runs in ``make test``.
 """
 
@@ -38,6 +39,7 @@ import contextlib
 import itertools
 import json
 import random
+import signal
 import sys
 import tempfile
 import threading
@@ -91,15 +93,34 @@ class Campaign:
             self.start_worker()
 
     def start_web(self) -> None:
-        name = f"web-{next(self.names)}"
-        url = self.cluster.web(name)
-        with self.lock:
-            self.webs[name] = url
+        while True:
+            name = f"web-{next(self.names)}"
+            try:
+                url = self.cluster.web(name)
+            except RuntimeError:  # too slow to start on a loaded machine: another one
+                self.cluster.stop(name)
+                continue
+            with self.lock:
+                self.webs[name] = url
+            return
 
     def start_worker(self) -> None:
-        name = f"worker-{next(self.names)}"
-        self.cluster.worker(name)
-        self.workers.append(name)
+        while True:
+            name = f"worker-{next(self.names)}"
+            try:
+                self.cluster.worker(name)
+            except RuntimeError:
+                process = self.cluster.processes.get(name)
+                if process is None or process.poll() is not None:
+                    self.cluster.processes.pop(name, None)
+                    continue
+                # Alive but slow to start on a loaded machine: it joins when it is ready.
+            self.workers.append(name)
+            return
+
+    def wind_down(self, *args: Any) -> None:
+        """SIGINT / SIGTERM: stop killing now, then settle and check as usual."""
+        self.kills_wanted = self.kills
 
     def url(self) -> str:
         with self.lock:
@@ -114,6 +135,8 @@ class Campaign:
         try:
             while self.kills < self.kills_wanted:
                 time.sleep(random.uniform(0.5 * self.pace, 1.5 * self.pace))
+                if self.kills >= self.kills_wanted:  # wound down meanwhile
+                    break
                 if self.redis_restarts == 0 and self.kills >= self.kills_wanted // 2:
                     self.cluster.stop_redis()
                     time.sleep(2)
@@ -482,6 +505,8 @@ def main() -> int:
         cluster.create()
         campaign = Campaign(cluster, kills=kills, web_every=web_every, pace=args.pace)
         try:
+            signal.signal(signal.SIGINT, campaign.wind_down)
+            signal.signal(signal.SIGTERM, campaign.wind_down)
             campaign.start()
             agents = [Agent(index, campaign) for index in range(1, args.agents + 1)]
             seed_orders(cluster, agents)
