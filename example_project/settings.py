@@ -142,8 +142,8 @@ if REDIS_URL:
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     }
+    # Beat only prunes: workers take up turns whose writer died by themselves.
     CELERY_BEAT_SCHEDULE = {
-        "poppy-reap": {"task": "poppy_django.reap", "schedule": 15.0},
         "poppy-prune": {"task": "poppy_django.prune", "schedule": 3600.0},
     }
 
@@ -185,6 +185,8 @@ POPPY: dict[str, Any] = {
     "RETENTION_SECONDS": 30 * 86400,
     "LEASE_SECONDS": float(os.environ.get("POPPY_LEASE_SECONDS", "30")),
     "HEARTBEAT_SECONDS": float(os.environ.get("POPPY_HEARTBEAT_SECONDS", "10")),
+    "SWEEP_SECONDS": float(os.environ.get("POPPY_SWEEP_SECONDS", "5")),
+    "TURN_TIMEOUT_SECONDS": float(os.environ.get("POPPY_TURN_TIMEOUT_SECONDS", "120")),
 }
 if os.environ.get("POPPY_THROTTLE_RATES"):  # e.g. the benchmarks' '{"message": "100000/s"}'
     POPPY["THROTTLE_RATES"] = json.loads(os.environ["POPPY_THROTTLE_RATES"])

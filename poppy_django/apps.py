@@ -9,7 +9,10 @@ class PoppyDjangoConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from poppy_django import checks, observe
+        from django.core.signals import request_started
+
+        from poppy_django import checks, executors, observe
 
         checks.register()
         observe.withhold_user_text_in_logs()
+        request_started.connect(executors.recover_on_request, dispatch_uid="poppy_recovery")

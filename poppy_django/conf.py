@@ -101,6 +101,14 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_SECONDS": 30.0,
     # Heartbeat interval; must be well below LEASE_SECONDS.
     "HEARTBEAT_SECONDS": 10.0,
+    # A turn's time limit: past it the turn is abandoned and answered with the failed-turn
+    # message. Also bounds a wait for a busy agent thread (plus LEASE_SECONDS).
+    "TURN_TIMEOUT_SECONDS": 120.0,
+    # Attempts of one turn (or one approved action) before it is answered as failed.
+    "TURN_MAX_ATTEMPTS": 3,
+    # How often each worker (and the embedded executor's process) takes up conversations
+    # left working by a dead writer; None turns the in-process recovery off.
+    "SWEEP_SECONDS": 5.0,
     # SSE: a keep-alive comment this often, and the longest a stream stays open.
     "STREAM_KEEPALIVE_SECONDS": 15.0,
     "STREAM_MAX_SECONDS": 300.0,
@@ -294,6 +302,10 @@ class PoppySettings:
     MAX_WAITING_PER_CALLER = Setting(integer)
     MAX_WAITING_PER_PROCESS = Setting(integer)
     MAX_CONTEXT_BYTES = Setting(integer)
+    TURN_TIMEOUT_SECONDS = Setting(number)
+    TURN_MAX_ATTEMPTS = Setting(integer)
+    #: How often each worker sweeps for conversations left without a writer; None: never.
+    SWEEP_SECONDS = Setting(optional_number)
     #: Middleware (import paths) the endpoint's requests skip (PoppyEndpointMiddleware).
     SKIP_MIDDLEWARE = Setting(texts)
 

@@ -2,7 +2,10 @@
 
 ``POPPY["EXECUTOR"]`` names the class; its ``dispatch(conversation_id)`` is called after the
 message that needs a turn is committed. Both run :func:`poppy_django.turns.run_turns`, so
-the semantics (lease, retries, exactly-once reply) are the same.
+the semantics (lease, retries, exactly-once reply) are the same, and both recover turns
+whose writer died with no extra process: Celery workers start their recovery sweep when
+ready (:mod:`poppy_django.tasks`); the embedded executor's process starts it with its pool
+or at its first request after a restart (:func:`recover_on_request`).
 """
 
 from __future__ import annotations
@@ -10,8 +13,10 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from poppy_django.conf import poppy_settings
+from poppy_django.recovery import sweeper
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +34,7 @@ class ThreadExecutor:
                 cls._pool = ThreadPoolExecutor(
                     max_workers=poppy_settings.EXECUTOR_THREADS, thread_name_prefix="poppy-turn"
                 )
+                sweeper.start()
             return cls._pool
 
     @classmethod
@@ -53,8 +59,18 @@ class ThreadExecutor:
         """Finish the turns in flight (tests and graceful shutdown)."""
         with cls._lock:
             pool, cls._pool = cls._pool, None
+        sweeper.stop(wait=wait)
         if pool is not None:
             pool.shutdown(wait=wait)
+
+
+def recover_on_request(**kwargs: Any) -> None:
+    """``request_started`` receiver: a restarted embedded process recovers at once.
+
+    (Only with the in-process executor: with Celery, the workers recover.)
+    """
+    if poppy_settings.EXECUTOR is ThreadExecutor:
+        ThreadExecutor.pool()
 
 
 class CeleryExecutor:

@@ -3,7 +3,8 @@
 Both are idempotent and safe to run anywhere at any time, next to live traffic: pruning
 deletes in small batches of primary keys (short transactions, no long locks) and never
 touches what a conversation still needs (user messages not answered yet); reaping only
-re-dispatches, and the lease decides who runs.
+re-dispatches, and the lease decides who runs. Neither is needed for correctness: workers
+recover orphaned turns themselves (:mod:`poppy_django.recovery`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Max, Min, Q
+from django.db.models import Max, Min
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from poppy_django.conf import poppy_settings
-from poppy_django.models import Conversation, Event, Status
+from poppy_django.models import Conversation, Event
+from poppy_django.recovery import orphans
 
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -119,18 +121,16 @@ def prune_by_retention() -> PruneReport | None:
 
 
 def orphaned_conversations() -> list[str]:
-    """Conversations left ``working`` whose writer died (lease expired) or never came."""
-    now = timezone.now()
-    grace = now - timedelta(seconds=poppy_settings.LEASE_SECONDS)
-    return list(
-        Conversation.objects.filter(status=Status.WORKING)
-        .filter(Q(lease_expires_at__lt=now) | Q(lease_owner__isnull=True, updated_at__lt=grace))
-        .values_list("id", flat=True)
-    )
+    """Conversations that need a writer and have none (see :mod:`poppy_django.recovery`)."""
+    return list(Conversation.objects.filter(orphans()).values_list("id", flat=True))
 
 
 def reap() -> list[str]:
-    """Re-dispatch orphaned conversations; the lease makes a duplicate dispatch harmless."""
+    """Re-dispatch orphaned conversations; the lease makes a duplicate dispatch harmless.
+
+    Workers take orphans up by themselves (their recovery sweep); this is for a deployment
+    that turned the sweep off (``SWEEP_SECONDS = None``), or for an operator in a hurry.
+    """
     orphaned = orphaned_conversations()
     executor = poppy_settings.EXECUTOR
     for conversation_id in orphaned:

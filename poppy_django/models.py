@@ -58,6 +58,13 @@ class Conversation(models.Model):
     #: The worker writing this conversation now, and until when its claim holds.
     lease_owner = models.CharField(max_length=64, null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    #: How many times the turn in flight was started: a turn whose worker dies every time
+    #: (a poison message) is answered with the failed-turn message after TURN_MAX_ATTEMPTS.
+    turn_attempts = models.PositiveSmallIntegerField(default=0)
+    #: On a thread root (a conversation that is not Direct): the worker running a turn in its
+    #: agent thread, from either the conversation or its Direct Conversation — one at a time.
+    thread_owner = models.CharField(max_length=64, null=True, blank=True)
+    thread_expires_at = models.DateTimeField(null=True, blank=True)
     #: When the pending handoff was asked for: the desk serves the oldest first.
     handoff_requested_at = models.DateTimeField(null=True, blank=True)
     #: The staff member with the conversation (desk only; never shown to personal agents).
@@ -187,6 +194,8 @@ class AgentThread(models.Model):
 class ActionStatus(models.TextChoices):
     PENDING = "pending"
     AWAITING_APPROVAL = "awaiting_approval"
+    #: Approved by a person; a worker runs it (once) and posts its outcome.
+    APPROVED = "approved"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     REJECTED = "rejected"
@@ -211,6 +220,10 @@ class ActionRecord(models.Model):
     account_id = models.CharField(max_length=256, null=True, blank=True)
     roles = models.JSONField(default=list)
     decided_by = models.CharField(max_length=150, blank=True, default="")
+    #: The desk request that decided it: echoed on the outcome message (``Event.meta``).
+    request_id = models.CharField(max_length=64, blank=True, default="")
+    #: Runs of an approved action started by workers: bounded, like a turn's attempts.
+    attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -1,8 +1,15 @@
-"""Celery tasks: turns, and the periodic maintenance a deployment schedules with beat."""
+"""Celery tasks (turns; pruning for beat) and each worker's recovery sweep.
+
+A worker starts its recovery sweep when it is ready and stops it when it shuts down, so a
+deployment of web processes and workers recovers from a dead worker with no beat at all.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
+from celery.signals import worker_ready, worker_shutting_down
 
 
 @shared_task(name="poppy_django.run_turns", acks_late=True, reject_on_worker_lost=True)
@@ -15,7 +22,7 @@ def run_turns_task(conversation_id: str) -> None:
 
 @shared_task(name="poppy_django.reap")
 def reap_task() -> int:
-    """Re-dispatch conversations whose turn worker died; schedule it every ~15 s."""
+    """Re-dispatch orphaned conversations (only needed with ``SWEEP_SECONDS = None``)."""
     from poppy_django.maintenance import reap
 
     return len(reap())
@@ -28,3 +35,17 @@ def prune_task() -> int:
 
     report = prune_by_retention()
     return report.events if report else 0
+
+
+@worker_ready.connect
+def _start_recovery(**kwargs: Any) -> None:
+    from poppy_django.recovery import sweeper
+
+    sweeper.start()
+
+
+@worker_shutting_down.connect
+def _stop_recovery(**kwargs: Any) -> None:
+    from poppy_django.recovery import sweeper
+
+    sweeper.stop(wait=False)

@@ -1,45 +1,57 @@
 """Turns: one writer per conversation under a lease, answering the log's unanswered messages.
 
-``run_turns(conversation_id)`` is what executors run. It claims the conversation's lease,
-then repeats plan → run → commit until no user message is left unanswered:
+``run_turns(conversation_id)`` is what executors (and the recovery sweep) run. It claims
+the conversation's lease, runs the actions staff approved, then repeats claim → prepare →
+run → commit until no user message is left unanswered:
 
-- *plan* (locked): fixes the turn's messages (``turn_upto_seq``) so a retry after a crash
-  answers the same ones, with the same company message id and action keys;
-- *run*: the model and tools, outside any transaction, with a heartbeat keeping the lease;
+- *claim* (locked): fixes the turn's messages (``turn_upto_seq``) so a retry after a crash
+  answers the same ones, with the same company message id and action keys, and counts the
+  attempt: after ``TURN_MAX_ATTEMPTS`` the turn is answered with the failed-turn message;
+- *prepare*: waits for the agent thread (one turn at a time in a conversation and its
+  Direct Conversation), then reads the principal, actor and thread;
+- *run*: the model and tools in a thread of their own, bounded by ``TURN_TIMEOUT_SECONDS``
+  (past it the run is abandoned and nothing it does later is written), with a heartbeat
+  keeping the leases;
 - *commit* (locked): writes the reply and moves ``answered_seq`` in one transaction, only
   while the lease is still ours, so a reply is written exactly once.
+
+An exception anywhere in a turn ends it the same way as a failing model: the failed-turn
+message, under the turn's message id, and the conversation goes on.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
-import os
-import secrets
-import socket
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import timedelta
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Q
-from django.utils import timezone
 
-from poppy_django import event_log, fanout, ids, observe, signals
+from poppy_django import approvals, event_log, fanout, ids, leases, observe, signals
+from poppy_django.agent.guard import TurnGuard
 from poppy_django.agent.model_api import TurnInput, TurnModel
 from poppy_django.agent.model_choice import build_model
 from poppy_django.agent.runtime import TurnOutcome, TurnRequest, resolve_actor, run_turn
 from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
-from poppy_django.models import AgentThread, Conversation, Event, EventType, Responder, Status
+from poppy_django.leases import LeaseLost, new_owner
+from poppy_django.models import (
+    ActionRecord,
+    ActionStatus,
+    AgentThread,
+    Conversation,
+    Event,
+    EventType,
+    Responder,
+    Status,
+)
 
 logger = logging.getLogger(__name__)
 
-
-class LeaseLost(Exception):
-    """Another worker took the conversation over: stop without writing."""
+__all__ = ["LeaseLost", "dispatch_on_commit", "new_owner", "run_turns"]
 
 
 def dispatch_on_commit(conversation_id: str) -> None:
@@ -49,86 +61,38 @@ def dispatch_on_commit(conversation_id: str) -> None:
         try:
             poppy_settings.EXECUTOR.dispatch(conversation_id)
         except Exception:
-            # The message is committed and the conversation is ``working``: the reaper
-            # dispatches it again, so the acknowledgement stands.
+            # The message is committed and the conversation is ``working``: the workers'
+            # recovery sweep takes it up, so the acknowledgement stands.
             logger.warning(
-                "poppy: could not dispatch %s; the reaper will", conversation_id, exc_info=True
+                "poppy: could not dispatch %s; the recovery sweep will",
+                conversation_id,
+                exc_info=True,
             )
 
     transaction.on_commit(dispatch)
 
 
-def new_owner() -> str:
-    return f"{socket.gethostname()[:24]}:{os.getpid()}:{secrets.token_hex(4)}"
+# -- claim, prepare, run, commit ---------------------------------------------------------
 
 
-# -- the lease ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TurnSlot:
+    """The turn in flight, as fixed (and persisted) before anything can fail."""
+
+    conversation_id: str
+    thread_root_id: str
+    turn_id: str
+    #: The company message this turn writes, whatever happens: reply or failed-turn message.
+    message_id: str
+    upto_seq: int
+    attempt: int
 
 
-def _lease_until() -> Any:
-    return timezone.now() + timedelta(seconds=poppy_settings.LEASE_SECONDS)
-
-
-def acquire_lease(conversation_id: str, owner: str) -> bool:
-    """Claim the conversation if no one holds it or the holder's claim expired."""
-    free = (
-        Q(lease_owner__isnull=True) | Q(lease_expires_at__lt=timezone.now()) | Q(lease_owner=owner)
-    )
-    claimed = (
-        Conversation.objects.filter(pk=conversation_id)
-        .filter(free)
-        .update(lease_owner=owner, lease_expires_at=_lease_until())
-    )
-    return claimed == 1
-
-
-def renew_lease(conversation_id: str, owner: str) -> bool:
-    renewed = Conversation.objects.filter(pk=conversation_id, lease_owner=owner).update(
-        lease_expires_at=_lease_until()
-    )
-    return renewed == 1
-
-
-def _release(conversation: Conversation) -> None:
-    conversation.lease_owner = None
-    conversation.lease_expires_at = None
-    conversation.save(update_fields=["lease_owner", "lease_expires_at", "updated_at"])
-
-
-def _lock_owned(conversation_id: str, owner: str) -> Conversation:
-    conversation = event_log.lock(conversation_id)
-    if conversation.lease_owner != owner:
-        raise LeaseLost(conversation_id)
-    return conversation
-
-
-@contextmanager
-def heartbeat(conversation_id: str, owner: str) -> Iterator[threading.Event]:
-    """Renew the lease in the background; the yielded event is set if it was lost."""
-    lost = threading.Event()
-    stop = threading.Event()
-
-    def beat() -> None:
-        try:
-            while not stop.wait(poppy_settings.HEARTBEAT_SECONDS):
-                if not renew_lease(conversation_id, owner):
-                    lost.set()
-                    return
-        except Exception:
-            logger.warning("poppy: heartbeat of %s failed", conversation_id, exc_info=True)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=beat, name=f"poppy-heartbeat-{conversation_id}", daemon=True)
-    thread.start()
-    try:
-        yield lost
-    finally:
-        stop.set()
-        thread.join()
-
-
-# -- plan, run, commit -----------------------------------------------------------------
+class Claim(enum.Enum):
+    #: Nothing left to answer: the conversation is idle and the lease released.
+    DONE = "done"
+    #: No message to answer, but staff approved an action meanwhile: run it first.
+    APPROVALS = "approvals"
 
 
 def _pending_messages(conversation: Conversation, upto_seq: int | None) -> list[Event]:
@@ -147,10 +111,10 @@ def _pending_messages(conversation: Conversation, upto_seq: int | None) -> list[
     ]
 
 
-def plan(conversation_id: str, owner: str) -> TurnRequest | None:
-    """The next turn to run, or None (then the conversation is idle and the lease free)."""
+def claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
+    """The next turn to run (its attempt counted), or why there is none."""
     with transaction.atomic():
-        conversation = _lock_owned(conversation_id, owner)
+        conversation = leases.lock_owned(conversation_id, owner)
         answering = (
             conversation.status == Status.WORKING and conversation.responder == Responder.AGENT
         )
@@ -161,44 +125,67 @@ def plan(conversation_id: str, owner: str) -> TurnRequest | None:
             else []
         )
         if not pending:
+            if ActionRecord.objects.filter(
+                conversation=conversation, status=ActionStatus.APPROVED
+            ).exists():
+                return Claim.APPROVALS
             if answering:
                 event_log.set_state(conversation, status=Status.IDLE)
-            _release(conversation)
-            return None
+            leases.release(conversation)
+            return Claim.DONE
         if not retry:
             conversation.turn_upto_seq = pending[-1].seq
-            conversation.save(update_fields=["turn_upto_seq", "updated_at"])
-        principal = Principal.from_dict(pending[-1].meta["principal"])
-        thread = _thread_for(conversation, principal, first_seq=pending[0].seq)
+            conversation.turn_attempts = 0
+        conversation.turn_attempts += 1
+        conversation.save(update_fields=["turn_upto_seq", "turn_attempts", "updated_at"])
         turn_id = f"{conversation.answered_seq}-{conversation.turn_upto_seq}"
-        latest = pending[-1].payload["message"]
-        return TurnRequest(
+        return TurnSlot(
             conversation_id=conversation.id,
+            thread_root_id=conversation.thread_root_id,
             turn_id=turn_id,
             message_id=ids.company_message_id(conversation.id, turn_id),
-            answers=[event.message_id or "" for event in pending],
-            agent_name=conversation.agent_name,
-            principal=principal,
-            inputs=[
-                TurnInput(
-                    text=event.payload["message"].get("text"),
-                    data=event.payload["message"].get("data"),
-                    sender=event.payload["message"]["sender"],
-                )
-                for event in pending
-            ],
-            history=list(thread.history),
-            page_context={
-                "channel": "poppy",
-                "poppy": {
-                    "conversation_id": conversation.id,
-                    "direct": conversation.is_direct,
-                    "sender": latest["sender"],
-                    "signed_in": principal.signed_in,
-                    "context": conversation.context,
-                },
-            },
+            upto_seq=conversation.turn_upto_seq,
+            attempt=conversation.turn_attempts,
         )
+
+
+def prepare(slot: TurnSlot) -> TurnRequest:
+    """Everything the model needs, read once the agent thread is ours."""
+    with transaction.atomic():
+        conversation = Conversation.objects.get(pk=slot.conversation_id)
+        pending = _pending_messages(conversation, slot.upto_seq)
+        if not pending:
+            raise LeaseLost(slot.conversation_id)  # answered meanwhile by another worker
+        principal = Principal.from_dict(pending[-1].meta["principal"])
+        thread = _thread_for(conversation, principal, first_seq=pending[0].seq)
+    latest = pending[-1].payload["message"]
+    return TurnRequest(
+        conversation_id=conversation.id,
+        turn_id=slot.turn_id,
+        message_id=slot.message_id,
+        answers=[event.message_id or "" for event in pending],
+        agent_name=conversation.agent_name,
+        principal=principal,
+        inputs=[
+            TurnInput(
+                text=event.payload["message"].get("text"),
+                data=event.payload["message"].get("data"),
+                sender=event.payload["message"]["sender"],
+            )
+            for event in pending
+        ],
+        history=list(thread.history),
+        page_context={
+            "channel": "poppy",
+            "poppy": {
+                "conversation_id": conversation.id,
+                "direct": conversation.is_direct,
+                "sender": latest["sender"],
+                "signed_in": principal.signed_in,
+                "context": conversation.context,
+            },
+        },
+    )
 
 
 def _thread_for(conversation: Conversation, principal: Principal, *, first_seq: int) -> AgentThread:
@@ -225,14 +212,46 @@ def _thread_for(conversation: Conversation, principal: Principal, *, first_seq: 
 def commit(request: TurnRequest, outcome: TurnOutcome, owner: str) -> None:
     """Write the turn's outcome once, and only while the lease is still ours."""
     with transaction.atomic():
-        conversation = _lock_owned(request.conversation_id, owner)
+        conversation = leases.lock_owned(request.conversation_id, owner)
         already = Event.objects.filter(
             conversation=conversation, message_id=request.message_id
         ).exists()
         if conversation.status != Status.CLOSED and not already:
             _write_outcome(conversation, request, outcome)
-        conversation.answered_seq = max(conversation.answered_seq, conversation.turn_upto_seq)
-        conversation.save(update_fields=["answered_seq", "updated_at"])
+        _answered(conversation)
+
+
+def fail(slot: TurnSlot, owner: str, error: str) -> None:
+    """End the turn with the failed-turn message under its own message id, once."""
+    with transaction.atomic():
+        conversation = leases.lock_owned(slot.conversation_id, owner)
+        if conversation.answered_seq >= slot.upto_seq:
+            return
+        already = Event.objects.filter(
+            conversation=conversation, message_id=slot.message_id
+        ).exists()
+        if conversation.status != Status.CLOSED and not already:
+            event_log.append_company_message(
+                conversation,
+                message_id=slot.message_id,
+                text=poppy_settings.texts["failed_turn"],
+                meta={"turn": slot.turn_id, "failed": True},
+            )
+        _answered(conversation)
+    observe.moment(
+        "turn_failed",
+        signals.turn_failed,
+        level=logging.ERROR,
+        conversation_id=slot.conversation_id,
+        turn_id=slot.turn_id,
+        error=error,
+    )
+
+
+def _answered(conversation: Conversation) -> None:
+    conversation.answered_seq = max(conversation.answered_seq, conversation.turn_upto_seq)
+    conversation.turn_attempts = 0
+    conversation.save(update_fields=["answered_seq", "turn_attempts", "updated_at"])
 
 
 def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: TurnOutcome) -> None:
@@ -243,20 +262,24 @@ def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: Tu
         payload: dict[str, Any] = {"error": error}
         if scope:
             payload["scope"] = scope
-        event_log.append(conversation, EventType.AUTHORIZATION, payload, meta=meta)
+        said = outcome.text.strip()
         if conversation.is_direct:
+            event_log.append(conversation, EventType.AUTHORIZATION, payload, meta=meta)
+            ask = texts[error].format(scope=scope or "another permission")
             event_log.append_company_message(
                 conversation,
                 message_id=request.message_id,
-                text=texts[error].format(scope=scope or "another permission"),
+                text=f"{said} {ask}" if said else ask,
                 meta=meta,
             )
-        _remember(conversation, request, None)
-        return
-    if outcome.failed:
-        event_log.append_company_message(
-            conversation, message_id=request.message_id, text=texts["failed_turn"], meta=meta
-        )
+        else:
+            # Text streamed before the refused call is written, so its pieces have a message.
+            if said:
+                event_log.append_company_message(
+                    conversation, message_id=request.message_id, text=said, meta=meta
+                )
+            event_log.append(conversation, EventType.AUTHORIZATION, payload, meta=meta)
+        _remember(conversation, request, said or None)
         return
     text = outcome.message_text()
     event_log.append_company_message(
@@ -288,18 +311,26 @@ def model_for(agent_name: str) -> TurnModel:
     return build_model(poppy_settings.MODELS.get(agent_name, poppy_settings.MODEL))
 
 
+# -- the loop ------------------------------------------------------------------------------
+
+
 def run_turns(conversation_id: str, owner: str | None = None) -> None:
     """Answer everything unanswered in the conversation, if no one else is already on it."""
     owner = owner or new_owner()
     turn_id: str | None = None
     close_old_connections()
     try:
-        if not acquire_lease(conversation_id, owner):
+        if not leases.acquire(conversation_id, owner):
             return
-        with heartbeat(conversation_id, owner) as lost:
-            while (request := plan(conversation_id, owner)) is not None:
-                turn_id = request.turn_id
-                _run_one(request, owner, lost)
+        with leases.heartbeat(leases.Holder(conversation_id, owner)) as holder:
+            while True:
+                approvals.run_approved(conversation_id, owner)
+                slot = claim(conversation_id, owner)
+                if slot is Claim.DONE:
+                    return
+                if isinstance(slot, TurnSlot):
+                    turn_id = slot.turn_id
+                    _run_one(slot, holder)
     except LeaseLost:
         observe.moment(
             "lease_lost",
@@ -312,44 +343,75 @@ def run_turns(conversation_id: str, owner: str | None = None) -> None:
         close_old_connections()
 
 
-def _run_one(request: TurnRequest, owner: str, lost: threading.Event) -> None:
+def _run_one(slot: TurnSlot, holder: leases.Holder) -> None:
+    """One turn, ended by its reply or by the failed-turn message: never left hanging."""
+    owner = holder.owner
+    if slot.attempt > poppy_settings.TURN_MAX_ATTEMPTS:
+        fail(slot, owner, f"gave up after {slot.attempt - 1} attempts")
+        return
     started = time.monotonic()
+    try:
+        with holder.agent_thread(slot.thread_root_id):
+            request = prepare(slot)
+            observe.moment(
+                "turn_started",
+                signals.turn_started,
+                conversation_id=slot.conversation_id,
+                turn_id=slot.turn_id,
+                message_ids=request.answers,
+            )
+            outcome = _run_bounded(request, holder)
+            if holder.lost.is_set():
+                raise LeaseLost(slot.conversation_id)
+            if not outcome.failed:
+                commit(request, outcome, owner)
+    except LeaseLost:
+        raise
+    except Exception as exc:  # planning, hooks, the agent, formatting, the commit...
+        logger.exception("poppy: turn %s of %s failed", slot.turn_id, slot.conversation_id)
+        fail(slot, owner, observe.describe_failure(exc))
+        return
+    if outcome.failed:
+        fail(slot, owner, outcome.error)
+        return
     observe.moment(
-        "turn_started",
-        signals.turn_started,
-        conversation_id=request.conversation_id,
-        turn_id=request.turn_id,
-        message_ids=request.answers,
+        "turn_finished",
+        signals.turn_finished,
+        conversation_id=slot.conversation_id,
+        turn_id=slot.turn_id,
+        message_id=slot.message_id,
+        duration=round(time.monotonic() - started, 3),
     )
 
-    def relay(piece: str) -> None:
-        fanout.publish_delta(request.conversation_id, request.message_id, piece)
 
-    try:
-        model = model_for(request.agent_name)
-    except Exception as exc:  # a misconfigured model fails the turn, never the conversation
-        logger.exception("poppy: no model for agent %s", request.agent_name)
-        outcome = TurnOutcome(failed=True, error=observe.describe_failure(exc))
-    else:
-        outcome = run_turn(request, model, relay)
-    if lost.is_set():
-        raise LeaseLost(request.conversation_id)
-    commit(request, outcome, owner)
-    if outcome.failed:
-        observe.moment(
-            "turn_failed",
-            signals.turn_failed,
-            level=logging.ERROR,
-            conversation_id=request.conversation_id,
-            turn_id=request.turn_id,
-            error=outcome.error,
-        )
-    else:
-        observe.moment(
-            "turn_finished",
-            signals.turn_finished,
-            conversation_id=request.conversation_id,
-            turn_id=request.turn_id,
-            message_id=request.message_id,
-            duration=round(time.monotonic() - started, 3),
-        )
+def _run_bounded(request: TurnRequest, holder: leases.Holder) -> TurnOutcome:
+    """Run the model in a thread of its own; past the time limit, abandon it."""
+    guard = TurnGuard()
+    finished: list[TurnOutcome] = []
+
+    def relay(piece: str) -> None:
+        with guard.writing():
+            fanout.publish_delta(request.conversation_id, request.message_id, piece)
+
+    def work() -> None:
+        try:
+            finished.append(run_turn(request, model_for, relay, guard))
+        finally:
+            connection.close()
+
+    runner = threading.Thread(
+        target=work, name=f"poppy-turn-{request.conversation_id}", daemon=True
+    )
+    runner.start()
+    deadline = time.monotonic() + poppy_settings.TURN_TIMEOUT_SECONDS
+    while runner.is_alive() and time.monotonic() < deadline and not holder.lost.is_set():
+        runner.join(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+    if runner.is_alive():
+        guard.abandon()
+        if holder.lost.is_set():
+            raise LeaseLost(request.conversation_id)
+        limit = poppy_settings.TURN_TIMEOUT_SECONDS
+        return TurnOutcome(failed=True, error=f"timed out after {limit} s")
+    if not finished:  # the thread died without an outcome (BaseException)
+        return TurnOutcome(failed=True, error="the turn's thread ended without an outcome")
+    return finished[0]

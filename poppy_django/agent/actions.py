@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
 
 from poppy_django import observe, signals
+from poppy_django.agent.guard import TurnGuard
 from poppy_django.agent.tools import ActionFailed, Tool, ToolContext
 from poppy_django.conf import poppy_settings
 from poppy_django.models import ActionRecord, ActionStatus
@@ -36,7 +38,11 @@ class ActionCall:
 
 
 def propose(
-    tool: Tool, arguments: dict[str, Any], ctx: ToolContext, call: ActionCall
+    tool: Tool,
+    arguments: dict[str, Any],
+    ctx: ToolContext,
+    call: ActionCall,
+    guard: TurnGuard | None = None,
 ) -> ActionRecord:
     """Record the call (once) and decide it by the actions policy."""
     record, _ = ActionRecord.objects.get_or_create(
@@ -57,7 +63,7 @@ def propose(
         return _decide(record, ActionStatus.REJECTED)
     if tool.needs_approval:
         return _decide(record, ActionStatus.AWAITING_APPROVAL)
-    return execute(tool, record, ctx)
+    return execute(tool, record, ctx, guard)
 
 
 def _decide(record: ActionRecord, status: ActionStatus) -> ActionRecord:
@@ -78,11 +84,22 @@ def _announce(record: ActionRecord) -> None:
     )
 
 
-def execute(tool: Tool, record: ActionRecord, ctx: ToolContext) -> ActionRecord:
-    """Run a pending (or approved) action and record its outcome in one transaction."""
-    with transaction.atomic():
+def execute(
+    tool: Tool, record: ActionRecord, ctx: ToolContext, guard: TurnGuard | None = None
+) -> ActionRecord:
+    """Run a pending (or approved) action and record its outcome in one transaction.
+
+    With a turn's ``guard``, the transaction commits only if the turn was not abandoned at
+    its time limit meanwhile (an abandoned turn's action is rolled back, as if never run).
+    """
+    committing = guard.committing() if guard is not None else nullcontext(lambda: None)
+    with committing as before_commit, transaction.atomic():
         locked = ActionRecord.objects.select_for_update().get(pk=record.pk)
-        if locked.status not in (ActionStatus.PENDING, ActionStatus.AWAITING_APPROVAL):
+        if locked.status not in (
+            ActionStatus.PENDING,
+            ActionStatus.AWAITING_APPROVAL,
+            ActionStatus.APPROVED,
+        ):
             return locked
         try:
             with transaction.atomic():
@@ -92,6 +109,7 @@ def execute(tool: Tool, record: ActionRecord, ctx: ToolContext) -> ActionRecord:
         except ActionFailed as exc:
             locked.status = ActionStatus.FAILED
             locked.error = str(exc) or "failed"
+        before_commit()
         locked.save(update_fields=["status", "result", "error", "updated_at"])
     _announce(locked)
     return locked

@@ -7,6 +7,7 @@ dies here leaves nothing half-written.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 
 from poppy_django import ids, observe
 from poppy_django.agent import actions, registry
+from poppy_django.agent.guard import TurnAbandoned, TurnGuard
 from poppy_django.agent.model_api import ModelTurn, TurnInput, TurnInterrupted, TurnModel
 from poppy_django.agent.tools import (
     PERSONAL_AGENT_ROLE,
@@ -114,9 +116,10 @@ class TurnOutcome:
 class Toolbox:
     """The tools a turn offers, gated by the actor's roles, with actions run at most once."""
 
-    def __init__(self, request: TurnRequest, ctx: ToolContext) -> None:
+    def __init__(self, request: TurnRequest, ctx: ToolContext, guard: TurnGuard) -> None:
         self.request = request
         self.ctx = ctx
+        self.guard = guard
         self.agent = registry.get(request.agent_name)
         self.offered = self.agent.personal_agent_tools
         self.actions: list[dict[str, Any]] = []
@@ -124,6 +127,8 @@ class Toolbox:
         self._occurrences: Counter[str] = Counter()
 
     def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        if self.guard.abandoned:
+            raise TurnAbandoned(f"{name} called after the turn's time limit")
         tool = next((t for t in self.offered if t.name == name), None)
         if tool is None:
             return {"error": f"There is no tool named {name!r}."}
@@ -144,48 +149,63 @@ class Toolbox:
             turn_id=self.request.turn_id,
             occurrence=self._occurrences[name],
         )
-        record = actions.propose(tool, validated, self.ctx, call)
+        key = call.key(tool, validated)
+        ctx = dataclasses.replace(self.ctx, call_key=key)
+        record = actions.propose(tool, validated, ctx, call, self.guard)
         outcome = record.to_wire()
         self.actions.append(outcome)
         return outcome
 
 
 def run_turn(
-    request: TurnRequest, model: TurnModel, emit_text: Callable[[str], None]
+    request: TurnRequest,
+    model_for: Callable[[str], TurnModel],
+    emit_text: Callable[[str], None],
+    guard: TurnGuard | None = None,
 ) -> TurnOutcome:
-    """Run the model for one turn; every failure becomes an outcome, never an exception."""
-    principal = request.principal
-    ctx = ToolContext(
-        actor=resolve_actor(principal),
-        roles=roles_of(principal),
-        conversation_id=request.conversation_id,
-        page_context=request.page_context,
-    )
-    toolbox = Toolbox(request, ctx)
+    """Run the model for one turn; every failure becomes an outcome, never an exception.
+
+    Failures include what surrounds the model: the ``ACTOR_FOR`` hook, an agent that is no
+    longer registered, a model that cannot be built, a tool that raises.
+    """
+    guard = guard or TurnGuard()
     pieces: list[str] = []
 
     def write(piece: str) -> None:
         if piece:
+            emit_text(piece)  # refused once the turn is abandoned: then it is not kept
             pieces.append(piece)
-            emit_text(piece)
 
-    turn = ModelTurn(
-        instructions=toolbox.agent.instructions,
-        history=request.history,
-        inputs=request.inputs,
-        tools=toolbox.offered,
-        page_context=request.page_context,
-    )
     outcome = TurnOutcome()
+    ctx: ToolContext | None = None
+    toolbox: Toolbox | None = None
     try:
-        model.run(turn, toolbox.call, write)
+        principal = request.principal
+        ctx = ToolContext(
+            actor=resolve_actor(principal),
+            roles=roles_of(principal),
+            conversation_id=request.conversation_id,
+            page_context=request.page_context,
+        )
+        toolbox = Toolbox(request, ctx, guard)
+        turn = ModelTurn(
+            instructions=toolbox.agent.instructions,
+            history=request.history,
+            inputs=request.inputs,
+            tools=toolbox.offered,
+            page_context=request.page_context,
+        )
+        model_for(request.agent_name).run(turn, toolbox.call, write)
+    except TurnAbandoned:
+        outcome.failed = True
+        outcome.error = "abandoned at the turn's time limit"
     except TurnInterrupted:
-        outcome.authorization = toolbox.refusal
+        outcome.authorization = toolbox.refusal if toolbox is not None else None
     except Exception as exc:
         logger.exception("poppy: turn %s of %s failed", request.turn_id, request.conversation_id)
         outcome.failed = True
         outcome.error = observe.describe_failure(exc)
     outcome.text = "".join(pieces)
-    outcome.components = ctx.components
-    outcome.actions = toolbox.actions
+    outcome.components = ctx.components if ctx is not None else []
+    outcome.actions = toolbox.actions if toolbox is not None else []
     return outcome

@@ -42,6 +42,9 @@ class ToolContext:
     conversation_id: str
     page_context: dict[str, Any]
     components: list[Component] = field(default_factory=list)
+    #: For an action: stable per action (the same on a retried turn and when staff approve
+    #: it), so a tool can pass it on as an idempotency key to the APIs it calls.
+    call_key: str | None = None
 
     @property
     def account_id(self) -> str | None:

@@ -26,7 +26,7 @@ from poppy_django.desk import queue, transcript
 from poppy_django.desk.permissions import desk_permission
 from poppy_django.errors import PoppyError, error_response
 from poppy_django.fanout import DESK_CHANNEL, conversation_channel
-from poppy_django.models import ActionRecord, Conversation, Event, Status
+from poppy_django.models import ActionRecord, ActionStatus, Conversation, Event, Status
 
 #: A browser-made request id (``crypto.randomUUID()`` or the page's fallback).
 REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
@@ -138,6 +138,7 @@ def conversation_page(
         latest_url=page_url if shown and shown[-1].seq < conversation.last_seq else "",
         highlight=highlight,
         approvals=list(approvals.awaiting(conversation.id)),
+        running=list(approvals.running(conversation.id)),
         actions=list(conversation.actions.order_by("-created_at")[:50]),
         directs=list(conversation.direct_conversations.order_by("created_at")),
         page_url=page_url,
@@ -186,7 +187,10 @@ def events_json(request: HttpRequest, conversation_id: str, admin_site: AdminSit
         )
     approvals_html = render_to_string(
         "poppy_django/desk/approvals.html",
-        {"approvals": list(approvals.awaiting(conversation.id))},
+        {
+            "approvals": list(approvals.awaiting(conversation.id)),
+            "running": list(approvals.running(conversation.id)),
+        },
         request=request,
     )
     return JsonResponse(
@@ -284,19 +288,25 @@ def _perform(
     conversation_id: str,
     name: str,
     run: Callable[[dict[str, Any], str, str], object],
+    *,
+    done_before: Callable[[str], bool] = lambda request_id: False,
+    running: Callable[[str], bool] = lambda request_id: False,
 ) -> JsonResponse:
     """Run one desk action once per request id; answer what it caused.
 
     The body is parsed once, here. Checking for a repeat and acting happen under the
     conversation's row lock, so a request sent twice at once (a double click, a retry)
-    is done once: the second waits for the first, then finds its events and answers them.
+    is done once: the second waits for the first, then finds its effect and answers it.
+    ``done_before`` recognises a retried request whose effect is not an event yet, and
+    ``running`` says the effect is still being made by a worker (``"running": true``: the
+    events carrying the request id follow on the live stream).
     """
     try:
         body = _body(request)
         request_id = _request_id(body)
         with transaction.atomic():
             event_log.lock(conversation_id)
-            replayed = bool(_caused(conversation_id, request_id))
+            replayed = bool(_caused(conversation_id, request_id)) or done_before(request_id)
             if not replayed:
                 run(body, request_id, request.user.get_username())
         conversation = Conversation.objects.get(pk=conversation_id)
@@ -311,6 +321,7 @@ def _perform(
             "request_id": request_id,
             "events": _caused(conversation_id, request_id),
             "replayed": replayed,
+            "running": running(request_id),
             "conversation": state(conversation),
         }
     )
@@ -338,10 +349,15 @@ def action(
 def approval(
     request: HttpRequest, conversation_id: str, record_id: int, decision: str, admin_site: AdminSite
 ) -> JsonResponse:
-    """Approve (run under the recorded roles) or reject an action awaiting a person."""
+    """Approve (a worker runs it under the recorded roles) or reject an awaiting action.
+
+    Approving answers once the decision is recorded (``"running": true``); the outcome
+    message, carrying the request id, follows on the live stream when a worker has run it.
+    """
     if decision not in ("approve", "reject"):
         return error_response("not_found", f"No decision {decision!r}.")
-    if not ActionRecord.objects.filter(pk=record_id, conversation_id=conversation_id).exists():
+    record = ActionRecord.objects.filter(pk=record_id, conversation_id=conversation_id)
+    if not record.exists():
         return error_response("not_found", "There is no such action in this conversation.")
     decide = approvals.approve if decision == "approve" else approvals.reject
     return _perform(
@@ -349,4 +365,6 @@ def approval(
         conversation_id,
         decision,
         lambda body, rid, by: decide(record_id, by=by, request_id=rid),
+        done_before=lambda rid: record.filter(request_id=rid).exists(),
+        running=lambda rid: record.filter(request_id=rid, status=ActionStatus.APPROVED).exists(),
     )

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from poppy_django import turns
+from poppy_django import leases, turns
 from poppy_django.agent import CompanyAgent, ToolContext, register, tool
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.registry import get as get_agent
@@ -58,21 +58,22 @@ def test_a_worker_whose_lease_was_taken_writes_nothing(agent: PersonalAgent):
     agent.settled(conversation_id)
     with dispatch_lost():
         agent.send(conversation_id, "second")
-    assert turns.acquire_lease(conversation_id, "worker-a")
-    request = turns.plan(conversation_id, "worker-a")
-    assert request is not None
+    assert leases.acquire(conversation_id, "worker-a")
+    slot = turns.claim(conversation_id, "worker-a")
+    assert isinstance(slot, turns.TurnSlot)
+    request = turns.prepare(slot)
     # worker-a stalls past its lease; worker-b takes the conversation over.
     Conversation.objects.filter(pk=conversation_id).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
-    assert turns.acquire_lease(conversation_id, "worker-b")
+    assert leases.acquire(conversation_id, "worker-b")
     before = Event.objects.filter(conversation_id=conversation_id).count()
     with pytest.raises(turns.LeaseLost):
         turns.commit(request, TurnOutcome(text="late reply"), "worker-a")
     assert Event.objects.filter(conversation_id=conversation_id).count() == before
     # worker-b answers the same messages, under the same stable reply id.
-    again = turns.plan(conversation_id, "worker-b")
-    assert again is not None and again.message_id == request.message_id
+    again = turns.claim(conversation_id, "worker-b")
+    assert isinstance(again, turns.TurnSlot) and again.message_id == request.message_id
 
 
 class SlowModel:
@@ -98,7 +99,7 @@ def test_the_heartbeat_keeps_a_long_turn_the_only_writer(
         assert time.monotonic() < deadline
         time.sleep(0.05)
     time.sleep(0.8)  # past the lease: only renewals keep it
-    assert not turns.acquire_lease(conversation_id, "intruder")
+    assert not leases.acquire(conversation_id, "intruder")
     events = agent.settled(conversation_id)
     assert [e["message"]["text"] for e in events if e["type"] == "message"] == [
         "take your time",

@@ -64,10 +64,23 @@ def proposed(acct1: PersonalAgent, order_id: str = "A-2") -> tuple[str, ActionRe
     return conversation_id, record
 
 
+def told(acct1: PersonalAgent, conversation_id: str) -> dict[str, Any]:
+    """The company message telling a decision's outcome, once a worker posted it."""
+    events = acct1.events_until(
+        conversation_id,
+        lambda evs: any((m.get("data") or {}).get("actions") for m in messages(evs)),
+    )
+    return next(m for m in messages(events) if (m.get("data") or {}).get("actions"))
+
+
 def test_approve_runs_under_the_recorded_actor_and_roles(acct1: PersonalAgent) -> None:
     conversation_id, record = proposed(acct1)
     assert record.actor_id == "acct-1" and "scope:poppy:write" in record.roles
-    decided = approvals.approve(record.pk, by="sam", request_id="req-approve-1")
+    approved = approvals.approve(record.pk, by="sam", request_id="req-approve-1")
+    # The web side only records the decision; a worker runs the action.
+    assert approved.status == ActionStatus.APPROVED
+    told(acct1, conversation_id)
+    decided = ActionRecord.objects.get(pk=record.pk)
     assert decided.status == ActionStatus.SUCCEEDED and decided.decided_by == "sam"
     assert runs == [("acct-1", "acct-1", frozenset(record.roles))]
     assert Order.objects.get(pk="A-2").status == "cancelled"
@@ -88,9 +101,9 @@ def test_approve_runs_under_the_recorded_actor_and_roles(acct1: PersonalAgent) -
 
 def test_a_failing_action_is_told_as_failed(acct1: PersonalAgent) -> None:
     conversation_id, record = proposed(acct1, "A-1")  # shipped: cannot be cancelled
-    decided = approvals.approve(record.pk, by="sam")
-    assert decided.status == ActionStatus.FAILED
-    outcome = messages(acct1.read(conversation_id).json()["events"])[-1]
+    approvals.approve(record.pk, by="sam")
+    outcome = told(acct1, conversation_id)
+    assert ActionRecord.objects.get(pk=record.pk).status == ActionStatus.FAILED
     assert outcome["text"] == "Could not cancel order A-1: order A-1 is shipped."
     assert outcome["data"]["actions"][0]["status"] == "failed"
 
@@ -110,6 +123,7 @@ def test_reject_never_runs_it(acct1: PersonalAgent) -> None:
 def test_an_action_is_decided_once(acct1: PersonalAgent) -> None:
     conversation_id, record = proposed(acct1)
     approvals.approve(record.pk, by="sam")
+    told(acct1, conversation_id)
     for decide in (approvals.approve, approvals.reject):
         with pytest.raises(PoppyError) as refused:
             decide(record.pk, by="kim")
@@ -146,7 +160,18 @@ def test_the_desk_shows_and_decides_approvals(desk: Client, acct1: PersonalAgent
         content_type="application/json",
     )
     assert response.status_code == 200, response.content
-    assert response.json()["request_id"] == request_id and len(response.json()["events"]) == 1
+    assert response.json()["request_id"] == request_id
+    # The outcome is posted by a worker, carrying the decision's request id.
+    told(acct1, conversation_id)
+    event = Event.objects.get(conversation_id=conversation_id, meta__request_id=request_id)
+    assert event.payload["message"]["data"]["actions"][0]["status"] == "succeeded"
+    replayed = desk.post(
+        desk_url(conversation_id, f"approvals/{record.pk}/approve/"),
+        data=json.dumps({"request_id": request_id}),
+        content_type="application/json",
+    )
+    assert replayed.status_code == 200 and replayed.json()["replayed"] is True
+    assert replayed.json()["events"] == [event.seq]
     record.refresh_from_db()
     assert record.status == ActionStatus.SUCCEEDED and record.decided_by == "sam"
     again = desk.post(

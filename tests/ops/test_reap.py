@@ -1,4 +1,6 @@
-"""``poppy_reap``: conversations left working by a dead writer are taken up again, once."""
+"""Conversations left working by a dead writer are taken up again, once: by the process's own
+recovery sweep (no extra process), or by ``poppy_reap`` where the sweep is turned off.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +18,12 @@ from tests.conftest import PersonalAgent, dispatch_lost, messages
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def no_sweep(settings) -> None:
+    """A deployment that turned the in-process recovery off (it then schedules poppy_reap)."""
+    settings.POPPY = {**settings.POPPY, "SWEEP_SECONDS": None}
+
+
 def _stranded(pa: PersonalAgent, text: str) -> str:
     """A conversation whose message was recorded but never dispatched."""
     conversation_id = pa.start("hello").json()["conversation_id"]
@@ -25,7 +33,7 @@ def _stranded(pa: PersonalAgent, text: str) -> str:
     return conversation_id
 
 
-def test_only_conversations_whose_writer_is_gone_are_orphaned(agent: PersonalAgent):
+def test_only_conversations_whose_writer_is_gone_are_orphaned(agent: PersonalAgent, no_sweep):
     expired = _stranded(agent, "expired lease")
     Conversation.objects.filter(pk=expired).update(
         lease_owner="dead", lease_expires_at=timezone.now() - timedelta(seconds=1)
@@ -46,7 +54,7 @@ def test_only_conversations_whose_writer_is_gone_are_orphaned(agent: PersonalAge
     assert just_posted not in orphaned_conversations() and live not in orphaned_conversations()
 
 
-def test_the_command_redispatches_and_is_idempotent(agent: PersonalAgent):
+def test_the_command_redispatches_and_is_idempotent(agent: PersonalAgent, no_sweep):
     conversation_id = _stranded(agent, "anyone?")
     Conversation.objects.filter(pk=conversation_id).update(
         lease_owner="dead", lease_expires_at=timezone.now() - timedelta(seconds=1)
@@ -64,3 +72,49 @@ def test_the_command_redispatches_and_is_idempotent(agent: PersonalAgent):
     assert [m["text"] for m in messages(agent.read(conversation_id).json()["events"])].count(
         "You said: anyone?"
     ) == 1
+
+
+def test_the_process_takes_up_a_dead_writers_turn_by_itself(agent: PersonalAgent, settings):
+    settings.POPPY = {**settings.POPPY, "SWEEP_SECONDS": 0.2}
+    conversation_id = _stranded(agent, "anyone there?")
+    Conversation.objects.filter(pk=conversation_id).update(
+        lease_owner="dead", lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    events = agent.settled(conversation_id)  # no reaper: only this process's sweep
+    replies = [m["text"] for m in messages(events) if m["role"] == "company"]
+    assert replies == ["You said: hello", "You said: anyone there?"]
+    assert orphaned_conversations() == []
+
+
+def test_an_approved_action_whose_dispatch_was_lost_is_run(acct1: PersonalAgent, settings):
+    from poppy_django import approvals
+    from poppy_django.models import ActionRecord, ActionStatus
+
+    settings.POPPY = {
+        **settings.POPPY,
+        "SWEEP_SECONDS": 0.2,
+        "LEASE_SECONDS": 1.0,
+        "HEARTBEAT_SECONDS": 0.3,
+    }
+    conversation_id = acct1.start("hello").json()["conversation_id"]
+    acct1.settled(conversation_id)
+    record = ActionRecord.objects.create(
+        conversation_id=conversation_id,
+        call_key="k1",
+        tool="cancel_order",
+        arguments={"order_id": "A-2"},
+        summary="Cancel order A-2",
+        actor_id="acct-1",
+        account_id="acct-1",
+        roles=["personal_agent", "scope:poppy:write"],
+        status=ActionStatus.AWAITING_APPROVAL,
+    )
+    with dispatch_lost():
+        approvals.approve(record.pk, by="sam", request_id="req-lost-dispatch")
+    # Not dispatched: taken up once no one claimed it for a lease's time.
+    events = acct1.events_until(
+        conversation_id, lambda evs: messages(evs)[-1]["text"] == "Done: Cancel order A-2."
+    )
+    assert len(messages(events)) == 3
+    record.refresh_from_db()
+    assert record.status == ActionStatus.SUCCEEDED

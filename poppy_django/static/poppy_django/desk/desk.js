@@ -391,7 +391,12 @@
             markPending(entry, "failed", "refused: " + (answer.json.error_description || answer.json.error || answer.status));
             return false;
           }
-          if (!answer.json.events.length) {
+          if (answer.json.running && entry.row.getAttribute("data-state") === "pending") {
+            // An approval: recorded; a worker runs it and its outcome (carrying this
+            // request id) settles the row when it arrives on the live stream.
+            markPending(entry, "pending", "approved; running…");
+            refill();
+          } else if (!answer.json.events.length) {
             markPending(entry, "settled", "no change");
           } else if (entry.row.getAttribute("data-state") === "pending") {
             markPending(entry, "pending", "accepted; waiting for its events…");

@@ -1,0 +1,561 @@
+"""The kill campaign: never stuck, never twice, while workers die every few seconds.
+
+    flock /tmp/poppy-bench.lock .venv/bin/python bench/kill_campaign.py [--kills 200] [--short]
+
+Production mode on loopback, with no beat and no reaper: a private PostgreSQL database and a
+private redis-server (tests/multiprocess/cluster.py), two uvicorn processes and three Celery
+workers. A dozen personal agents, each signed in to an account of its own with orders of its
+own, converse at once — plain messages, ``#slow`` replies, tool calls (hours, orders) and
+actions (``cancel <order>``, each order once) — and each has a reader following its
+conversation (half over SSE with ``Last-Event-ID``, half by long-polling with a cursor),
+reconnecting to either web process. Meanwhile a killer SIGKILLs a random worker every few
+seconds and starts a replacement, now and then SIGKILLs a web process (and starts another),
+and once, half-way, restarts Redis (no persistence: its queue is lost).
+
+Clients retry a POST whose answer they did not get with the same message id, and count a
+message only once it is acknowledged (201/202). At the end, from the database and from what
+the clients saw:
+
+- every acknowledged message was answered (a company message or an authorization event
+  after it, and ``answered_seq`` past it);
+- no company message id was written twice;
+- no action's side effect was done twice: every cancel the agents asked for was told
+  ``succeeded`` (a second run would fail: the order is no longer processing), and the
+  orders cancelled in the shop's table are exactly the succeeded cancel actions;
+- no conversation was left ``working``: after the last kill all are idle within
+  ``LEASE_SECONDS`` + ``SWEEP_SECONDS`` + a turn's own time;
+- every event a reader was sent is in the log, once and in order, and every event of the
+  log reached the reader.
+
+Prints a table and writes var/bench/kill_campaign.json; exits 1 on any violation. SIGINT
+or SIGTERM stops the killing early; the checks then run as usual on what was done.
+Results: docs/operations.md. ``--short`` (a handful of kills) runs in ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import random
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from poppy_django.auth.fake import fake_authorization  # noqa: E402
+from tests.multiprocess.cluster import Cluster  # noqa: E402
+
+PATH = "/poppy/conversations"
+LEASE_SECONDS = 3.0
+SWEEP_SECONDS = 1.0
+#: A turn's own time at most (``#slow`` takes about a second), plus a worker's start.
+TURN_SLACK_SECONDS = 10.0
+BOUND_SECONDS = LEASE_SECONDS + SWEEP_SECONDS + TURN_SLACK_SECONDS
+FAILED_TURN = "Sorry, something went wrong on our side. Please try again."
+ORDERS_PER_AGENT = 300
+
+
+class Campaign:
+    """The processes, and what the killer changes while the agents talk."""
+
+    def __init__(self, cluster: Cluster, *, kills: int, web_every: int, pace: float) -> None:
+        self.cluster = cluster
+        self.kills_wanted = kills
+        self.web_every = web_every
+        self.pace = pace
+        self.lock = threading.Lock()
+        self.webs: dict[str, str] = {}
+        self.workers: list[str] = []
+        self.names = itertools.count(1)
+        self.kills = 0
+        self.web_kills = 0
+        self.redis_restarts = 0
+        self.last_kill = 0.0
+        self.killing_done = threading.Event()
+        self.longest_working = 0.0
+        self.stop_readers = threading.Event()
+
+    def start(self) -> None:
+        for _ in range(2):
+            self.start_web()
+        for _ in range(3):
+            self.start_worker()
+
+    def start_web(self) -> None:
+        while True:
+            name = f"web-{next(self.names)}"
+            try:
+                url = self.cluster.web(name)
+            except RuntimeError:  # too slow to start on a loaded machine: another one
+                self.cluster.stop(name)
+                continue
+            with self.lock:
+                self.webs[name] = url
+            return
+
+    def start_worker(self) -> None:
+        while True:
+            name = f"worker-{next(self.names)}"
+            try:
+                self.cluster.worker(name)
+            except RuntimeError:
+                process = self.cluster.processes.get(name)
+                if process is None or process.poll() is not None:
+                    self.cluster.processes.pop(name, None)
+                    continue
+                # Alive but slow to start on a loaded machine: it joins when it is ready.
+            self.workers.append(name)
+            return
+
+    def wind_down(self, *args: Any) -> None:
+        """SIGINT / SIGTERM: stop killing now, then settle and check as usual."""
+        self.kills_wanted = self.kills
+
+    def url(self) -> str:
+        with self.lock:
+            return random.choice(list(self.webs.values()))
+
+    def killer(self) -> None:
+        """SIGKILL a random worker every few seconds; now and then a web process; Redis once.
+
+        Agents stop sending once the last worker is killed, so what follows measures how long
+        the conversations take to settle after it.
+        """
+        try:
+            while self.kills < self.kills_wanted:
+                time.sleep(random.uniform(0.5 * self.pace, 1.5 * self.pace))
+                if self.kills >= self.kills_wanted:  # wound down meanwhile
+                    break
+                if self.redis_restarts == 0 and self.kills >= self.kills_wanted // 2:
+                    self.cluster.stop_redis()
+                    time.sleep(2)
+                    self.cluster.start_redis()
+                    self.redis_restarts += 1
+                if (self.kills + 1) % self.web_every == 0:
+                    with self.lock:
+                        name = random.choice(list(self.webs))
+                        del self.webs[name]
+                    self.cluster.kill(name)
+                    self.web_kills += 1
+                    self.start_web()
+                victim = random.choice(self.workers)
+                self.workers.remove(victim)
+                self.cluster.kill(victim)
+                self.kills += 1
+                self.last_kill = time.monotonic()
+                if self.kills == self.kills_wanted:
+                    self.killing_done.set()
+                self.start_worker()
+                print(f"  kills: {self.kills} workers, {self.web_kills} web", flush=True)
+        finally:
+            self.killing_done.set()
+
+    def watch(self) -> None:
+        """The longest stretch any conversation stayed ``working``, sampled twice a second."""
+        since: dict[str, float] = {}
+        with _db(self.cluster) as conn:
+            while not self.stop_readers.is_set():
+                conn.commit()
+                working = {
+                    row[0]
+                    for row in conn.execute(
+                        "SELECT id FROM poppy_django_conversation WHERE status = 'working'"
+                    )
+                }
+                now = time.monotonic()
+                since = {cid: since.get(cid, now) for cid in working}
+                for started in since.values():
+                    self.longest_working = max(self.longest_working, now - started)
+                time.sleep(0.5)
+
+
+class Agent(threading.Thread):
+    """One personal agent: its own account and orders, one conversation, a reader of it."""
+
+    def __init__(self, index: int, campaign: Campaign) -> None:
+        super().__init__(name=f"agent-{index}", daemon=True)
+        self.index = index
+        self.campaign = campaign
+        self.account = f"kc-{index}"
+        self.orders = [f"K-{index * 1000 + j}" for j in range(ORDERS_PER_AGENT)]
+        self.headers = {
+            "Authorization": fake_authorization(
+                "https://pa.example/kill-campaign",
+                f"kc-user-{index}",
+                account_id=self.account,
+                scopes=("poppy:read", "poppy:write"),
+            )
+        }
+        self.http = httpx.Client(timeout=httpx.Timeout(20, connect=2), headers=self.headers)
+        self.conversation_id: str | None = None
+        #: Acknowledged messages: (message id, text).
+        self.acked: list[tuple[str, str]] = []
+        self.cancelled: list[str] = []
+        self.unanswered_in_time: list[str] = []
+        self.reader: Reader | None = None
+        #: Where this agent's own reads resume (the last event it has looked at).
+        self.cursor: str | None = None
+        self.sequence = itertools.count(1)
+
+    def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        """POST until answered (the same body, so the same message id): 2xx or a 4xx."""
+        while True:
+            try:
+                response = self.http.post(f"{self.campaign.url()}{PATH}{path}", json=body)
+            except httpx.HTTPError:
+                time.sleep(0.2)
+                continue
+            if response.status_code < 500:
+                return response
+            time.sleep(0.2)
+
+    def read(self, **params: Any) -> dict[str, Any]:
+        while True:
+            try:
+                response = self.http.get(
+                    f"{self.campaign.url()}{PATH}/{self.conversation_id}/events", params=params
+                )
+                if response.status_code == 200:
+                    return response.json()
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+
+    def next_text(self, n: int) -> str:
+        kind = random.choice(("plain", "slow", "hours", "orders", "cancel"))
+        if kind == "cancel" and self.orders:
+            order = self.orders.pop(0)
+            self.cancelled.append(order)
+            return f"cancel {order}"
+        return {
+            "plain": f"hello number {n}",
+            "slow": f"#slow {n}",
+            "hours": f"what are your hours? ({n})",
+            "orders": f"my orders please ({n})",
+        }.get(kind, f"hello number {n}")
+
+    def message(self, text: str) -> dict[str, Any]:
+        message_id = f"kc-{self.index}-{next(self.sequence)}"
+        return {"message": {"id": message_id, "sender": "agent", "text": text}}
+
+    def run(self) -> None:
+        n = 1
+        body = self.message(self.next_text(n))
+        started = self.post("", body)
+        assert started.status_code == 201, started.text
+        self.conversation_id = started.json()["conversation_id"]
+        self.acked.append((body["message"]["id"], body["message"]["text"]))
+        self.reader = Reader(self)
+        self.reader.start()
+        self.wait_answered(body["message"]["id"])
+        while not self.campaign.killing_done.is_set():
+            n += 1
+            body = self.message(self.next_text(n))
+            answer = self.post(f"/{self.conversation_id}/messages", body)
+            assert answer.status_code == 202, answer.text
+            self.acked.append((body["message"]["id"], body["message"]["text"]))
+            self.wait_answered(body["message"]["id"])
+
+    def wait_answered(self, message_id: str) -> None:
+        """Until a company message or an authorization event follows the message."""
+        deadline = time.monotonic() + 120
+        seen = False
+        while time.monotonic() < deadline:
+            page = self.read(**({"cursor": self.cursor} if self.cursor else {}))
+            for event in page["events"]:
+                if event["type"] == "message" and event["message"]["id"] == message_id:
+                    seen = True
+                elif seen and (
+                    event["type"] == "authorization"
+                    or (event["type"] == "message" and event["message"]["role"] == "company")
+                ):
+                    self.cursor = event["id"]
+                    return
+            if page["events"] and not seen:
+                self.cursor = page["cursor"]
+            if not page["has_more"]:
+                time.sleep(0.3)
+        self.unanswered_in_time.append(message_id)
+        print(f"  {self.name}: {message_id} not answered within 120 s", flush=True)
+
+
+class Reader(threading.Thread):
+    """Follows the conversation across reconnections: SSE (even agents) or long-polls (odd)."""
+
+    def __init__(self, agent: Agent) -> None:
+        super().__init__(name=f"reader-{agent.index}", daemon=True)
+        self.agent = agent
+        self.sse = agent.index % 2 == 0
+        self.seen: list[str] = []
+        self.reconnections = 0
+
+    @property
+    def last(self) -> str | None:
+        return self.seen[-1] if self.seen else None
+
+    def run(self) -> None:
+        while not self.agent.campaign.stop_readers.is_set():
+            try:
+                if self.sse:
+                    self.stream()
+                else:
+                    page = self.agent.read(wait=5, **({"cursor": self.last} if self.last else {}))
+                    self.seen += [event["id"] for event in page["events"]]
+                    continue
+            except (httpx.HTTPError, ValueError):
+                pass
+            self.reconnections += 1
+            time.sleep(0.2)
+
+    def stream(self) -> None:
+        headers = {"Accept": "text/event-stream"}
+        if self.last:
+            headers["Last-Event-ID"] = self.last
+        url = f"{self.agent.campaign.url()}{PATH}/{self.agent.conversation_id}/events"
+        timeout = httpx.Timeout(30, connect=2)
+        with self.agent.http.stream("GET", url, headers=headers, timeout=timeout) as response:
+            if response.status_code != 200:
+                return
+            for line in response.iter_lines():
+                if self.agent.campaign.stop_readers.is_set():
+                    return
+                if line.startswith("id: "):
+                    self.seen.append(line[4:])
+
+
+def _db(cluster: Cluster) -> psycopg.Connection[Any]:
+    return psycopg.connect(cluster.env["DATABASE_URL"].replace("postgres://", "postgresql://"))
+
+
+def seed_orders(cluster: Cluster, agents: list[Agent]) -> None:
+    with _db(cluster) as conn:
+        rows = [(order, a.account, "Kit", "processing") for a in agents for order in a.orders]
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO shop_order (id, account_id, item, status) VALUES (%s, %s, %s, %s)",
+                rows,
+            )
+
+
+def settle(cluster: Cluster, campaign: Campaign) -> float:
+    """Seconds from the last kill until no conversation is working (or the bound passed)."""
+    deadline = campaign.last_kill + BOUND_SECONDS + 30
+    with _db(cluster) as conn:
+        while True:
+            conn.commit()
+            working = conn.execute(
+                "SELECT count(*) FROM poppy_django_conversation WHERE status = 'working'"
+            ).fetchone()
+            if working is not None and working[0] == 0:
+                return time.monotonic() - campaign.last_kill
+            if time.monotonic() > deadline:
+                return float("inf")
+            time.sleep(0.2)
+
+
+def check(cluster: Cluster, campaign: Campaign, agents: list[Agent]) -> dict[str, Any]:
+    violations: dict[str, list[Any]] = {
+        "unanswered": [],
+        "company_id_twice": [],
+        "action_twice": [],
+        "working_past_bound": [],
+        "reader_mismatch": [],
+    }
+    with _db(cluster) as conn:
+        for agent in agents:
+            cid = agent.conversation_id
+            answered_seq = conn.execute(
+                "SELECT answered_seq FROM poppy_django_conversation WHERE id = %s", (cid,)
+            ).fetchone()[0]
+            log = conn.execute(
+                "SELECT seq, type, role, message_id FROM poppy_django_event "
+                "WHERE conversation_id = %s ORDER BY seq",
+                (cid,),
+            ).fetchall()
+            for message_id, _ in agent.acked:
+                at = next((seq for seq, _, role, mid in log if mid == message_id), None)
+                told = at is not None and any(
+                    seq > at and (type_ == "authorization" or role == "company")
+                    for seq, type_, role, _ in log
+                )
+                if at is None or not told or answered_seq < at:
+                    violations["unanswered"].append(message_id)
+            # Every event the reader was sent is in the log, and every log event reached it.
+            expected = [f"evt_{cid.removeprefix('cnv_')}_{seq}" for seq, *_ in log]
+            assert agent.reader is not None
+            if agent.reader.seen != expected:
+                violations["reader_mismatch"].append(
+                    {"conversation": cid, "seen": len(agent.reader.seen), "log": len(expected)}
+                )
+        twice = conn.execute(
+            "SELECT conversation_id, message_id, count(*) FROM poppy_django_event "
+            "WHERE role = 'company' GROUP BY conversation_id, message_id HAVING count(*) > 1"
+        ).fetchall()
+        violations["company_id_twice"] = [list(row) for row in twice]
+        cancelled = {
+            row[0]
+            for row in conn.execute(
+                "SELECT id FROM shop_order WHERE id LIKE 'K-%%' AND status = 'cancelled'"
+            )
+        }
+        succeeded = [
+            row[0]["order_id"]
+            for row in conn.execute(
+                "SELECT arguments FROM poppy_django_actionrecord "
+                "WHERE tool = 'cancel_order' AND status = 'succeeded'"
+            )
+        ]
+        not_succeeded = conn.execute(
+            "SELECT arguments, status, error FROM poppy_django_actionrecord "
+            "WHERE tool = 'cancel_order' AND status <> 'succeeded'"
+        ).fetchall()
+        replies = conn.execute(
+            "SELECT count(*) FROM poppy_django_event WHERE role = 'company'"
+        ).fetchone()[0]
+        failed_turns = conn.execute(
+            "SELECT count(*) FROM poppy_django_event WHERE role = 'company' "
+            "AND payload->'message'->>'text' = %s",
+            (FAILED_TURN,),
+        ).fetchone()[0]
+    asked = [order for agent in agents for order in agent.cancelled]
+    if sorted(succeeded) != sorted(set(succeeded)) or set(succeeded) != cancelled:
+        violations["action_twice"].append(
+            {"succeeded": len(succeeded), "cancelled": len(cancelled)}
+        )
+    violations["action_twice"] += [
+        list(row) for row in not_succeeded if "is cancelled" in (row[2] or "")
+    ]
+    return {
+        "violations": violations,
+        "messages_acked": sum(len(agent.acked) for agent in agents),
+        "replies": replies,
+        "failed_turn_replies": failed_turns,
+        "cancels_asked": len(asked),
+        "actions_succeeded": len(succeeded),
+        "orders_cancelled": len(cancelled),
+        "unanswered_within_120s_on_the_client": sum(len(a.unanswered_in_time) for a in agents),
+        "reader_reconnections": sum(a.reader.reconnections for a in agents if a.reader),
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    total = sum(len(v) for v in result["violations"].values())
+    rows = [
+        ("worker SIGKILLs", result["kills"]),
+        ("web process SIGKILLs", result["web_kills"]),
+        ("Redis restarts", result["redis_restarts"]),
+        ("personal agents (each with a reader)", result["agents"]),
+        ("messages acknowledged", result["messages_acked"]),
+        ("company replies", result["replies"]),
+        ("of which failed-turn messages", result["failed_turn_replies"]),
+        (
+            "cancels asked / succeeded / orders cancelled",
+            "{} / {} / {}".format(
+                result["cancels_asked"], result["actions_succeeded"], result["orders_cancelled"]
+            ),
+        ),
+        ("all idle after the last kill (s)", f"{result['settled_seconds']:.1f}"),
+        ("longest a conversation stayed working (s)", f"{result['longest_working']:.1f}"),
+        ("bound (LEASE + SWEEP + turn slack, s)", f"{BOUND_SECONDS:.0f}"),
+        ("duration (s)", f"{result['duration_seconds']:.0f}"),
+    ]
+    rows += [(f"violations: {name}", len(found)) for name, found in result["violations"].items()]
+    rows.append(("**violations**", f"**{total}**"))
+    width = max(len(name) for name, _ in rows)
+    lines = [f"| {'':<{width}} | value |", f"|{'-' * (width + 2)}|-------|"]
+    lines += [f"| {name:<{width}} | {value} |" for name, value in rows]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kills", type=int, default=200, help="worker SIGKILLs (default 200)")
+    parser.add_argument("--agents", type=int, default=12)
+    parser.add_argument("--pace", type=float, default=2.0, help="mean seconds between kills")
+    parser.add_argument("--short", action="store_true", help="a handful of kills (make test)")
+    parser.add_argument("--out", type=Path, default=ROOT / "var" / "bench" / "kill_campaign.json")
+    parser.add_argument("--logs", type=Path, help="keep the processes' logs in this directory")
+    args = parser.parse_args()
+    kills, web_every = (args.kills, 25) if not args.short else (6, 3)
+
+    with tempfile.TemporaryDirectory(prefix="poppy-kill-") as tmp:
+        logs = args.logs or Path(tmp)
+        logs.mkdir(parents=True, exist_ok=True)
+        cluster = Cluster(logs)
+        cluster.env.update(
+            {
+                "POPPY_LEASE_SECONDS": str(LEASE_SECONDS),
+                "POPPY_HEARTBEAT_SECONDS": "1",
+                "POPPY_SWEEP_SECONDS": str(SWEEP_SECONDS),
+                "POPPY_TURN_TIMEOUT_SECONDS": "30",
+                "POPPY_LOG_LEVEL": "WARNING" if not args.logs else "INFO",
+            }
+        )
+        cluster.create()
+        campaign = Campaign(cluster, kills=kills, web_every=web_every, pace=args.pace)
+        try:
+            signal.signal(signal.SIGINT, campaign.wind_down)
+            signal.signal(signal.SIGTERM, campaign.wind_down)
+            campaign.start()
+            agents = [Agent(index, campaign) for index in range(1, args.agents + 1)]
+            seed_orders(cluster, agents)
+            began = time.monotonic()
+            for agent in agents:
+                agent.start()
+            print(f"kill campaign: {kills} kills, {len(agents)} agents", flush=True)
+            threading.Thread(target=campaign.watch, daemon=True).start()
+            campaign.killer()
+            for agent in agents:
+                agent.join(timeout=180)
+            settled = settle(cluster, campaign)
+            # Let every reader catch up with its conversation's log, then stop them.
+            deadline = time.monotonic() + 60
+            with _db(cluster) as conn:
+                for agent in agents:
+                    last = conn.execute(
+                        "SELECT last_seq FROM poppy_django_conversation WHERE id = %s",
+                        (agent.conversation_id,),
+                    ).fetchone()[0]
+                    want = f"evt_{(agent.conversation_id or '').removeprefix('cnv_')}_{last}"
+                    while agent.reader and agent.reader.last != want:
+                        if time.monotonic() > deadline:
+                            break
+                        time.sleep(0.2)
+            campaign.stop_readers.set()
+            result = check(cluster, campaign, agents)
+        finally:
+            campaign.stop_readers.set()
+            with contextlib.suppress(Exception):
+                cluster.destroy()
+    result.update(
+        kills=campaign.kills,
+        web_kills=campaign.web_kills,
+        redis_restarts=campaign.redis_restarts,
+        agents=len(agents),
+        settled_seconds=settled,
+        longest_working=campaign.longest_working,
+        duration_seconds=time.monotonic() - began,
+        bound_seconds=BOUND_SECONDS,
+    )
+    if settled > BOUND_SECONDS:
+        result["violations"]["working_past_bound"].append(settled)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, default=str))
+    print(table(result))
+    print(f"written: {args.out}")
+    return 1 if any(result["violations"].values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
