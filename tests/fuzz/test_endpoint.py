@@ -63,6 +63,8 @@ def live(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[str]
         "TOKENS": {},
         # The production verifier, with DEBUG off: the authority runs by explicit opt-in.
         "DEV_AUTHORITY": {"KEY_FILE": str(tmp_path / "key.pem"), "ALLOW_WITHOUT_DEBUG": True},
+        # Rate limits would refuse most cases at the door (tests/wire/test_limits.py has them).
+        "THROTTLE_RATES": {"conversation_start": None, "message": None},
         # Long-polls at the cap would make each case wait; the cap itself is the wire's.
         "WAIT_MAX_SECONDS": 0.05,
     }
