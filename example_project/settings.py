@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,23 @@ REDIS_URL = os.environ.get("REDIS_URL")
 DEBUG = os.environ.get("DJANGO_DEBUG", "0" if REDIS_URL else "1") == "1"
 
 
+def _made_once(name: str, make: Callable[[], bytes]) -> bytes:
+    """The content of ``VAR_DIR/name``, made by ``make`` the first time: processes starting at
+    once agree on one (written aside, then linked into place atomically)."""
+    path = VAR_DIR / name
+    if not path.exists():
+        fd, tmp = tempfile.mkstemp(dir=VAR_DIR, prefix=f".{name}-")
+        try:
+            os.write(fd, make())
+            os.close(fd)
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    return path.read_bytes()
+
+
 def _secret_key() -> str:
     """``DJANGO_SECRET_KEY``; with DEBUG on a fixed development key; else one made once here."""
     configured = os.environ.get("DJANGO_SECRET_KEY")
@@ -37,20 +56,19 @@ def _secret_key() -> str:
         return configured
     if DEBUG:
         return "example-project-debug-only-not-secret"
-    path = VAR_DIR / "django-secret-key"
-    if not path.exists():
-        import secrets
+    return _made_once("django-secret-key", lambda: secrets.token_urlsafe(50).encode()).decode()
 
-        fd, tmp = tempfile.mkstemp(dir=VAR_DIR, prefix=".secret-key-")
-        try:
-            os.write(fd, secrets.token_urlsafe(50).encode())
-            os.close(fd)
-            os.link(tmp, path)  # atomic: processes starting at once agree on one key
-        except FileExistsError:
-            pass
-        finally:
-            os.unlink(tmp)
-    return path.read_text().strip()
+
+def _new_signing_key() -> bytes:
+    """A P-256 private key as PEM: what the authorization server signs Session Tokens with."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    return ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
 
 
 SECRET_KEY = _secret_key()
@@ -196,6 +214,16 @@ REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
 
 # The authorization server's pages (device sign-in, connected agents) log Users in here.
 LOGIN_URL = "poppy_authority:login"
+if not DEV_AUTHORITY:
+    # Production mode: the authority is the issuer, at the public origin (POPPY_ISSUER to
+    # name another), signing with a key made once under var/ ($POPPY_AUTHORITY_SIGNING_KEY
+    # takes precedence: give every machine the same one). The verifier checks its tokens
+    # locally with that key's public half.
+    POPPY["ISSUER"] = os.environ.get("POPPY_ISSUER") or (
+        POPPY["BASE_URL"] or "http://127.0.0.1:8000"
+    ).rstrip("/")
+    _made_once("poppy-authority-signing-key.pem", _new_signing_key)
+    POPPY_AUTHORITY = {"SIGNING_KEY_FILE": str(VAR_DIR / "poppy-authority-signing-key.pem")}
 
 # The support desk: Poppy's live channels (poppy-desk, poppy-<id>) only for desk staff.
 EVENTSTREAM_CHANNELMANAGER_CLASS = "poppy_django.desk.channels.DeskChannelManager"

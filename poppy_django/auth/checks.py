@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
@@ -98,7 +99,8 @@ def check_dpop_verifier(app_configs: Any = None, **kwargs: Any) -> list[checks.C
                     id="poppy_django.E103",
                 )
             )
-    if not raw.get("JWKS_URL") and not raw.get("JWKS") and not dev:
+    own_issuer = apps.is_installed("poppy_django.authority")  # its keys are checked locally
+    if not raw.get("JWKS_URL") and not raw.get("JWKS") and not dev and not own_issuer:
         errors.append(
             checks.Error(
                 "The DPoP verifier has no issuer keys.",

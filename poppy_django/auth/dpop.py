@@ -41,6 +41,7 @@ from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 import jwt
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
@@ -544,7 +545,8 @@ _current: DPoPVerifier | None = None
 
 
 def key_source(options: TokenOptions) -> KeySource:
-    """Inline JWKS, else the JWKS URL, else the development authority's key."""
+    """Inline JWKS, else the JWKS URL, else the development authority's key, else (with
+    :mod:`poppy_django.authority` installed) the project's own authority's key."""
     if options.jwks is not None:
         return StaticKeys(options.jwks)
     if options.jwks_url:
@@ -558,6 +560,11 @@ def key_source(options: TokenOptions) -> KeySource:
 
     if dev_authority.enabled():
         return StaticKeys(dev_authority.public_jwks())
+    if apps.is_installed("poppy_django.authority"):
+        # This project is its own issuer: its tokens are checked locally, no HTTP round trip.
+        from poppy_django.authority import keys
+
+        return StaticKeys(keys.public_jwks())
     if dev_authority.configured():
         raise ImproperlyConfigured(
             f"The DPoP verifier has no issuer keys: {dev_authority.disabled_reason()}"
