@@ -45,7 +45,7 @@ def stream_until_idle(pa: PersonalAgent, conversation_id: str) -> list[Any]:
         hang_up=idle,
         timeout=30,
     )
-    return [f for f in response.frames if f.comment is None]
+    return list(response.frames)
 
 
 # -- a hung model ------------------------------------------------------------------------
@@ -79,8 +79,8 @@ def test_a_hung_model_is_abandoned_at_the_time_limit(acct1: PersonalAgent, setti
         frames = stream_until_idle(acct1, conversation_id)
     finally:
         hung.release.set()
-    deltas = [f.data for f in frames if f.event == "text-delta"]
-    (reply,) = company([f.data for f in frames if f.event is None])
+    deltas = [f.json() for f in frames if f.event == "text-delta"]
+    (reply,) = company([f.json() for f in frames if f.event == "message"])
     assert reply["text"] == FAILED
     # The piece streamed before the limit belongs to the failed-turn message.
     assert deltas == [{"message_id": reply["id"], "text": "Let me "}]
@@ -198,8 +198,8 @@ def test_pieces_before_a_refused_call_are_written(agent: PersonalAgent, monkeypa
     use_model(monkeypatch, SpeaksThenNeedsAScope())
     conversation_id = agent.start("my orders").json()["conversation_id"]
     frames = stream_until_idle(agent, conversation_id)
-    stored = [f.data for f in frames if f.event is None]
-    deltas = [f.data for f in frames if f.event == "text-delta"]
+    stored = [f.json() for f in frames if f.event == "message"]
+    deltas = [f.json() for f in frames if f.event == "text-delta"]
     (reply,) = company(stored)
     assert reply["text"] == "Let me look that up."
     assert {d["message_id"] for d in deltas} == {reply["id"]}
