@@ -115,7 +115,7 @@ def test_a_turn_whose_reply_cannot_be_written(company_rows_refused, records) -> 
     assert response.status_code == 201
     ThreadExecutor.shutdown(wait=True)  # the turn ran (and failed) on the executor
     assert_logged_without_the_text(
-        records, "IntegrityError", CONSTRAINT, "poppy: turns of", "Traceback"
+        records, "IntegrityError", CONSTRAINT, "poppy: turn 0-1 of", "Traceback"
     )
 
 
