@@ -27,7 +27,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 
-from poppy_django import event_log, handoff, leases, observe
+from poppy_django import event_log, ids, leases, observe
 from poppy_django.agent import actions, registry
 from poppy_django.agent.outcomes import format_action
 from poppy_django.agent.tools import Tool, ToolContext
@@ -221,7 +221,7 @@ def _post_outcome(
     _remember(conversation, record, text)
     return event_log.append_company_message(
         conversation,
-        message_id=handoff.new_company_message_id(),
+        message_id=ids.new_company_message_id(),
         text=text,
         data=data,
         meta=meta,

@@ -1,4 +1,6 @@
-"""What a personal agent can do to a conversation: start, message, hand off, close.
+"""The personal agent's side: what the conversation endpoint does for it (start, message,
+hand off, close). The company's side, for the desk and your own code, is
+:mod:`poppy_django.service`.
 
 Each operation runs in one transaction under the conversation's row lock: the events, the
 receipt and the state change are recorded together, and a turn is dispatched only once they
@@ -22,7 +24,6 @@ from poppy_django.models import (
     Conversation,
     EventType,
     MessageReceipt,
-    Responder,
     Status,
 )
 from poppy_django.wire import InboundMessage
@@ -169,7 +170,7 @@ def _record(
         message_id=message.id,
         role="user",
     )
-    if conversation.status == Status.QUEUED or conversation.responder == Responder.HUMAN:
+    if handoff.with_person(conversation):
         # A person has it (or is being found): the agent stays out, the app's hook gets
         # every message (a context update included: the person may need it).
         conversation.answered_seq = event.seq

@@ -11,22 +11,26 @@ others run after commit, and their failures are logged, never turned into errors
 from __future__ import annotations
 
 import logging
-import secrets
 from typing import Any
 
 from django.apps import apps
 from django.db import transaction
 from django.utils import timezone
 
-from poppy_django import event_log, observe, signals
+from poppy_django import event_log, ids, observe, signals
 from poppy_django.conf import hook, poppy_settings
 from poppy_django.models import Conversation, Responder, Status
 
 logger = logging.getLogger(__name__)
 
 
-def new_company_message_id() -> str:
-    return f"msg_{secrets.token_hex(12)}"
+def with_person(conversation: Conversation) -> bool:
+    """A person has the conversation, or is being found: the agent stays out of it.
+
+    The one home of this rule: the endpoint routes messages by it and :func:`request`
+    answers ``already`` by it.
+    """
+    return conversation.status == Status.QUEUED or conversation.responder == Responder.HUMAN
 
 
 def queue_on_desk(*, conversation_id: str, initiator: str) -> str:
@@ -46,7 +50,7 @@ def request(
     conversation: Conversation, *, initiator: str, meta: dict[str, Any] | None = None
 ) -> str:
     """Ask the request hook for a person; returns the outcome recorded."""
-    if conversation.status == Status.QUEUED or conversation.responder == Responder.HUMAN:
+    if with_person(conversation):
         return "already"
     request_hook = _request_hook()
     texts = poppy_settings.texts
@@ -78,7 +82,7 @@ def request(
             logger.error("poppy: the handoff request hook answered %r", outcome)
         event_log.append_company_message(
             conversation,
-            message_id=new_company_message_id(),
+            message_id=ids.new_company_message_id(),
             text=texts["no_one_available"],
             meta=meta,
         )
@@ -99,7 +103,7 @@ def unavailable(
     """A queued handoff that no one can take: say why, and give it back to the agent."""
     event_log.append_company_message(
         conversation,
-        message_id=new_company_message_id(),
+        message_id=ids.new_company_message_id(),
         text=poppy_settings.texts["handoff_unavailable"].format(reason=reason),
         meta=meta,
     )

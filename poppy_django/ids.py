@@ -1,5 +1,8 @@
 """Identifiers: the wire's id alphabet, company ids, and event ids that are also cursors.
 
+The ids the company writes into conversations (conversations, events, messages) are
+minted here.
+
 An event id encodes its conversation and its sequence number (``evt_<key>_<seq>``), so a
 cursor is checked and turned into an index range scan without a lookup, and a cursor into
 pruned events is recognised without keeping the pruned rows.
@@ -40,6 +43,11 @@ def parse_cursor(conversation_id: str, cursor: str) -> int | None:
     if key != conversation_id.removeprefix("cnv_") or not _SEQ_PATTERN.fullmatch(seq):
         return None
     return int(seq)
+
+
+def new_company_message_id() -> str:
+    """A fresh id for a company message that no retry can repeat (a person's, a notice)."""
+    return f"msg_{_token(12)}"
 
 
 def company_message_id(conversation_id: str, turn_id: str) -> str:

@@ -16,6 +16,7 @@ verifier's status (401/403), ``WWW-Authenticate`` and the wire's error body.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest
@@ -86,6 +87,19 @@ def request_info(request: HttpRequest) -> RequestInfo:
     }
 
 
+def verify(verifier: Callable[[RequestInfo], Any], request: Request) -> Principal:
+    """The verifier's answer for ``request``: its Principal, or its refusal raised.
+
+    The one place a verifier is asked and its answer checked, for both classes below.
+    """
+    result = verifier(request_info(request._request))
+    if isinstance(result, AuthRefusal):
+        raise result
+    if not isinstance(result, Principal):
+        raise TypeError(f"The verifier returned {type(result).__name__}, not a Principal.")
+    return result
+
+
 class DPoPAuthentication(BaseAuthentication):
     """Authenticates ``Authorization: DPoP`` requests with ``POPPY["AUTHENTICATE"]``.
 
@@ -102,15 +116,11 @@ class DPoPAuthentication(BaseAuthentication):
         if verifier is None:
             raise NotConfigured()
         try:
-            result = verifier(request_info(request._request))
-            if isinstance(result, AuthRefusal):
-                raise result
+            principal = verify(verifier, request)
         except AuthRefusal as refusal:
             setattr(request._request, REFUSAL_ATTR, refusal)
             raise PoppyAuthenticationFailed(refusal) from None
-        if not isinstance(result, Principal):
-            raise TypeError(f"The verifier returned {type(result).__name__}, not a Principal.")
-        return PoppyUser(result), result
+        return PoppyUser(principal), principal
 
     def authenticate_header(self, request: Request) -> str:
         refusal = getattr(request._request, REFUSAL_ATTR, None)
@@ -133,12 +143,8 @@ class EndpointAuthentication(BaseAuthentication):
             raise PoppyError(
                 "not_implemented", "No token verifier is configured (POPPY AUTHENTICATE)."
             )
-        result = verifier(request_info(request._request))
-        if isinstance(result, AuthRefusal):
-            raise result
-        if not isinstance(result, Principal):
-            raise TypeError(f"The verifier returned {type(result).__name__}, not a Principal.")
-        return PoppyUser(result), result
+        principal = verify(verifier, request)
+        return PoppyUser(principal), principal
 
     def authenticate_header(self, request: Request) -> str:
         return f'DPoP algs="{_algs()}"'

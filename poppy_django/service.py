@@ -1,4 +1,6 @@
-"""The company side of conversations: what the support desk (or your own code) can do.
+"""The company's side: the Python API the support desk (or your own code) calls on a
+conversation. The personal agent's side, behind the endpoint, is
+:mod:`poppy_django.conversations`.
 
 Every function takes a conversation id, works in one transaction under the conversation's
 lock, and accepts ``request_id`` (echoed on the events it causes, for the desk's
@@ -17,7 +19,7 @@ from typing import Any
 
 from django.db import transaction
 
-from poppy_django import conversations, event_log, handoff, observe, signals, turns
+from poppy_django import conversations, event_log, handoff, ids, observe, signals, turns
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event, EventType, Responder, Status
 
@@ -99,7 +101,7 @@ def post_message(
     conversation = _open(conversation_id)
     return event_log.append_company_message(
         conversation,
-        message_id=handoff.new_company_message_id(),
+        message_id=ids.new_company_message_id(),
         text=text,
         sender="human",
         data=data,
@@ -114,16 +116,7 @@ def human_left(conversation_id: str, *, by: str = "", request_id: str | None = N
     conversation.assignee = ""
     conversation.handoff_requested_at = None
     conversation.save(update_fields=["assignee", "handoff_requested_at", "updated_at"])
-    # Context-only messages start no turn: only text or data is waiting for an answer.
-    unanswered = any(
-        "text" in event.payload["message"] or "data" in event.payload["message"]
-        for event in Event.objects.filter(
-            conversation=conversation,
-            type=EventType.MESSAGE,
-            role="user",
-            seq__gt=conversation.answered_seq,
-        )
-    )
+    unanswered = bool(turns.pending_messages(conversation))
     status = Status.WORKING if unanswered else Status.IDLE
     event_log.set_state(
         conversation, status=status, responder=Responder.AGENT, meta=_meta(request_id, by)

@@ -30,7 +30,7 @@ from typing import Any
 
 from django.db import close_old_connections, connection, transaction
 
-from poppy_django import approvals, event_log, fanout, ids, leases, observe, signals
+from poppy_django import approvals, event_log, fanout, ids, leases, observe, signals, wire
 from poppy_django.agent.guard import TurnGuard
 from poppy_django.agent.model_api import TurnInput, TurnModel
 from poppy_django.agent.model_choice import build_model
@@ -51,7 +51,7 @@ from poppy_django.models import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LeaseLost", "dispatch_on_commit", "new_owner", "run_turns"]
+__all__ = ["LeaseLost", "dispatch_on_commit", "new_owner", "pending_messages", "run_turns"]
 
 
 def dispatch_on_commit(conversation_id: str) -> None:
@@ -95,7 +95,8 @@ class Claim(enum.Enum):
     APPROVALS = "approvals"
 
 
-def _pending_messages(conversation: Conversation, upto_seq: int | None) -> list[Event]:
+def pending_messages(conversation: Conversation, upto_seq: int | None = None) -> list[Event]:
+    """The user messages after ``answered_seq`` (up to ``upto_seq``) that start a turn."""
     events = Event.objects.filter(
         conversation=conversation,
         type=EventType.MESSAGE,
@@ -104,11 +105,7 @@ def _pending_messages(conversation: Conversation, upto_seq: int | None) -> list[
     )
     if upto_seq is not None:
         events = events.filter(seq__lte=upto_seq)
-    return [
-        event
-        for event in events.order_by("seq")
-        if "text" in event.payload["message"] or "data" in event.payload["message"]
-    ]
+    return [event for event in events.order_by("seq") if wire.starts_turn(event.payload["message"])]
 
 
 def claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
@@ -120,7 +117,7 @@ def claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
         )
         retry = conversation.turn_upto_seq > conversation.answered_seq
         pending = (
-            _pending_messages(conversation, conversation.turn_upto_seq if retry else None)
+            pending_messages(conversation, conversation.turn_upto_seq if retry else None)
             if answering
             else []
         )
@@ -153,7 +150,7 @@ def prepare(slot: TurnSlot) -> TurnRequest:
     """Everything the model needs, read once the agent thread is ours."""
     with transaction.atomic():
         conversation = Conversation.objects.get(pk=slot.conversation_id)
-        pending = _pending_messages(conversation, slot.upto_seq)
+        pending = pending_messages(conversation, slot.upto_seq)
         if not pending:
             raise LeaseLost(slot.conversation_id)  # answered meanwhile by another worker
         principal = Principal.from_dict(pending[-1].meta["principal"])
@@ -163,7 +160,7 @@ def prepare(slot: TurnSlot) -> TurnRequest:
         conversation_id=conversation.id,
         turn_id=slot.turn_id,
         message_id=slot.message_id,
-        answers=[event.message_id or "" for event in pending],
+        answered_message_ids=[event.message_id or "" for event in pending],
         agent_name=conversation.agent_name,
         principal=principal,
         inputs=[
@@ -358,7 +355,7 @@ def _run_one(slot: TurnSlot, holder: leases.Holder) -> None:
                 signals.turn_started,
                 conversation_id=slot.conversation_id,
                 turn_id=slot.turn_id,
-                message_ids=request.answers,
+                message_ids=request.answered_message_ids,
             )
             outcome = _run_bounded(request, holder)
             if holder.lost.is_set():

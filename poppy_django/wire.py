@@ -1,7 +1,8 @@
-"""What the endpoint keeps of an inbound message, and the ``wait`` query parameter.
+"""An inbound message as the endpoint keeps it, which messages start a turn, and ``wait``.
 
 Bodies are validated by :mod:`poppy_django.serializers`; this module holds what is not
-validation: the validated message (and what makes a retry "the same") and ``wait``.
+validation: the validated message (and what makes a retry "the same"), :func:`starts_turn`
+and ``wait``.
 """
 
 from __future__ import annotations
@@ -9,10 +10,20 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from poppy_django.errors import PoppyError
+
+
+def starts_turn(message: Mapping[str, Any]) -> bool:
+    """Text or data asks for an answer; a context-only message updates the context only.
+
+    The one home of this rule: the endpoint (on arrival), the turn loop (which messages are
+    waiting) and the company side (after a person leaves) all ask here.
+    """
+    return message.get("text") is not None or message.get("data") is not None
 
 
 @dataclass(frozen=True)
@@ -25,8 +36,7 @@ class InboundMessage:
 
     @property
     def starts_turn(self) -> bool:
-        """A context-only message updates the context and starts no turn."""
-        return self.text is not None or self.data is not None
+        return starts_turn({"text": self.text, "data": self.data})
 
     def fingerprint(self, target: str) -> str:
         """What makes a retry "the same": content and where it was sent, unknown fields aside."""

@@ -71,7 +71,7 @@ class TurnRequest:
     #: The id of the company message this turn writes (stable across retries).
     message_id: str
     #: The ids of the user messages it answers.
-    answers: list[str]
+    answered_message_ids: list[str]
     agent_name: str
     principal: Principal
     inputs: list[TurnInput]
