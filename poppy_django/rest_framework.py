@@ -16,9 +16,11 @@ verifier's status (401/403), ``WWW-Authenticate`` and the wire's error body.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
@@ -30,6 +32,8 @@ from poppy_django.auth import AuthRefusal, Principal, RequestInfo
 from poppy_django.auth.public_url import public_url
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
+
+logger = logging.getLogger(__name__)
 
 #: The request attribute a refusal is kept on, for :meth:`DPoPAuthentication.authenticate_header`.
 REFUSAL_ATTR = "_poppy_refusal"
@@ -87,12 +91,22 @@ def request_info(request: HttpRequest) -> RequestInfo:
     }
 
 
+class VerifierUnusable(Exception):
+    """The configured verifier raised ``ImproperlyConfigured``: answered as not configured."""
+
+
 def verify(verifier: Callable[[RequestInfo], Any], request: Request) -> Principal:
     """The verifier's answer for ``request``: its Principal, or its refusal raised.
 
     The one place a verifier is asked and its answer checked, for both classes below.
     """
-    result = verifier(request_info(request._request))
+    try:
+        result = verifier(request_info(request._request))
+    except ImproperlyConfigured as exc:
+        # A verifier that cannot run (no issuer keys, a refused development authority) is
+        # no verifier: 501, as when none is configured; the log says why, the client not.
+        logger.error("poppy: the token verifier cannot run: %s", exc)
+        raise VerifierUnusable from exc
     if isinstance(result, AuthRefusal):
         raise result
     if not isinstance(result, Principal):
@@ -117,6 +131,8 @@ class DPoPAuthentication(BaseAuthentication):
             raise NotConfigured()
         try:
             principal = verify(verifier, request)
+        except VerifierUnusable:
+            raise NotConfigured() from None
         except AuthRefusal as refusal:
             setattr(request._request, REFUSAL_ATTR, refusal)
             raise PoppyAuthenticationFailed(refusal) from None
@@ -143,7 +159,12 @@ class EndpointAuthentication(BaseAuthentication):
             raise PoppyError(
                 "not_implemented", "No token verifier is configured (POPPY AUTHENTICATE)."
             )
-        principal = verify(verifier, request)
+        try:
+            principal = verify(verifier, request)
+        except VerifierUnusable:
+            raise PoppyError(
+                "not_implemented", "The token verifier cannot run; the server's log says why."
+            ) from None
         return PoppyUser(principal), principal
 
     def authenticate_header(self, request: Request) -> str:

@@ -59,8 +59,15 @@ def test_e103_disallowed_algorithm(settings: Any, alg: str, key: str) -> None:
 
 
 def test_e104_no_keys(settings: Any) -> None:
+    settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a != "poppy_django.authority"]
     assert ids(settings, TOKENS={}) == ["poppy_django.E104"]
     assert ids(settings, TOKENS={"JWKS": {"keys": []}}) == []
+
+
+def test_e104_not_when_the_project_is_its_own_issuer(settings: Any) -> None:
+    """With poppy_django.authority installed, the verifier uses the authority's own key."""
+    assert "poppy_django.authority" in settings.INSTALLED_APPS
+    assert ids(settings, TOKENS={}) == []
 
 
 def test_e105_bad_tokens_options(settings: Any) -> None:
