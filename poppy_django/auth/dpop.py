@@ -129,7 +129,11 @@ def _quote(value: Any) -> str:
 
 
 def _when(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """A time for a refusal's description; one past any calendar as seconds since the epoch."""
+    try:
+        return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (ValueError, OverflowError, OSError):
+        return f"{timestamp:g} s after the epoch"
 
 
 def normalize_htu(url: str) -> str:

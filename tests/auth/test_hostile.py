@@ -120,6 +120,22 @@ def test_non_finite_numbers_in_a_token_are_refused(
     assert "finite" in response.json()["error_description"] or claim == "custom"
 
 
+@pytest.mark.parametrize(
+    ("claim", "value"), [("exp", -(10**12)), ("exp", -(10**18)), ("nbf", 10**12), ("iat", 10**18)]
+)
+def test_times_past_any_calendar_are_refused_not_a_500(
+    clock: Clock, issuer: Issuer, no_error_logs: None, claim: str, value: int
+) -> None:
+    """A signed time no calendar holds (the fuzzing's find): the refusal still names it."""
+    pa_key = DPoPKey()
+    claims = issuer.claims(jkt=pa_key.thumbprint, now=NOW)
+    claims[claim] = value
+    token = issuer.sign(claims)
+    response = post(token, proof(pa_key, "POST", ENDPOINT_URL, token, now=NOW))
+    assert_refused(response, 401, "invalid_token")
+    assert response.json()["error_description"].startswith(f"{claim}:")
+
+
 @pytest.mark.parametrize("ath", ["\u00e9" * 43, "\ud800", "x\u0000y", "\u2603"])
 def test_non_ascii_ath_is_a_proof_refusal(
     clock: Clock, issuer: Issuer, no_error_logs: None, ath: str
