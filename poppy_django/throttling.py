@@ -13,6 +13,7 @@ past ``MAX_WAITING_PER_CALLER`` / ``MAX_WAITING_PER_PROCESS`` with the same 429.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections import Counter
 from typing import Any
@@ -26,6 +27,8 @@ from rest_framework.throttling import SimpleRateThrottle
 from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
+
+logger = logging.getLogger(__name__)
 
 #: What a client refused a waiting read is told to wait before trying again, in seconds.
 WAITING_RETRY_AFTER_SECONDS = 5
@@ -67,7 +70,9 @@ def _forget_cache_on_change(*, setting: str, **kwargs: Any) -> None:
 class PoppyRateThrottle(SimpleRateThrottle):
     """DRF's rate throttle per personal agent and User, for the view's ``throttle_scope``.
 
-    A view without a scope, or a scope whose rate is None, is not limited. Counting is a
+    A view without a scope, or a scope whose rate is None, is not limited. While the cache
+    is unreachable requests are let through (logged): a limit is protection, and a Redis
+    restart must not turn messages the database could record into errors. Counting is a
     fixed window (``rate`` requests per period, the period aligned to the clock) kept by
     an atomic ``cache.incr``: one cache call per request, and concurrent requests from
     several processes cannot slip past the count (DRF's default history list is read and
@@ -91,7 +96,12 @@ class PoppyRateThrottle(SimpleRateThrottle):
         self.now = self.timer()
         window = int(self.now // seconds)
         self.window_ends = (window + 1) * seconds
-        return self._count(f"{key}:{window}", seconds) <= allowed
+        try:
+            count = self._count(f"{key}:{window}", seconds)
+        except Exception:  # the cache is down (a Redis restart): count nothing, refuse nothing
+            logger.warning("poppy: rate limit not counted, the cache failed", exc_info=True)
+            return True
+        return count <= allowed
 
     def _count(self, key: str, seconds: int) -> int:
         """This request's number in the window (atomic with every backend's ``incr``)."""

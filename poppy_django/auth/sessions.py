@@ -8,7 +8,8 @@ sign-in it carried was revoked (an Account Token revoked, an agent disconnected)
 token is handled as signed out (seed 001: a Session outlives its sign-in). The answer is
 cached per session, sign-in and account for ``POPPY["SESSION_STATUS_CACHE_SECONDS"]``
 (default 5) in Django's ``default`` cache, so the callable (often a query or an HTTP call to
-the issuer) runs at most once per session and window in each cache. 0 asks every request.
+the issuer) runs at most once per session and window in each cache. 0 asks every request;
+so does an unreachable cache (logged).
 
 A principal without a ``session_id`` is asked about on every request (nothing to key a cache
 by). An exception from the callable is not an answer: the request fails (a JSON 500, logged)
@@ -19,11 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 from typing import Final, Literal
 
 from poppy_django.auth.principal import Principal
 from poppy_django.auth.replay import shared_cache
 from poppy_django.conf import poppy_settings
+
+logger = logging.getLogger(__name__)
 
 PREFIX = "poppy:session-status:"
 CACHE_ALIAS = "default"
@@ -51,11 +55,18 @@ def status(principal: Principal) -> Status:
     # part of the key: one session answers differently for its signed-in and signed-out tokens.
     about = f"{principal.session_id}\0{principal.signed_in}\0{principal.account_id}"
     key = PREFIX + hashlib.sha256(about.encode("utf-8", "surrogatepass")).hexdigest()
-    cached = cache.get(key)
+    try:
+        cached = cache.get(key)
+    except Exception:  # the cache is down (a Redis restart): ask, as with no cache
+        logger.warning("poppy: session status not cached, the cache failed", exc_info=True)
+        return _ask(principal)
     if cached is not None:
         return cached
     found = _ask(principal)
-    cache.set(key, found, timeout=seconds)
+    try:
+        cache.set(key, found, timeout=seconds)
+    except Exception:
+        logger.warning("poppy: session status not cached, the cache failed", exc_info=True)
     return found
 
 

@@ -59,6 +59,22 @@ def test_messages_are_throttled_and_starts_count_apart(agent):
         quiet_start(agent)
 
 
+def test_an_unreachable_cache_counts_nothing_and_refuses_nothing(agent, settings):
+    """A Redis restart must not turn messages the database can record into errors."""
+    settings.CACHES = {
+        **settings.CACHES,
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:9/0",  # nothing listens there
+        },
+    }
+    with poppy(THROTTLE_RATES={"conversation_start": "1/minute", "message": "1/minute"}):
+        conversation_id = quiet_start(agent)
+        quiet_start(agent)
+        for n in range(2):
+            assert agent.send(conversation_id, None, context={"n": n}).status_code == 202
+
+
 def test_the_default_rates_throttle_starts_and_messages(agent):
     """Sensible defaults: a burst far past a person's pace is refused."""
     statuses = [agent.start(None, context={"n": n}).status_code for n in range(31)]
