@@ -24,7 +24,7 @@ from schemathesis import GenerationMode
 
 from tests.fuzz.harness import PROFILE, Answer, Caller, check, rows
 from tests.fuzz.strategies import Credentials, mostly
-from tests.fuzz.test_endpoint import Target, live  # noqa: F401 - the fixture, used by name
+from tests.fuzz.test_endpoint import Target
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -70,7 +70,7 @@ def load_schema(base_url: str, caller: Caller) -> Any:
 
 
 @pytest.mark.parametrize("label", OPERATIONS)
-def test_fuzz_from_the_openapi_document(live: str, label: str) -> None:  # noqa: F811
+def test_fuzz_from_the_openapi_document(live: str, label: str) -> None:
     target = Target(live)
     schema = load_schema(live, target.caller)
     operation = schema[label.split()[1]][label.split()[0]]
