@@ -17,8 +17,9 @@ from tests.fuzz.harness import serve
 
 @pytest.fixture
 def live(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[str]:
-    """The example project under uvicorn, with the production verifier and no turns run
-    (a turn's writes would blur what each request wrote)."""
+    """The example project under uvicorn, with the production verifier and no turns run,
+    neither dispatched nor taken up by the recovery sweep once the lost dispatch's lease
+    runs out (a turn's writes would blur what each request wrote)."""
     served = serve(application)
     base_url = next(served)
     settings.POPPY = {
@@ -31,6 +32,7 @@ def live(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[str]
         "DEV_AUTHORITY": {"KEY_FILE": str(tmp_path / "key.pem"), "ALLOW_WITHOUT_DEBUG": True},
         # Long-polls at the cap would make each case wait; the cap itself is the wire's.
         "WAIT_MAX_SECONDS": 0.05,
+        "SWEEP_SECONDS": None,
     }
     dpop.reset()
     with dispatch_lost():
