@@ -33,6 +33,9 @@ def live(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[str]
         # Long-polls at the cap would make each case wait; the cap itself is the wire's.
         "WAIT_MAX_SECONDS": 0.05,
         "SWEEP_SECONDS": None,
+        # At the default rates one caller's campaign would be mostly 429s after its first
+        # 30 starts; the throttles have their own tests (tests/wire/test_limits.py).
+        "THROTTLE_RATES": {"conversation_start": "100000/minute", "message": "100000/minute"},
     }
     dpop.reset()
     with dispatch_lost():
