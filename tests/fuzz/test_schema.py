@@ -61,7 +61,9 @@ def load_schema(base_url: str, caller: Caller) -> Any:
         def get(self, case: schemathesis.Case, context: schemathesis.AuthContext) -> Caller:
             return caller
 
-        def set(self, case: schemathesis.Case, data: Caller, context: Any) -> None:
+        def set(
+            self, case: schemathesis.Case, data: Caller, context: schemathesis.AuthContext
+        ) -> None:
             url = base_url + case.formatted_path
             for name, value in data.headers(case.method, url, Credentials("valid")):
                 case.headers[name.decode()] = value.decode()
