@@ -187,7 +187,7 @@ _ANSWER_OR_READ = OpenApiResponse(
 )
 _WAIT = OpenApiParameter(
     "wait",
-    OpenApiTypes.NUMBER,
+    {"type": "number", "minimum": 0},
     description="Hold the read up to this many seconds (capped at 30) for an event.",
 )
 _CURSOR = OpenApiParameter("cursor", OpenApiTypes.STR, description="Read after this event id.")
@@ -204,7 +204,7 @@ _OPERATIONS: dict[str, dict[str, Any]] = {
     "start": {
         "operation_id": "start_conversation",
         "summary": "Start a conversation (a Direct Conversation with parent_conversation_id)",
-        "request": wire_serializers.StartBodySerializer,
+        "request": {"application/json": wire_serializers.StartBodySerializer},
         "parameters": [_WAIT, _CURSOR],
         "responses": {
             201: _ANSWER_OR_READ,
@@ -218,7 +218,7 @@ _OPERATIONS: dict[str, dict[str, Any]] = {
     "message": {
         "operation_id": "post_message",
         "summary": "Send a message",
-        "request": wire_serializers.MessageBodySerializer,
+        "request": {"application/json": wire_serializers.MessageBodySerializer},
         "parameters": [_WAIT, _CURSOR],
         "responses": {
             202: _ANSWER_OR_READ,
@@ -256,7 +256,7 @@ _OPERATIONS: dict[str, dict[str, Any]] = {
     "handoff": {
         "operation_id": "request_handoff",
         "summary": "Ask for a person",
-        "request": OpenApiTypes.OBJECT,
+        "request": {"application/json": OpenApiTypes.OBJECT},
         "responses": {
             202: AnswerSerializer,
             400: _error("invalid_request: malformed JSON"),
@@ -269,7 +269,7 @@ _OPERATIONS: dict[str, dict[str, Any]] = {
     "close": {
         "operation_id": "close_conversation",
         "summary": "Close the conversation",
-        "request": OpenApiTypes.OBJECT,
+        "request": {"application/json": OpenApiTypes.OBJECT},
         "responses": {
             200: AnswerSerializer,
             400: _error("invalid_request: malformed JSON"),
@@ -322,7 +322,8 @@ _HEADERS: dict[str, dict[str, Any]] = {
 
 
 def postprocess(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict:
-    """drf-spectacular hook: response headers and the stream's ``TextDelta`` component."""
+    """drf-spectacular hook: response headers, the stream's ``TextDelta`` component, and
+    a message's rule that at least one of ``text``, ``data``, ``context`` is not null."""
     for path in result.get("paths", {}).values():
         for operation in path.values():
             for status, response in operation.get("responses", {}).items():
@@ -337,6 +338,13 @@ def postprocess(result: dict[str, Any], generator: Any, request: Any, public: bo
         "properties": {"message_id": {"type": "string"}, "text": {"type": "string"}},
         "required": ["message_id", "text"],
     }
+    schemas = result["components"]["schemas"]
+    if "MessageRequest" in schemas:
+        schemas["MessageRequest"]["anyOf"] = [
+            {"required": ["text"], "properties": {"text": {"type": "string"}}},
+            {"required": ["data"], "properties": {"data": {"type": "object"}}},
+            {"required": ["context"], "properties": {"context": {"type": "object"}}},
+        ]
     return result
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -22,9 +20,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from example_project.asgi import application
-from poppy_django.auth import dpop
-from tests.conftest import dispatch_lost
 from tests.fuzz.harness import (
     ENDPOINT_PATH,
     PROFILE,
@@ -32,7 +27,6 @@ from tests.fuzz.harness import (
     check,
     rows,
     send,
-    serve,
 )
 from tests.fuzz.strategies import (
     Credentials,
@@ -47,32 +41,6 @@ from tests.fuzz.strategies import (
 )
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture
-def live(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[str]:
-    """The example project under uvicorn, with the production verifier and no turns run
-    (a turn's writes would blur what each request wrote)."""
-    served = serve(application)
-    base_url = next(served)
-    settings.POPPY = {
-        **settings.POPPY,
-        "AUTHENTICATE": "poppy_django.auth.dpop.verify",
-        "BASE_URL": base_url,
-        "ISSUER": None,
-        "TOKENS": {},
-        # The production verifier, with DEBUG off: the authority runs by explicit opt-in.
-        "DEV_AUTHORITY": {"KEY_FILE": str(tmp_path / "key.pem"), "ALLOW_WITHOUT_DEBUG": True},
-        # Rate limits would refuse most cases at the door (tests/wire/test_limits.py has them).
-        "THROTTLE_RATES": {"conversation_start": None, "message": None},
-        # Long-polls at the cap would make each case wait; the cap itself is the wire's.
-        "WAIT_MAX_SECONDS": 0.05,
-    }
-    dpop.reset()
-    with dispatch_lost():
-        yield base_url
-    dpop.reset()
-    next(served, None)
 
 
 class Target:

@@ -74,6 +74,19 @@ def test_every_route_event_type_and_error_is_described(document):
         assert document["paths"][path][method]["security"] == [{"PoppySessionToken": []}]
 
 
+def test_requests_are_described_as_the_wire_reads_them(document):
+    """JSON bodies only, ``wait`` never negative, a message with text, data or context."""
+    for path, method in ROUTES:
+        operation = document["paths"][path][method]
+        if method == "post":
+            assert set(operation["requestBody"]["content"]) == {"application/json"}, path
+        for parameter in operation.get("parameters", []):
+            if parameter["name"] == "wait":
+                assert parameter["schema"]["minimum"] == 0
+    rules = document["components"]["schemas"]["MessageRequest"]["anyOf"]
+    assert [rule["required"] for rule in rules] == [["text"], ["data"], ["context"]]
+
+
 def _enum(schemas: dict[str, Any], prop: dict[str, Any]) -> list[str]:
     ref = prop.get("$ref") or prop.get("allOf", [{}])[0].get("$ref")
     return schemas[ref.rpartition("/")[2]]["enum"] if ref else prop["enum"]
