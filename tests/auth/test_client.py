@@ -12,6 +12,7 @@ import pytest
 
 from poppy_django.auth import dev_authority, dpop
 from poppy_django.client import DPoPKey, PoppyClient, PoppyClientError, SSEFrame, iter_sse
+from tests.threaded_server import serve
 
 
 def test_sse_parser() -> None:
@@ -57,29 +58,9 @@ def test_proof_names_the_url_without_query() -> None:
 @pytest.fixture
 def asgi_server(transactional_db: None) -> Iterator[str]:
     """The example project under uvicorn in a thread (SSE needs ASGI; live_server is WSGI)."""
-    import socket
-    import threading
-    import time
-
-    import uvicorn
     from django.core.asgi import get_asgi_application
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        get_asgi_application(), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:  # readiness, not a timing assumption
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(20)
+    yield from serve(get_asgi_application())
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from example_project.asgi import application
 from poppy_django.auth import dpop
 from tests.conftest import dispatch_lost
 from tests.desk.conftest import desk, desk_user  # noqa: F401 - fixtures used by name
-from tests.fuzz.harness import serve
+from tests.threaded_server import serve
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def live(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[str]
     """The example project under uvicorn, with the production verifier and no turns run,
     neither dispatched nor taken up by the recovery sweep once the lost dispatch's lease
     runs out (a turn's writes would blur what each request wrote)."""
-    served = serve(application)
+    served = serve(application, log_level="critical")
     base_url = next(served)
     settings.POPPY = {
         **settings.POPPY,

@@ -14,10 +14,7 @@ import json
 import math
 import os
 import secrets
-import socket
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,30 +45,6 @@ settings.register_profile(
     suppress_health_check=list(HealthCheck),
 )
 PROFILE = os.environ.get("POPPY_FUZZ_PROFILE", "bounded")
-
-
-def serve(application: Any) -> Iterator[str]:
-    """``application`` under uvicorn in a thread; yields its base URL."""
-    import uvicorn
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        application, host="127.0.0.1", port=port, log_level="critical", lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:  # readiness, not a timing assumption
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(20)
 
 
 def b64url(data: bytes) -> str:

@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 from asgiref.sync import async_to_sync
 
 from example_project.asgi import application
+from tests.threaded_server import serve
 
 LIMIT = 1024 * 1024
 CHUNK = 64 * 1024
@@ -27,24 +26,10 @@ CHUNK = 64 * 1024
 @pytest.fixture
 def server() -> Iterator[tuple[str, int]]:
     """The example project's ASGI application (with its body limit) under uvicorn, in a thread."""
-    import uvicorn
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        application, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:  # readiness, not a timing assumption
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield "127.0.0.1", port
-    server.should_exit = True
-    thread.join(20)
+    served = serve(application)
+    host, port = next(served).removeprefix("http://").split(":")
+    yield host, int(port)
+    next(served, None)
 
 
 def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes, bool]:
