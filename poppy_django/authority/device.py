@@ -103,18 +103,17 @@ def exchange(client: Client, device_code: str, session_id: str, jkt: str) -> tup
         if record.denied:
             raise AccessDeniedError("The User refused the sign-in.")
         if record.account_id is not None:
-            session = grants.locked_session(client, session_id)
-            grant = Grant.objects.create(
-                client=client,
-                user_id=session.user_id,
+            signed_in = grants.consented(
+                client,
+                session_id,
                 account_id=record.account_id,
                 scope=record.granted_scope,
                 method=Grant.Method.DEVICE,
+                jkt=jkt,
             )
-            grants.sign_in(session, grant, grant.scope, jkt)
             record.used_at = now
             record.save(update_fields=["used_at"])
-            return session, grants.new_account_token(grant)
+            return signed_in
         # Still pending: remember the poll (committed), then tell the agent to wait. A
         # second of slack: the agent's clock and ours tick apart.
         too_soon = (

@@ -75,13 +75,11 @@ def exchange(
             raise InvalidGrantError("The authorization code is not valid.")
         record.used_at = timezone.now()
         record.save(update_fields=["used_at"])
-        session = grants.locked_session(client, session_id)
-        grant = Grant.objects.create(
-            client=client,
-            user_id=session.user_id,
+        return grants.consented(
+            client,
+            session_id,
             account_id=record.account_id,
             scope=record.scope,
             method=Grant.Method.DIRECT,
+            jkt=jkt,
         )
-        grants.sign_in(session, grant, grant.scope, jkt)
-        return session, grants.new_account_token(grant)

@@ -68,6 +68,23 @@ def locked_session(client: Client, session_id: str) -> Session:
     return session
 
 
+def consented(
+    client: Client, session_id: str, *, account_id: str, scope: str, method: str, jkt: str
+) -> tuple[Session, str]:
+    """A sign-in the User consented to (Device or Direct): the grant recorded, the Session
+    signed in from it, and the Account Token (its value) that signs later Sessions in."""
+    session = locked_session(client, session_id)
+    grant = Grant.objects.create(
+        client=client,
+        user_id=session.user_id,
+        account_id=account_id,
+        scope=scope,
+        method=method,
+    )
+    sign_in(session, grant, grant.scope, jkt)
+    return session, new_account_token(grant)
+
+
 def narrowed_scope(granted: str, requested: str | None) -> str:
     """The scope a refresh asks for, never wider than the grant (then ``invalid_scope``)."""
     if requested is None:
