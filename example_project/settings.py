@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import secrets
@@ -83,10 +84,14 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_eventstream",
     "poppy_django",
-    # The Company's own authorization server (issuer of the Session Tokens).
-    "poppy_django.authority",
     "example_project.shop",
 ]
+# The Company's own authorization server (issuer of the Session Tokens), where its extra
+# (poppy-django[authority]: Authlib, httpx) is installed; without it the development
+# authority alone issues tokens (the package's no-extras test run).
+AUTHORITY = all(importlib.util.find_spec(name) for name in ("authlib", "httpx"))
+if AUTHORITY:
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("example_project.shop"), "poppy_django.authority")
 
 MIDDLEWARE = [
     # First: the endpoint's short path (no session/auth/CSRF/messages hops; JSON errors).
@@ -187,7 +192,11 @@ POPPY: dict[str, Any] = {
     # Sign-outs and revocations take effect at the next request (once the 5 s status cache
     # expires): the verifier asks the authority whether a token's Session is still on — its
     # own Sessions, and development tokens revoked with poppy_token --revoke.
-    "SESSION_STATUS": "poppy_django.authority.status.session_is_active",
+    "SESSION_STATUS": (
+        "poppy_django.authority.status.session_is_active"
+        if AUTHORITY
+        else "poppy_django.auth.dev_authority.session_active"
+    ),
     "DISCOVERY": {
         "ORGANIZATION": {"name": "Acme Outfitters", "domain": "acme.example"},
         # Acme's own API for personal agents (example_project/shop/api.py).
@@ -214,7 +223,7 @@ REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
 
 # The authorization server's pages (device sign-in, connected agents) log Users in here.
 LOGIN_URL = "poppy_authority:login"
-if not DEV_AUTHORITY:
+if AUTHORITY and not DEV_AUTHORITY:
     # Production mode: the authority is the issuer, at the public origin (POPPY_ISSUER to
     # name another), signing with a key made once under var/ ($POPPY_AUTHORITY_SIGNING_KEY
     # takes precedence: give every machine the same one). The verifier checks its tokens

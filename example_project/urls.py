@@ -1,3 +1,4 @@
+from django.apps import apps
 from django.contrib import admin
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import URLPattern, URLResolver, include, path
@@ -10,8 +11,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("admin/", admin.site.urls),
     path("", include("poppy_django.urls")),
     path("", include("poppy_django.wellknown_urls")),
-    # The authorization server: OAuth metadata, token and revocation endpoints.
-    path("", include("poppy_django.authority.urls")),
     # Acme's own API for personal agents (Session Tokens), listed in poppy.json.
     path("api/orders", api.OrderList.as_view(), name="orders"),
     path("api/orders/<str:order_id>", api.OrderDetail.as_view(), name="order"),
@@ -24,6 +23,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="schema",
     ),
 ]
+if apps.is_installed("poppy_django.authority"):
+    # The authorization server: OAuth metadata, token and revocation endpoints, sign-in pages.
+    urlpatterns.append(path("", include("poppy_django.authority.urls")))
 # The admin's and the desk's static files under uvicorn too (DEBUG only; production
 # serves them with collectstatic behind the web server).
 urlpatterns += staticfiles_urlpatterns()
