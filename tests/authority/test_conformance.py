@@ -88,6 +88,9 @@ def session_status(acme_settings: Any) -> None:
         **acme_settings.POPPY,
         "SESSION_STATUS": "poppy_django.authority.status.session_is_active",
         "SESSION_STATUS_CACHE_SECONDS": 0,
+        # The suite reads streams until what it waits for arrives, reconnecting once: a
+        # delta it was too late to see would hold it for two full streams (5 min each).
+        "STREAM_MAX_SECONDS": 10.0,
     }
 
 
