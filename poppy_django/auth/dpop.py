@@ -99,8 +99,11 @@ class _Refused(Exception):
 
 
 def _number(value: Any) -> TypeGuard[int | float]:
-    """A JSON number that is finite (not a bool, not NaN or Infinity)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number that is finite (not a bool, not NaN or Infinity). An integer is always
+    finite (``math.isfinite`` would overflow on one past a float's range)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _all_finite(value: Any) -> bool:
@@ -133,7 +136,7 @@ def _when(timestamp: float) -> str:
     try:
         return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (ValueError, OverflowError, OSError):
-        return f"{timestamp:g} s after the epoch"
+        return f"{_quote(timestamp)} s after the epoch"
 
 
 def normalize_htu(url: str) -> str:
