@@ -146,6 +146,10 @@ if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_TASK_ACKS_LATE = True
     CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+    # Celery's Django fix-up closes the database connection around every task unless this
+    # is set; turns close old connections themselves (CONN_MAX_AGE, CONN_HEALTH_CHECKS), so
+    # a worker keeps its connection instead of opening one per turn.
+    CELERY_DB_REUSE_MAX = 1000
     # A separate queue per deployment (or test run) sharing one Redis.
     CELERY_TASK_DEFAULT_QUEUE = os.environ.get("POPPY_CELERY_QUEUE", "celery")
     _redis = redis.connection.parse_url(REDIS_URL)
