@@ -111,6 +111,8 @@ class Servers:
             "DJANGO_DEBUG": "0",
             "POPPY_LEASE_SECONDS": "30",  # production's defaults, not the tests' short ones
             "POPPY_HEARTBEAT_SECONDS": "10",
+            # Throttles run but never refuse the load (the default 30 starts a minute would).
+            "POPPY_THROTTLE_RATES": '{"conversation_start": "1000000/s", "message": "1000000/s"}',
         }
         if wake_fallback is not None:
             env["DJANGO_SETTINGS_MODULE"] = "bench.capacity_settings"
