@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from poppy_django.auth.fake import fake_authorization  # noqa: E402
-from tests.multiprocess.cluster import Cluster, cpu_seconds  # noqa: E402
+from tests.multiprocess.cluster import BENCH_ENV, Cluster, cpu_seconds  # noqa: E402
 
 HOST = "127.0.0.1"
 PATH = "/poppy/conversations"
@@ -106,14 +106,7 @@ class Servers:
     ) -> None:
         self.synchronous_commit = synchronous_commit
         self.workers = workers
-        env = {
-            "POPPY_DEV_AUTHORITY": "0",
-            "DJANGO_DEBUG": "0",
-            "POPPY_LEASE_SECONDS": "30",  # production's defaults, not the tests' short ones
-            "POPPY_HEARTBEAT_SECONDS": "10",
-            # Throttles run but never refuse the load (the default 30 starts a minute would).
-            "POPPY_THROTTLE_RATES": '{"conversation_start": "1000000/s", "message": "1000000/s"}',
-        }
+        env = {**BENCH_ENV, "POPPY_DEV_AUTHORITY": "0"}
         if wake_fallback is not None:
             env["DJANGO_SETTINGS_MODULE"] = "bench.capacity_settings"
             env["POPPY_BENCH_WAKE_FALLBACK_SECONDS"] = str(wake_fallback)

@@ -69,7 +69,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.multiprocess.cluster import PG_ADMIN, SERVERS, Cluster, cpu_seconds, free_port  # noqa: E402
+from tests.multiprocess.cluster import (  # noqa: E402
+    BENCH_ENV,
+    PG_ADMIN,
+    SERVERS,
+    Cluster,
+    cpu_seconds,
+    free_port,
+)
 
 PATH = "/poppy/conversations"
 DEV_CLIENT_ID = "https://agent.example/dev-client"
@@ -158,12 +165,8 @@ def launcher(tmp: Path, port: int, args: argparse.Namespace) -> Cluster:
         server_workers=args.workers,
         log_level="warning",
         env={
+            **BENCH_ENV,
             "POPPY_BASE_URL": f"http://127.0.0.1:{port}",
-            # Throttles run (a cache read and write per request) but never refuse the load.
-            "POPPY_THROTTLE_RATES": '{"conversation_start": "1000000/s", "message": "1000000/s"}',
-            "POPPY_LEASE_SECONDS": "30",  # production's defaults, not the tests' short ones
-            "POPPY_HEARTBEAT_SECONDS": "10",
-            "DJANGO_DEBUG": "0",
             # The development authority mints the bench's tokens: the explicit opt-in.
             "POPPY_DEV_AUTHORITY": "1",
         },

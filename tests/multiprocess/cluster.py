@@ -26,6 +26,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 APP = "example_project.asgi:application"
 SERVERS = ("uvicorn", "granian")
+#: The benchmarks' production mode: DEBUG off, production's lease and heartbeat (the tests
+#: shorten them), throttles that run (a cache read and write per request) but never refuse.
+BENCH_ENV = {
+    "DJANGO_DEBUG": "0",
+    "POPPY_LEASE_SECONDS": "30",
+    "POPPY_HEARTBEAT_SECONDS": "10",
+    "POPPY_THROTTLE_RATES": '{"conversation_start": "1000000/s", "message": "1000000/s"}',
+}
 
 
 def free_port() -> int:
