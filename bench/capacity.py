@@ -5,8 +5,10 @@
 
 Production mode on loopback: a private PostgreSQL database (``poppy_bench_cap``) and a private
 redis-server, ONE uvicorn process (``example_project.asgi``, DEBUG off, fake verifier) and two
-Celery workers; all of them are stopped and the database dropped at the end. The client is one
-asyncio process speaking HTTP/1.1 over raw streams (no thread per connection).
+Celery workers, started by the launcher the multiprocess tests use
+(``tests/multiprocess/cluster.py``); all of them are stopped and the database dropped at the
+end. The client is one asyncio process speaking HTTP/1.1 over raw streams (no thread per
+connection).
 
 1. Streams: ``--streams`` SSE streams on distinct conversations, each counted open once it
    received ``: stream opened``; then a sample is posted to and must see its message on its
@@ -32,7 +34,6 @@ import os
 import platform
 import resource
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -44,19 +45,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from poppy_django.auth.fake import fake_authorization  # noqa: E402
+from tests.multiprocess.cluster import BENCH_ENV, Cluster, cpu_seconds  # noqa: E402
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 HOST = "127.0.0.1"
 PATH = "/poppy/conversations"
 
 
 # --- the machine and the processes ------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def proc_status(pid: int) -> dict[str, int]:
@@ -67,11 +62,6 @@ def proc_status(pid: int) -> dict[str, int]:
         if key in ("VmRSS", "Threads"):
             values[key] = int(value.split()[0])
     return values
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine(pg_version: str) -> dict[str, Any]:
@@ -104,7 +94,7 @@ def machine(pg_version: str) -> dict[str, Any]:
 
 
 class Servers:
-    """The private database and Redis, and the uvicorn + Celery processes on them."""
+    """This bench's processes on the shared launcher: one uvicorn process, Celery workers."""
 
     def __init__(
         self,
@@ -115,147 +105,36 @@ class Servers:
         wake_fallback: float | None = None,
     ) -> None:
         self.synchronous_commit = synchronous_commit
-        self.var = var
-        self.db_name = db_name
-        self.redis_port = free_port()
-        self.port = free_port()
-        self.base = f"http://{HOST}:{self.port}"
         self.workers = workers
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.env = {
-            **os.environ,
-            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{db_name}",
-            "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
-            "POPPY_CELERY_QUEUE": f"{db_name}-turns",
-            "POPPY_AUTHENTICATE": "poppy_django.auth.fake.verify",
-            "POPPY_DEV_AUTHORITY": "0",
-            "POPPY_LOG_LEVEL": "WARNING",
-            "DJANGO_DEBUG": "0",
-            "POPPY_VAR_DIR": str(var),
-            "PYTHONPATH": str(ROOT),
-            "DJANGO_SETTINGS_MODULE": "example_project.settings",
-        }
+        env = {**BENCH_ENV, "POPPY_DEV_AUTHORITY": "0"}
         if wake_fallback is not None:
-            self.env["DJANGO_SETTINGS_MODULE"] = "bench.capacity_settings"
-            self.env["POPPY_BENCH_WAKE_FALLBACK_SECONDS"] = str(wake_fallback)
-
-    def pg(self, sql: str) -> list[tuple[Any, ...]]:
-        import psycopg
-
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            cursor = conn.execute(sql)
-            return cursor.fetchall() if cursor.description else []
-
-    def db_connections(self) -> int:
-        rows = self.pg(f"SELECT count(*) FROM pg_stat_activity WHERE datname = '{self.db_name}'")
-        return int(rows[0][0])
-
-    def spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        log = open(self.var / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        process = subprocess.Popen(argv, env=self.env, cwd=ROOT, stdout=log, stderr=log)
-        self.processes[name] = process
-        return process
-
-    def log(self, name: str) -> str:
-        return (self.var / f"{name}.log").read_text(errors="replace")[-3000:]
+            env["DJANGO_SETTINGS_MODULE"] = "bench.capacity_settings"
+            env["POPPY_BENCH_WAKE_FALLBACK_SECONDS"] = str(wake_fallback)
+        self.cluster = Cluster(var, name=db_name, env=env, log_level="warning")
+        self.port = 0
+        self.pid = 0
 
     def start(self) -> None:
-        self.spawn(
-            "redis",
-            [
-                "redis-server",
-                "--port",
-                str(self.redis_port),
-                "--bind",
-                HOST,
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
+        self.cluster.create()
+        name = self.cluster.name
+        self.cluster.pg(
+            f'ALTER DATABASE "{name}" SET synchronous_commit = {self.synchronous_commit}'
         )
-        self.pg(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
-        self.pg(f'CREATE DATABASE "{self.db_name}"')
-        self.pg(
-            f'ALTER DATABASE "{self.db_name}" SET synchronous_commit = {self.synchronous_commit}'
-        )
-        subprocess.run(
-            [sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"],
-            env=self.env,
-            cwd=ROOT,
-            check=True,
-            timeout=300,
-        )
-        self.web = self.spawn(
-            "uvicorn",
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "example_project.asgi:application",
-                "--host",
-                HOST,
-                "--port",
-                str(self.port),
-                "--no-access-log",
-                "--log-level",
-                "warning",
-                "--backlog",
-                "8192",
-                "--timeout-keep-alive",
-                "60",
-            ],
-        )
+        self.port = int(self.cluster.web("uvicorn").rpartition(":")[2])
+        self.pid = self.cluster.pid("uvicorn")
         for index in range(self.workers):
-            self.spawn(
-                f"celery{index}",
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "example_project",
-                    "worker",
-                    "--pool=solo",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--without-heartbeat",
-                    "-Q",
-                    self.env["POPPY_CELERY_QUEUE"],
-                    "-n",
-                    f"bench{index}@%h",
-                    "--loglevel=WARNING",
-                ],
-            )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection((HOST, self.port), 0.5):
-                return
-            if self.web.poll() is not None:
-                raise RuntimeError(f"uvicorn exited: {self.log('uvicorn')}")
-            time.sleep(0.2)
-        raise RuntimeError("uvicorn did not start")
-
-    def stop(self) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
-        with contextlib.suppress(Exception):
-            self.pg(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
+            self.cluster.worker(f"celery{index}")
 
     def server(self) -> dict[str, Any]:
         """The uvicorn process now: RSS (MiB), threads, DB connections of the database."""
-        status = proc_status(self.web.pid)
+        status = proc_status(self.pid)
+        rows = self.cluster.pg(
+            f"SELECT count(*) FROM pg_stat_activity WHERE datname = '{self.cluster.name}'"
+        )
         return {
             "rss_mib": round(status["VmRSS"] / 1024, 1),
             "threads": status["Threads"],
-            "db_connections": self.db_connections(),
+            "db_connections": int(rows[0][0]),
         }
 
 
@@ -489,9 +368,9 @@ async def measure_streams(
     print(f"  {opened}/{len(streams)} streams opened in {open_seconds:.1f}s", flush=True)
 
     # Hold them: every stream passes its fallback re-read and a keep-alive meanwhile.
-    cpu_before = cpu_seconds(servers.web.pid)
+    cpu_before = cpu_seconds(servers.pid)
     await asyncio.sleep(args.hold_seconds)
-    idle_cpu = (cpu_seconds(servers.web.pid) - cpu_before) / args.hold_seconds
+    idle_cpu = (cpu_seconds(servers.pid) - cpu_before) / args.hold_seconds
     held = servers.server()
 
     # Still delivering: post a message to a sample of the conversations.
@@ -616,11 +495,11 @@ async def measure_polls(
     waiting_before = sum(p.waiting for p in pollers)
     early = sum(p.answers for p in pollers)
     holding = servers.server()
-    cpu_before = cpu_seconds(servers.web.pid)
+    cpu_before = cpu_seconds(servers.pid)
     loaded_started = time.monotonic()
     loaded = await client.post_latencies(writers, args.posts)
     loaded_seconds = time.monotonic() - loaded_started
-    cpu = (cpu_seconds(servers.web.pid) - cpu_before) / loaded_seconds
+    cpu = (cpu_seconds(servers.pid) - cpu_before) / loaded_seconds
     waiting_after = sum(p.waiting for p in pollers)
     holding_after = servers.server()
     print(
@@ -913,7 +792,7 @@ def main() -> None:
     var = out.parent / "capacity-run"
     var.mkdir(parents=True, exist_ok=True)
     servers = Servers(var, args.workers, args.db, args.synchronous_commit, args.wake_fallback)
-    pg_version = servers.pg("SHOW server_version")[0][0]
+    pg_version = servers.cluster.pg("SHOW server_version")[0][0]
     result: dict[str, Any] = {"machine": machine(pg_version)}
     result["wake_fallback_seconds"] = args.wake_fallback or "default (10)"
     print(table(result), flush=True)
@@ -925,14 +804,15 @@ def main() -> None:
         import uvloop
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())  # a lighter client
-    servers.start()
     try:
+        servers.start()
         result.update(asyncio.run(asyncio.wait_for(run(args, servers), args.phase_seconds * 8)))
     except BaseException:
-        print(servers.log("uvicorn"), file=sys.stderr)
+        with contextlib.suppress(OSError):
+            print(servers.cluster.log("uvicorn"), file=sys.stderr)
         raise
     finally:
-        servers.stop()
+        servers.cluster.destroy()
     out.write_text(json.dumps(result, indent=2) + "\n")
     print()
     print(table(result))

@@ -1,30 +1,40 @@
-"""Latency and throughput of one uvicorn process in production mode, and of the reference Company.
+"""Latency and throughput of our ASGI server in production mode, and of the reference Company.
 
-    flock /tmp/poppy-bench.lock .venv/bin/python bench/latency.py [--turns 200] [--duration 6]
+    flock /tmp/poppy-bench.lock .venv/bin/python bench/latency.py [--turns 200] [--duration 6] \
+        [--server uvicorn|granian] [--workers 1]
 
-Starts its own stack on the loopback address: a PostgreSQL database ``poppy_bench_lat``
-(dropped at the end), a private ``redis-server``, ONE uvicorn process of the example project
-(``DATABASE_URL`` + ``REDIS_URL``: Celery turns, Redis fan-out and cache, ``DJANGO_DEBUG=0``,
-scripted model) and one Celery worker (solo pool). Then, in one run:
+Starts its own stack on the loopback address with the launcher the multiprocess tests use
+(``tests/multiprocess/cluster.py``): a PostgreSQL database ``--db`` (dropped at
+the end), a private ``redis-server``, the example project under ``--server`` with
+``--workers`` web processes (``DATABASE_URL`` + ``REDIS_URL``: Celery turns, Redis fan-out
+and cache, ``DJANGO_DEBUG=0``, scripted model; the URLconf of ``bench/ceiling.py``: the
+project's URLs plus the ceiling route) and one Celery worker (solo pool). Then, in one run:
 
 1. Turn latency: a message POST → the first ``text-delta`` on an already-open SSE stream,
    and → the complete reply seen by a long-poll reader (``wait=30``), p50/p99 over
-   ``--turns`` sequential plain echo messages ("You said: …", word by word).
+   ``--turns`` sequential plain echo messages ("You said: …", word by word). Then the POST's
+   own cost at message ~2 and at message ~``--growth`` of one new conversation (medians of
+   10 POSTs each; every reply awaited, untimed, before the next POST).
 2. POST message and JSON read (``GET …/events?cursor=<4 events before the end>``): req/s
    and p50/p99 at 1, 8 and 32 concurrent clients, each request with a fresh ES256 DPoP
    proof and a real Session Token from the development authority (what ``poppy_token``
-   mints). Then the same with a second server run under the fake verifier
+   mints). The ceiling row (``ceil``): a bare Django async view returning a fixed JSON body
+   on the same stack, driven the same way (proof signed and sent, not checked): the
+   framework's floor. Then the same with a second server run under the fake verifier
    (``POPPY_AUTHENTICATE=poppy_django.auth.fake.verify``), and the verifier's own cost
    measured in this process on pre-made valid requests (fresh ``jti`` each, the
    production Redis replay cache). The client: asyncio, one raw HTTP/1.1 keep-alive
    connection per client, proofs signed with ``cryptography`` directly; its CPU time
-   against wall time is reported for every cell.
+   against wall time is reported for every cell, and the server's CPU (all its processes).
 3. The same cells on conversations of 10, 1,000 and 10,000 events (seeded by ORM bulk
    inserts consistent with the model: whole turns, ``last_seq`` = N, the agent thread's
-   history), plus turn latency on a 10,000-event conversation.
+   history), plus turn latency on a 10,000-event conversation. POSTs of the smallest size
+   go to short conversations: each client starts a conversation (201) and posts 9 more
+   messages into it, then starts another, so no conversation grows past ~40 events.
 4. The reference Company of ``personal-agent-protocol`` 0.26 (its demo company Manzanita
    under uvicorn, started by ``bench/ref_company.py`` in the separate venv ``--ref-venv``),
-   driven by the same client through the same cells; ratios ours / reference.
+   driven by the same client through the same cells and the POST cost by message number;
+   ratios ours / reference.
 
 Results: tables on stdout and ``var/bench/latency.json``; published by hand in
 ``docs/benchmarks.md``. Everything is bounded (``--duration`` per cell, ``--turns``) and the
@@ -52,16 +62,27 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-DB_NAME = "poppy_bench_lat"
+from tests.multiprocess.cluster import (  # noqa: E402
+    BENCH_ENV,
+    PG_ADMIN,
+    SERVERS,
+    Cluster,
+    cpu_seconds,
+    free_port,
+)
+
 PATH = "/poppy/conversations"
 DEV_CLIENT_ID = "https://agent.example/dev-client"
+CEILING = f"{PATH}/ceiling"  # bench/ceiling.py
+#: A short conversation takes this many POSTs (the first starts it), then another is started.
+ROTATE = 10
 
 
 # -- the machine --------------------------------------------------------------------------
@@ -124,12 +145,6 @@ def ms(value: float) -> str:
 # -- processes ----------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def wait_port(port: int, process: subprocess.Popen[bytes], what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -141,140 +156,29 @@ def wait_port(port: int, process: subprocess.Popen[bytes], what: str, timeout: f
     raise RuntimeError(f"{what} did not listen on {port}")
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, from /proc."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class Stack:
-    """PostgreSQL database, redis-server, uvicorn and a Celery worker of our own."""
-
-    def __init__(self, tmp: Path, port: int) -> None:
-        self.tmp = tmp
-        self.port = port
-        self.redis_port = free_port()
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.env = {
-            **os.environ,
-            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
-            "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
-            "POPPY_CELERY_QUEUE": f"{DB_NAME}-turns",
-            "POPPY_VAR_DIR": str(tmp),
+def launcher(tmp: Path, port: int, args: argparse.Namespace) -> Cluster:
+    """Production mode on the shared launcher; :func:`web` starts the server with the ceiling."""
+    return Cluster(
+        tmp,
+        name=args.db,
+        server=args.server,
+        server_workers=args.workers,
+        log_level="warning",
+        env={
+            **BENCH_ENV,
             "POPPY_BASE_URL": f"http://127.0.0.1:{port}",
-            "POPPY_LOG_LEVEL": "WARNING",
-            # Throttles run (a cache read and write per request) but never refuse the load.
-            "POPPY_THROTTLE_RATES": '{"conversation_start": "1000000/s", "message": "1000000/s"}',
-            "DJANGO_DEBUG": "0",
             # The development authority mints the bench's tokens: the explicit opt-in.
             "POPPY_DEV_AUTHORITY": "1",
-            "DJANGO_SETTINGS_MODULE": "example_project.settings",
-            "PYTHONPATH": str(ROOT),
-        }
+        },
+    )
 
-    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> int:
-        log = open(self.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        process = subprocess.Popen(
-            argv, env=env or self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
-        )
-        self.processes[name] = process
-        return process.pid
 
-    def stop(self, name: str) -> None:
-        process = self.processes.pop(name, None)
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-    def start(self) -> None:
-        import psycopg
-
-        self.spawn(
-            "redis",
-            [
-                "redis-server",
-                "--port",
-                str(self.redis_port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-        )
-        wait_port(self.redis_port, self.processes["redis"], "redis-server")
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "-v0", "--skip-checks"],
-            env=self.env,
-            cwd=ROOT,
-            check=True,
-            timeout=300,
-        )
-        self.spawn(
-            "celery",
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "example_project",
-                "worker",
-                "--pool=solo",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "-Q",
-                self.env["POPPY_CELERY_QUEUE"],
-                "-n",
-                "bench-lat@%h",
-                "--loglevel=WARNING",
-            ],
-        )
-
-    def web(self, authenticate: str) -> int:
-        """(Re)start the one uvicorn process with this verifier; its pid."""
-        self.stop("web")
-        env = {**self.env, "POPPY_AUTHENTICATE": authenticate}
-        pid = self.spawn(
-            "web",
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "example_project.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--no-access-log",
-                "--log-level",
-                "warning",
-            ],
-            env,
-        )
-        wait_port(self.port, self.processes["web"], "uvicorn")
-        return pid
-
-    def destroy(self) -> None:
-        for name in list(self.processes):
-            self.stop(name)
-        with contextlib.suppress(Exception):
-            import psycopg
-
-            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+def web(cluster: Cluster, port: int, authenticate: str) -> int:
+    """(Re)start the web server with this verifier and the ceiling route; its pid."""
+    cluster.stop("web")
+    env = {"POPPY_AUTHENTICATE": authenticate, "DJANGO_SETTINGS_MODULE": "bench.ceiling_settings"}
+    cluster.web("web", port=port, env=env)
+    return cluster.pid("web")
 
 
 # -- the light client ---------------------------------------------------------------------
@@ -334,6 +238,8 @@ class Agent:
     authorization: str
     signer: Signer | None  # None: the fake verifier (no proof)
     conversations: dict[int, Conversation] = field(default_factory=dict)
+    short: str = ""  # the short conversation POSTs go to (see post_short)
+    short_posts: int = 0
 
 
 @dataclass
@@ -412,20 +318,37 @@ def auth_headers(target: Target, agent: Agent, method: str, path: str) -> dict[s
 _message_numbers = iter(range(10**9))
 
 
-async def post_message(http: Http, target: Target, agent: Agent, size: int) -> int:
-    conversation = agent.conversations[size]
-    path = f"{PATH}/{conversation.id}/messages"
+def message_body() -> bytes:
     number = next(_message_numbers)
-    body = json.dumps(
-        {
-            "message": {
-                "id": f"b{number}_{secrets.token_hex(6)}",
-                "sender": "agent",
-                "text": f"hello {number}",
-            }
-        }
-    ).encode()
-    status, _ = await http.request("POST", path, auth_headers(target, agent, "POST", path), body)
+    message = {"id": f"b{number}_{secrets.token_hex(6)}", "sender": "agent", "text": f"hi {number}"}
+    return json.dumps({"message": message}).encode()
+
+
+async def post_into(http: Http, target: Target, agent: Agent, conversation_id: str) -> int:
+    path = f"{PATH}/{conversation_id}/messages"
+    headers = auth_headers(target, agent, "POST", path)
+    status, _ = await http.request("POST", path, headers, message_body())
+    return status
+
+
+async def start_conversation(http: Http, target: Target, agent: Agent) -> tuple[int, str]:
+    """POST the endpoint: a new conversation with a first message; (status, its id)."""
+    headers = auth_headers(target, agent, "POST", PATH)
+    status, body = await http.request("POST", PATH, headers, message_body())
+    return status, json.loads(body)["conversation_id"] if status == 201 else ""
+
+
+async def post_message(http: Http, target: Target, agent: Agent, size: int) -> int:
+    return await post_into(http, target, agent, agent.conversations[size].id)
+
+
+async def post_short(http: Http, target: Target, agent: Agent, size: int) -> int:
+    """A short conversation's POST: every ``ROTATE``-th starts a new conversation (201)."""
+    if agent.short_posts % ROTATE == 0:
+        status, agent.short = await start_conversation(http, target, agent)
+    else:
+        status = await post_into(http, target, agent, agent.short)
+    agent.short_posts += 1
     return status
 
 
@@ -435,6 +358,12 @@ async def read_events(http: Http, target: Target, agent: Agent, size: int) -> in
     status, _ = await http.request(
         "GET", f"{path}?cursor={conversation.cursor}", auth_headers(target, agent, "GET", path)
     )
+    return status
+
+
+async def ceiling(http: Http, target: Target, agent: Agent, size: int) -> int:
+    """The bare view of bench/ceiling.py, with the same proof a read carries (unchecked)."""
+    status, _ = await http.request("GET", CEILING, auth_headers(target, agent, "GET", CEILING))
     return status
 
 
@@ -658,10 +587,10 @@ def wait_idle(agents: list[Agent], timeout: float = 180) -> float:
     """Until no turn is left to run in these agents' conversations (the worker drained)."""
     from poppy_django.models import Conversation as Row
 
-    ids_ = [c.id for agent in agents for c in agent.conversations.values()]
+    users = [agent.name for agent in agents]
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        if not Row.objects.filter(pk__in=ids_, status="working").exists():
+        if not Row.objects.filter(user_id__in=users, status="working").exists():
             return time.monotonic() - started
         time.sleep(0.2)
     raise RuntimeError("turns did not drain")
@@ -888,6 +817,53 @@ async def turn_latency(target: Target, agent: Agent, size: int, turns: int) -> d
     }
 
 
+async def await_reply(http: Http, target: Target, agent: Agent, events: str, cursor: str) -> str:
+    """Read on until a company message, then the ``idle`` state, are past ``cursor``."""
+    replied = False
+    while True:
+        query = f"?wait=5&cursor={cursor}" if cursor else "?wait=5"
+        headers = auth_headers(target, agent, "GET", events)
+        status, body = await http.request("GET", events + query, headers)
+        assert status == 200, body
+        page = json.loads(body)
+        cursor = page["cursor"] or cursor
+        for event in page["events"]:
+            if event["type"] == "message" and event["message"]["role"] == "company":
+                replied = True
+            elif replied and event["type"] == "state" and event["status"] == "idle":
+                return cursor
+        if replied and not page["events"]:  # a server that shows no state after the reply
+            return cursor
+
+
+async def post_growth(target: Target, agent: Agent, messages: int) -> dict[str, Any]:
+    """POST cost at message ~2 and at message ~``messages`` of one conversation: one client
+    posts and awaits each reply (not timed) before the next, so every POST finds the
+    conversation idle and one turn longer."""
+    http = Http(target.port)
+    timings: list[float] = []
+    try:
+        status, conversation_id = await start_conversation(http, target, agent)
+        assert status == 201, status
+        events = f"{PATH}/{conversation_id}/events"
+        cursor = await await_reply(http, target, agent, events, "")
+        for _ in range(messages - 1):
+            started = time.perf_counter()
+            status = await post_into(http, target, agent, conversation_id)
+            timings.append(time.perf_counter() - started)
+            assert status == 202, status
+            cursor = await await_reply(http, target, agent, events, cursor)
+    finally:
+        await http.close()
+    window = max(1, min(10, len(timings) // 4))
+    return {
+        "messages": messages,
+        "window": window,
+        "early_ms": statistics.median(timings[:window]) * 1000,
+        "late_ms": statistics.median(timings[-window:]) * 1000,
+    }
+
+
 async def reference_turn_latency(target: Target, agent: Agent, turns: int) -> dict[str, Any]:
     """The reference answers inline: POST ``?wait=0`` returns the page with the reply."""
     conversation = agent.conversations[10]
@@ -1008,10 +984,16 @@ async def cells_for(
     clients: list[int],
     args: Any,
     drain: Callable[[], None] | None,
+    with_ceiling: bool = False,
 ) -> list[dict[str, Any]]:
+    """Every op x size x clients; the smallest size's POSTs go to short conversations."""
     results = []
     for size in sizes:
-        for name, operation in (("read", read_events), ("post", post_message)):
+        post = post_short if size == sizes[0] else post_message
+        ops: list[tuple[str, Operation]] = [("read", read_events), ("post", post)]
+        if with_ceiling and size == sizes[0]:
+            ops.insert(0, ("ceil", ceiling))
+        for name, operation in ops:
             for count in clients:
                 cell = await run_cell(target, operation, size, count, args.duration, args.warmup)
                 cell.update(op=name, target=target.name)
@@ -1033,8 +1015,14 @@ def main() -> None:
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--sizes", default="10,1000,10000")
     parser.add_argument("--verifier-n", type=int, default=2000)
+    parser.add_argument("--server", choices=SERVERS, default="uvicorn", help="our ASGI server")
+    parser.add_argument("--workers", type=int, default=1, help="our server's web processes")
+    parser.add_argument(
+        "--growth", type=int, default=200, help="POST cost at message 2 vs this one (0: skip)"
+    )
     parser.add_argument("--ref-venv", default=str(ROOT / "var" / "bench" / "ref-venv"))
     parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument("--db", default="poppy_bench_lat", help="the database (dropped)")
     parser.add_argument("--out", default=str(ROOT / "var" / "bench" / "latency.json"))
     args = parser.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
@@ -1042,14 +1030,16 @@ def main() -> None:
     most = max(clients)
 
     info = machine()
+    info["server"] = f"{args.server} {metadata.version(args.server)}, {args.workers} process(es)"
     print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
     results: dict[str, Any] = {"machine": info, "args": vars(args), "started": time.time()}
     tmp = Path(tempfile.mkdtemp(prefix="poppy-bench-lat-"))
     port = free_port()
-    stack = Stack(tmp, port)
+    cluster = launcher(tmp, port, args)
     try:
-        stack.start()
-        setup_django(stack.env, "poppy_django.auth.dpop.verify")
+        cluster.create()
+        cluster.worker("celery")
+        setup_django(cluster.env, "poppy_django.auth.dpop.verify")
         public = f"http://127.0.0.1:{port}"
 
         dpop_agents = [dpop_agent(f"lat-dpop-{n}") for n in range(most)]
@@ -1069,7 +1059,7 @@ def main() -> None:
         )
 
         # Our server, DPoP verification.
-        pid = stack.web("poppy_django.auth.dpop.verify")
+        pid = web(cluster, port, "poppy_django.auth.dpop.verify")
         ours = Target("ours", port, public, dpop_agents, pid)
         results["turns"] = asyncio.run(turn_latency(ours, turn_agent, sizes[0], args.turns))
         print(
@@ -1084,19 +1074,22 @@ def main() -> None:
                 f"   on {sizes[-1]} events ({args.long_turns} turns): "
                 + json.dumps(results["turns_long"])
             )
+        if args.growth:
+            results["growth"] = asyncio.run(post_growth(ours, turn_agent, args.growth))
+            print(f"   POST cost by message number: {json.dumps(results['growth'])}")
         wait_idle([turn_agent])
 
         def drain_ours() -> None:
             wait_idle(dpop_agents + fake_agents)
 
-        results["ours"] = asyncio.run(cells_for(ours, sizes, clients, args, drain_ours))
+        results["ours"] = asyncio.run(cells_for(ours, sizes, clients, args, drain_ours, True))
 
         # Our server again, the fake verifier (no verification).
-        pid = stack.web("poppy_django.auth.fake.verify")
+        pid = web(cluster, port, "poppy_django.auth.fake.verify")
         fake = Target("ours-fake", port, public, fake_agents, pid)
         results["ours_fake"] = asyncio.run(cells_for(fake, sizes[:1], clients, args, drain_ours))
-        stack.stop("web")
-        stack.stop("celery")  # the reference gets the machine to itself too
+        cluster.stop("web")
+        cluster.stop("celery")  # the reference gets the machine to itself too
 
         if args.no_reference:
             results["reference"] = "skipped (--no-reference)"
@@ -1109,11 +1102,15 @@ def main() -> None:
                     results["reference_turns"] = asyncio.run(
                         reference_turn_latency(ref, ref.agents[-1], args.turns)
                     )
+                    if args.growth:
+                        results["reference_growth"] = asyncio.run(
+                            post_growth(ref, ref.agents[-1], args.growth)
+                        )
                     ref.agents = ref.agents[:most]
                     results["reference"] = asyncio.run(cells_for(ref, sizes, clients, args, None))
         report(results)
     finally:
-        stack.destroy()
+        cluster.destroy()
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(results, indent=2, default=str))
         print(f"\nwritten: {args.out} (server logs in {tmp})")
@@ -1130,7 +1127,22 @@ def report(results: dict[str, Any]) -> None:
         print(f"   on {long['size']} events ({long['turns']} turns):")
         for name in ("post", "first_delta", "sse_reply", "long_poll_reply"):
             print(f"   {name:16} {long[name]['p50_ms']:7.1f} {long[name]['p99_ms']:7.1f}")
+    for key, name in (("growth", "ours"), ("reference_growth", "reference")):
+        if key in results:
+            growth = results[key]
+            print(
+                f"   POST cost at message 2 vs {growth['messages']} ({name}, medians of "
+                f"{growth['window']}): {growth['early_ms']:.1f} vs {growth['late_ms']:.1f} ms"
+            )
     print_cells("2./3. ours, DPoP verification", results["ours"])
+    floor = {c["clients"]: c["rps"] for c in results["ours"] if c["op"] == "ceil"}
+    print("\n   req/s of each route / the ceiling's (the framework's floor):")
+    for cell in results["ours"]:
+        if cell["op"] != "ceil" and floor.get(cell["clients"]):
+            print(
+                f"   {cell['op']:5} {cell['size']:6} x{cell['clients']:<3}"
+                f" {cell['rps'] / floor[cell['clients']]:6.2f}"
+            )
     print_cells("2. ours, fake verifier", results["ours_fake"])
     verifier = results["verifier"]
     print(

@@ -1,5 +1,8 @@
-"""Real processes for the tests that are about them: uvicorn web processes and Celery workers
-against their own PostgreSQL database and Redis, the way production runs.
+"""Real processes on their own PostgreSQL database and Redis, the way production runs: ASGI
+web processes (uvicorn or granian) and Celery workers.
+
+The one launcher of the multiprocess tests and of ``bench/`` (latency, capacity, the kill
+campaign): the benchmarks measure the very stack the tests prove correct.
 """
 
 from __future__ import annotations
@@ -14,12 +17,23 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+APP = "example_project.asgi:application"
+SERVERS = ("uvicorn", "granian")
+#: The benchmarks' production mode: DEBUG off, production's lease and heartbeat (the tests
+#: shorten them), throttles that run (a cache read and write per request) but never refuse.
+BENCH_ENV = {
+    "DJANGO_DEBUG": "0",
+    "POPPY_LEASE_SECONDS": "30",
+    "POPPY_HEARTBEAT_SECONDS": "10",
+    "POPPY_THROTTLE_RATES": '{"conversation_start": "1000000/s", "message": "1000000/s"}',
+}
 
 
 def free_port() -> int:
@@ -28,12 +42,56 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class Cluster:
-    """A database and a Redis server of its own, and the processes started on them."""
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process and its live descendants (a server's worker processes)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    tree, grew = {pid}, True
+    while grew:
+        more = {child for child, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sum(times.get(member, 0.0) for member in tree)
 
-    def __init__(self, tmp: Path) -> None:
-        self.name = f"poppy_mp_{secrets.token_hex(4)}"
+
+class Cluster:
+    """A database and a Redis server of its own, and the processes started on them.
+
+    ``server``/``server_workers``/``app``: which ASGI server runs :meth:`web`, with how many
+    processes, serving what. ``log_level``: ``"info"`` for the tests (a worker is ready once
+    its log says so); the benchmarks run ``"warning"``, whose workers are not waited for
+    (turns wait in the queue until the worker is up). ``env``: overrides for every process.
+    """
+
+    def __init__(
+        self,
+        tmp: Path,
+        *,
+        name: str | None = None,
+        env: dict[str, str] | None = None,
+        server: str = "uvicorn",
+        server_workers: int = 1,
+        app: str = APP,
+        log_level: str = "info",
+    ) -> None:
+        if server not in SERVERS:
+            raise ValueError(f"server {server!r} is not one of {SERVERS}")
+        self.name = name or f"poppy_mp_{secrets.token_hex(4)}"
         self.tmp = tmp
+        self.server = server
+        self.server_workers = server_workers
+        self.app = app
+        self.log_level = log_level
         self.redis_port = free_port()
         self.redis: subprocess.Popen[bytes] | None = None
         self.env = {
@@ -44,9 +102,11 @@ class Cluster:
             "POPPY_AUTHENTICATE": "poppy_django.auth.fake.verify",
             "POPPY_LEASE_SECONDS": "3",
             "POPPY_HEARTBEAT_SECONDS": "1",
+            "POPPY_LOG_LEVEL": log_level.upper(),
             "POPPY_VAR_DIR": str(tmp),
             "PYTHONPATH": str(ROOT),
             "DJANGO_SETTINGS_MODULE": "example_project.settings",
+            **(env or {}),
         }
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -95,18 +155,24 @@ class Cluster:
             self.redis.wait(timeout=10)
             self.redis = None
 
-    def create(self) -> None:
-        self.start_redis()
+    def pg(self, sql: str) -> list[tuple[Any, ...]]:
+        """One statement on the server's maintenance database (autocommit)."""
         with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{self.name}"')
+            cursor = conn.execute(sql)
+            return cursor.fetchall() if cursor.description else []
+
+    def create(self) -> None:
+        """Redis up; the database (re)created and migrated."""
+        self.start_redis()
+        self.pg(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        self.pg(f'CREATE DATABASE "{self.name}"')
         self.manage("migrate", "-v0")
 
     def destroy(self) -> None:
         for name in list(self.processes):
             self.stop(name)
         self.stop_redis()
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        self.pg(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
     def manage(self, *args: str) -> str:
         result = subprocess.run(
@@ -115,37 +181,55 @@ class Cluster:
             cwd=ROOT,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=300,
         )
         if result.returncode != 0:
             raise RuntimeError(f"manage.py {args} failed:\n{result.stdout}\n{result.stderr}")
         return result.stdout
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """A process in a session of its own: a signal reaches its children too."""
         log = open(self.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        process = subprocess.Popen(argv, env=self.env, cwd=ROOT, stdout=log, stderr=log)
+        process = subprocess.Popen(
+            argv,
+            env={**self.env, **(env or {})},
+            cwd=ROOT,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
         self.processes[name] = process
         return process
 
-    def web(self, name: str) -> str:
-        """Start a uvicorn process; its base URL once it answers."""
-        port = free_port()
-        self._spawn(
-            name,
-            [
+    def _server_argv(self, port: int) -> list[str]:
+        common = ["--host", "127.0.0.1", "--port", str(port), "--workers"]
+        common += [str(self.server_workers), "--log-level", self.log_level, "--backlog", "8192"]
+        if self.server == "granian":
+            # ASGI without the lifespan protocol, which Django does not speak ("asgi" tries it
+            # and logs that it errored); no WebSocket routes; the access log is off by default.
+            return [
                 sys.executable,
                 "-m",
-                "uvicorn",
-                "example_project.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--no-access-log",
-            ],
-        )
+                "granian",
+                "--interface",
+                "asginl",
+                "--no-ws",
+                *common,
+                self.app,
+            ]
+        return [
+            *[sys.executable, "-m", "uvicorn", self.app, *common],
+            *["--no-access-log", "--timeout-keep-alive", "60"],
+        ]
+
+    def web(self, name: str, *, port: int | None = None, env: dict[str, str] | None = None) -> str:
+        """Start a web process (``env``: overrides for it alone); its base URL once it answers."""
+        port = port or free_port()
+        self._spawn(name, self._server_argv(port), env)
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.HTTPError):
                 httpx.get(f"{url}/poppy/conversations/x", timeout=1)
@@ -173,16 +257,21 @@ class Cluster:
                 self.env["POPPY_CELERY_QUEUE"],
                 "-n",
                 f"{name}@%h",
-                "--loglevel=INFO",
+                f"--loglevel={self.log_level.upper()}",
             ],
         )
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        while self.log_level == "info" and time.monotonic() < deadline:
             if b"ready" in (self.tmp / f"{name}.log").read_bytes():
                 return process
             self.check_alive(name)
             time.sleep(0.2)
-        raise RuntimeError(f"{name} did not start: {self.log(name)}")
+        if self.log_level == "info":
+            raise RuntimeError(f"{name} did not start: {self.log(name)}")
+        return process
+
+    def pid(self, name: str) -> int:
+        return self.processes[name].pid
 
     def check_alive(self, name: str) -> None:
         if self.processes[name].poll() is not None:
@@ -191,18 +280,23 @@ class Cluster:
     def kill(self, name: str) -> None:
         """SIGKILL: no cleanup, no ack, exactly like a machine losing power."""
         process = self.processes.pop(name)
-        process.send_signal(signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
 
     def stop(self, name: str) -> None:
-        process = self.processes.pop(name)
-        if process.poll() is None:
-            process.terminate()
+        """SIGTERM (SIGKILL after 10 s), to the process and its children; gone is fine."""
+        process = self.processes.pop(name, None)
+        if process is None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, sig)
             try:
                 process.wait(timeout=10)
+                break
             except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+                continue
 
     def log(self, name: str) -> str:
         return (self.tmp / f"{name}.log").read_text(errors="replace")[-4000:]
