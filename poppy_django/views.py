@@ -54,9 +54,9 @@ def _write_message(
     wait: float | None,
     write: Callable[[], conversations.Answer],
 ) -> tuple[conversations.Answer, int]:
-    """Record the message; with ``?wait`` also locate ``cursor``, in the same transaction,
-    so a POST with a bad cursor is refused and writes nothing."""
-    if wait is None:
+    """Record the message; with ``?wait`` and a ``cursor`` also locate it, in the same
+    transaction, so a POST with a bad cursor is refused and writes nothing."""
+    if wait is None or request.query_params.get("cursor") is None:
         return write(), 0
     with transaction.atomic():
         answer = write()
