@@ -4,8 +4,10 @@
     POPPY_AUTHENTICATE=poppy_django.auth.fake.verify POPPY_LOG_LEVEL=WARNING \\
     .venv/bin/python bench/request_cost.py [--requests 200] [--poppy '{"THROTTLE_CLASSES": []}']
 
-Sends ``--requests`` context-only POST messages (they start no turn) and as many JSON reads
-(``cursor`` 4 events before the end) through Django's ``ASGIHandler`` in this process, and
+Sends ``--requests`` context-only POST messages (they start no turn), as many text POST
+messages (each dispatches a turn: with ``REDIS_URL``, a Celery publish that no worker takes
+here; the conversation stays ``working``) and as many JSON reads (``cursor`` 4 events before
+the end) through Django's ``ASGIHandler`` in this process, and
 prints ``time.process_time()`` and wall time per request as JSON. CPU time over all threads
 is steadier than wall time on a shared machine. To compare two versions, run this script
 from each checkout (``PYTHONPATH`` set to it) in alternating rounds and compare medians.
@@ -83,24 +85,20 @@ async def measure(requests: int) -> dict[str, dict[str, float]]:
     assert status == 201, body
     conversation_id = json.loads(body)["conversation_id"]
     results = {}
-    for op in ("post", "read"):
+    for op in ("post", "turn", "read"):
         cpu, wall = time.process_time(), time.perf_counter()
         for n in range(requests):
-            if op == "post":
-                message = {
-                    "message": {
-                        "id": f"m-{os.getpid()}-{n}",
-                        "sender": "agent",
-                        "context": {"n": n},
-                    }
-                }
+            if op in ("post", "turn"):
+                content = {"context": {"n": n}} if op == "post" else {"text": f"hello {n}"}
+                message = {"message": {"id": f"{op}-{os.getpid()}-{n}", "sender": "agent"}}
+                message["message"].update(content)
                 path = f"/poppy/conversations/{conversation_id}/messages"
                 status, body = await call(
                     app, auth, "POST", path, body=json.dumps(message).encode()
                 )
                 assert status == 202, body
             else:
-                cursor = f"evt_{conversation_id[4:]}_{requests - 3}"
+                cursor = f"evt_{conversation_id[4:]}_{2 * requests - 2}"
                 path = f"/poppy/conversations/{conversation_id}/events"
                 status, body = await call(app, auth, "GET", path, query=f"cursor={cursor}".encode())
                 assert status == 200, body

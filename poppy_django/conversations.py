@@ -90,12 +90,14 @@ def get_owned(
 def _bind_account(principal: Principal, conversation: Conversation) -> None:
     if principal.signed_in and conversation.account_id is None:
         conversation.account_id = principal.account_id
-        conversation.save(update_fields=["account_id", "updated_at"])
+        event_log.save(conversation, "account_id")
 
 
 def open_direct(conversation: Conversation) -> Conversation | None:
-    # Unordered: at most one is open, and the model's ordering would add a sort to every
-    # message's check.
+    """The open Direct Conversation of a locked conversation (no query if it never had one)."""
+    if not conversation.opened_direct:
+        return None
+    # Unordered: at most one is open, and the model's ordering would add a sort.
     return conversation.direct_conversations.exclude(status=Status.CLOSED).order_by().first()
 
 
@@ -150,10 +152,11 @@ def _record(
     target: str,
     status_code: int,
 ) -> Answer:
-    """Append the user message, start or route its turn, and write the receipt."""
-    if message.context:
-        conversation.context = merged_context(conversation, message.context)
-        conversation.save(update_fields=["context", "updated_at"])
+    """Append the user message, start or route its turn, and write the receipt.
+
+    The conversation's row is written once, before the receipt and the signal (whose
+    receivers may read it).
+    """
     payload = event_log.message_payload(
         message_id=message.id,
         role="user",
@@ -162,23 +165,28 @@ def _record(
         data=message.data,
         context=message.context,
     )
-    event = event_log.append(
-        conversation,
-        EventType.MESSAGE,
-        payload,
-        meta={"principal": principal.to_dict()},
-        message_id=message.id,
-        role="user",
-    )
-    if handoff.with_person(conversation):
-        # A person has it (or is being found): the agent stays out, the app's hook gets
-        # every message (a context update included: the person may need it).
-        conversation.answered_seq = event.seq
-        conversation.save(update_fields=["answered_seq", "updated_at"])
-        handoff.forward_message_on_commit(conversation.id, payload["message"])
-    elif message.starts_turn:
-        event_log.set_state(conversation, status=Status.WORKING)
-        turns.dispatch_on_commit(conversation.id)
+    with event_log.one_write(conversation):
+        _bind_account(principal, conversation)
+        if message.context:
+            conversation.context = merged_context(conversation, message.context)
+            event_log.save(conversation, "context")
+        event = event_log.append(
+            conversation,
+            EventType.MESSAGE,
+            payload,
+            meta={"principal": principal.to_dict()},
+            message_id=message.id,
+            role="user",
+        )
+        if handoff.with_person(conversation):
+            # A person has it (or is being found): the agent stays out, the app's hook gets
+            # every message (a context update included: the person may need it).
+            conversation.answered_seq = event.seq
+            event_log.save(conversation, "answered_seq")
+            handoff.forward_message_on_commit(conversation.id, payload["message"])
+        elif message.starts_turn:
+            event_log.set_state(conversation, status=Status.WORKING)
+            turns.dispatch_on_commit(conversation.id)
     answer = answer_of(conversation, status_code)
     MessageReceipt.objects.create(
         client_id=principal.client_id,
@@ -236,8 +244,13 @@ def start(principal: Principal, message: InboundMessage, parent_id: str | None) 
             agent_name=parent.agent_name if parent else poppy_settings.AGENT,
         )
         if parent is not None:
-            _bind_account(principal, parent)
-            event_log.append(parent, EventType.DIRECT_OPENED, {"conversation_id": conversation.id})
+            with event_log.one_write(parent):
+                _bind_account(principal, parent)
+                parent.opened_direct = True
+                event_log.save(parent, "opened_direct")
+                event_log.append(
+                    parent, EventType.DIRECT_OPENED, {"conversation_id": conversation.id}
+                )
             handoff.direct_hook_on_commit("opened", conversation.id, parent.id)
             observe.moment(
                 "direct_opened",
@@ -258,16 +271,25 @@ def start(principal: Principal, message: InboundMessage, parent_id: str | None) 
 
 
 def post_message(principal: Principal, conversation_id: str, message: InboundMessage) -> Answer:
-    """``POST {endpoint}/{id}/messages``."""
+    """``POST {endpoint}/{id}/messages``.
+
+    Ownership is checked by the locked read (a retry's by its receipt, which names the same
+    conversation): no read of the conversation before. Only a message id used elsewhere
+    needs one, since the wire answers an unknown or foreign conversation first.
+    """
     target = f"conversation:{conversation_id}"
 
     def write() -> Answer:
         conversation = get_owned(principal, conversation_id, for_update=True)
         _check_accepts_messages(conversation)
-        _bind_account(principal, conversation)
         return _record(principal, conversation, message, target, 202)
 
-    return _idempotent(principal, message, target, write)
+    try:
+        return _idempotent(principal, message, target, write)
+    except PoppyError as error:
+        if error.code == "message_id_conflict":
+            get_owned(principal, conversation_id)
+        raise
 
 
 @transaction.atomic

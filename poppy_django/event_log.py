@@ -2,10 +2,18 @@
 
 Every write path (personal agent requests, turns, the company side) goes through here, so
 sequence numbers are gap-free per conversation and every append wakes readers on commit.
+
+A write of several events (a message and its state change, a turn's reply and its
+``answered_seq``) runs inside :func:`one_write`: the conversation's row is then written
+once, at the block's end, with every field the block changed, and its readers get one
+nudge for the block's last event, not one per event.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -23,6 +31,57 @@ def lock(conversation_id: str) -> Conversation:
         return Conversation.objects.select_for_update().get(pk=conversation_id)
     except Conversation.DoesNotExist as exc:
         raise PoppyError("conversation_not_found") from exc
+
+
+@dataclass
+class _Pending:
+    """What a :func:`one_write` block has changed and not yet written."""
+
+    fields: set[str] = field(default_factory=set)
+    nudge: dict[str, Any] | None = None
+
+
+_PENDING = "_poppy_pending_write"
+
+
+def _pending(conversation: Conversation) -> _Pending | None:
+    pending: _Pending | None = conversation.__dict__.get(_PENDING)
+    return pending
+
+
+@contextmanager
+def one_write(conversation: Conversation) -> Iterator[Conversation]:
+    """Write the locked conversation's row (and nudge its readers) once, when the block ends.
+
+    Inside, :func:`append`, :func:`set_state` and :func:`save` only change the instance; the
+    block's end writes their fields in one ``UPDATE``. Nothing in the block may read the row
+    back from the database (another instance of it included): it is not written yet. A
+    block inside another one for the same instance joins it.
+    """
+    if _pending(conversation) is not None:
+        yield conversation
+        return
+    pending = _Pending()
+    conversation.__dict__[_PENDING] = pending
+    try:
+        yield conversation
+    finally:
+        del conversation.__dict__[_PENDING]
+    if pending.fields:
+        conversation.save(update_fields=sorted(pending.fields))
+    if pending.nudge is not None:
+        fanout.nudge_on_commit(conversation.id, conversation.last_seq, pending.nudge)
+
+
+def save(conversation: Conversation, *fields: str) -> None:
+    """Write these fields of the locked conversation (and ``updated_at``): now, or with the
+    :func:`one_write` block it is in."""
+    pending = _pending(conversation)
+    if pending is None:
+        conversation.save(update_fields=[*fields, "updated_at"])
+    else:
+        pending.fields.update(fields)
+        pending.fields.add("updated_at")
 
 
 def append(
@@ -45,12 +104,14 @@ def append(
         message_id=message_id,
         role=role,
     )
-    Conversation.objects.filter(pk=conversation.pk).update(last_seq=conversation.last_seq)
-    fanout.nudge_on_commit(
-        conversation.id,
-        conversation.last_seq,
-        {"type": str(type), "request_id": (meta or {}).get("request_id")},
-    )
+    summary = {"type": str(type), "request_id": (meta or {}).get("request_id")}
+    pending = _pending(conversation)
+    if pending is None:
+        Conversation.objects.filter(pk=conversation.pk).update(last_seq=conversation.last_seq)
+        fanout.nudge_on_commit(conversation.id, conversation.last_seq, summary)
+    else:
+        pending.fields.add("last_seq")
+        pending.nudge = summary
     return event
 
 
@@ -68,7 +129,7 @@ def set_state(
         return None
     conversation.status = new_status
     conversation.responder = new_responder
-    conversation.save(update_fields=["status", "responder", "updated_at"])
+    save(conversation, "status", "responder")
     return append(
         conversation,
         EventType.STATE,

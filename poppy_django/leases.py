@@ -66,7 +66,7 @@ def release(conversation: Conversation) -> None:
     """Free the lease of a conversation locked by its holder."""
     conversation.lease_owner = None
     conversation.lease_expires_at = None
-    conversation.save(update_fields=["lease_owner", "lease_expires_at", "updated_at"])
+    event_log.save(conversation, "lease_owner", "lease_expires_at")
 
 
 def lock_owned(conversation_id: str, owner: str) -> Conversation:

@@ -42,6 +42,9 @@ class Conversation(models.Model):
         related_name="direct_conversations",
         help_text=_("Set on a Direct Conversation: the conversation it was opened from."),
     )
+    #: Set once a Direct Conversation is opened from it: only then can one be open, so only
+    #: then does a message look for one.
+    opened_direct = models.BooleanField(default=False)
     agent_name = models.CharField(max_length=128)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.IDLE)
     responder = models.CharField(max_length=16, choices=Responder.choices, default=Responder.AGENT)

@@ -126,9 +126,10 @@ def claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
                 conversation=conversation, status=ActionStatus.APPROVED
             ).exists():
                 return Claim.APPROVALS
-            if answering:
-                event_log.set_state(conversation, status=Status.IDLE)
-            leases.release(conversation)
+            with event_log.one_write(conversation):
+                if answering:
+                    event_log.set_state(conversation, status=Status.IDLE)
+                leases.release(conversation)
             return Claim.DONE
         if not retry:
             conversation.turn_upto_seq = pending[-1].seq
@@ -163,6 +164,7 @@ def prepare(slot: TurnSlot) -> TurnRequest:
         answered_message_ids=[event.message_id or "" for event in pending],
         agent_name=conversation.agent_name,
         principal=principal,
+        actor=resolve_actor(principal),
         inputs=[
             TurnInput(
                 text=event.payload["message"].get("text"),
@@ -213,9 +215,10 @@ def commit(request: TurnRequest, outcome: TurnOutcome, owner: str) -> None:
         already = Event.objects.filter(
             conversation=conversation, message_id=request.message_id
         ).exists()
-        if conversation.status != Status.CLOSED and not already:
-            _write_outcome(conversation, request, outcome)
-        _answered(conversation)
+        with event_log.one_write(conversation):
+            if conversation.status != Status.CLOSED and not already:
+                _write_outcome(conversation, request, outcome)
+            _answered(conversation)
 
 
 def fail(slot: TurnSlot, owner: str, error: str) -> None:
@@ -227,14 +230,15 @@ def fail(slot: TurnSlot, owner: str, error: str) -> None:
         already = Event.objects.filter(
             conversation=conversation, message_id=slot.message_id
         ).exists()
-        if conversation.status != Status.CLOSED and not already:
-            event_log.append_company_message(
-                conversation,
-                message_id=slot.message_id,
-                text=poppy_settings.texts["failed_turn"],
-                meta={"turn": slot.turn_id, "failed": True},
-            )
-        _answered(conversation)
+        with event_log.one_write(conversation):
+            if conversation.status != Status.CLOSED and not already:
+                event_log.append_company_message(
+                    conversation,
+                    message_id=slot.message_id,
+                    text=poppy_settings.texts["failed_turn"],
+                    meta={"turn": slot.turn_id, "failed": True},
+                )
+            _answered(conversation)
     observe.moment(
         "turn_failed",
         signals.turn_failed,
@@ -248,7 +252,7 @@ def fail(slot: TurnSlot, owner: str, error: str) -> None:
 def _answered(conversation: Conversation) -> None:
     conversation.answered_seq = max(conversation.answered_seq, conversation.turn_upto_seq)
     conversation.turn_attempts = 0
-    conversation.save(update_fields=["answered_seq", "turn_attempts", "updated_at"])
+    event_log.save(conversation, "answered_seq", "turn_attempts")
 
 
 def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: TurnOutcome) -> None:

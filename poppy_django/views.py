@@ -54,9 +54,9 @@ def _write_message(
     wait: float | None,
     write: Callable[[], conversations.Answer],
 ) -> tuple[conversations.Answer, int]:
-    """Record the message; with ``?wait`` also locate ``cursor``, in the same transaction,
-    so a POST with a bad cursor is refused and writes nothing."""
-    if wait is None:
+    """Record the message; with ``?wait`` and a ``cursor`` also locate it, in the same
+    transaction, so a POST with a bad cursor is refused and writes nothing."""
+    if wait is None or request.query_params.get("cursor") is None:
         return write(), 0
     with transaction.atomic():
         answer = write()
@@ -130,9 +130,16 @@ class MessagesView(EndpointView):
     @endpoint_schema("message")
     def post(self, request: Request, conversation_id: str) -> Response:
         principal = principal_of(request)
-        conversations.get_owned(principal, conversation_id)
-        wait = wait_param(request)
-        message = validated(MessageBodySerializer, self.body(request))["message"]
+        try:
+            wait = wait_param(request)
+            message = validated(MessageBodySerializer, self.body(request))["message"]
+        except Exception:
+            # The wire answers an unknown or foreign conversation before a bad query or
+            # body. A valid request skips this read: the write checks ownership itself.
+            conversations.get_owned(principal, conversation_id)
+            raise
+        if wait is not None:
+            conversations.get_owned(principal, conversation_id)  # before a waiting slot's 429
         return _record(
             request,
             principal,

@@ -74,6 +74,8 @@ class TurnRequest:
     answered_message_ids: list[str]
     agent_name: str
     principal: Principal
+    #: Who the turn acts for, resolved once (``ACTOR_FOR`` may be a query).
+    actor: Actor
     inputs: list[TurnInput]
     history: list[dict[str, str]]
     page_context: dict[str, Any]
@@ -182,7 +184,7 @@ def run_turn(
     try:
         principal = request.principal
         ctx = ToolContext(
-            actor=resolve_actor(principal),
+            actor=request.actor,
             roles=roles_of(principal),
             conversation_id=request.conversation_id,
             page_context=request.page_context,
