@@ -195,7 +195,10 @@ class EventsView(EndpointView):
         cursor = request.query_params.get("cursor")
         if stream:
             cursor = request.headers.get("Last-Event-ID") or cursor
-        conversation = conversations.get_owned(principal, conversation_id)
+        # One query: ownership, the cursor's checks and (for a plain read) the page's state.
+        conversation = conversations.get_owned(
+            principal, conversation_id, fields=reading.READ_FIELDS
+        )
         wait = None if stream else wait_param(request)
         after = reading.after_seq(conversation, cursor)
         if stream:
@@ -209,7 +212,7 @@ class EventsView(EndpointView):
                 return page.to_wire()
 
             return WaitingResponse(read, cleanup=slot.release)
-        return Response(reading.read_page(conversation_id, after, cursor).to_wire())
+        return Response(reading.page_of(conversation, after, cursor).to_wire())
 
 
 def _released_when_done(response: StreamingHttpResponse, slot: Slot) -> StreamingHttpResponse:
