@@ -206,6 +206,11 @@ class EventsView(EndpointView):
             return _released_when_done(event_stream_response(conversation_id, after), slot)
         if wait:
             slot = waiting_slots.acquire(principal)
+            if after < conversation.last_seq:
+                # Events are already there: the wait would end at once, so answer now, from
+                # this query's snapshot, as a read without ``wait`` (nothing to listen for).
+                slot.release()
+                return Response(reading.page_of(conversation, after, cursor).to_wire())
 
             async def read() -> dict[str, Any]:
                 page = await reading.read_waiting(conversation_id, after, cursor, wait)

@@ -101,6 +101,18 @@ def test_a_long_poll_with_nothing_new_reads_the_row_again_and_no_events(
     assert queries.of("poppy_django_event") == [], queries.sql
 
 
+def test_a_long_poll_with_events_ready_answers_at_once_as_a_plain_read(
+    agent: PersonalAgent, queries: Queries
+) -> None:
+    conversation_id = quiet_start(agent)
+    cursor = agent.read(conversation_id).json()["cursor"]
+    add_company_messages(conversation_id, 2)
+    plain = agent.read(conversation_id, f"?cursor={cursor}").json()
+    response = read(agent, conversation_id, queries, f"?cursor={cursor}&wait=25")
+    assert response.status_code == 200 and response.json() == plain
+    assert len(queries.sql) == 2, queries.sql
+
+
 def test_a_foreign_or_unknown_id_is_one_query_and_not_found(
     agent: PersonalAgent, queries: Queries
 ) -> None:
