@@ -12,6 +12,10 @@ The chain follows Django's documented middleware protocol (``sync_capable`` /
 ``async_capable``, ``process_view``, ``process_exception``, ``MiddlewareNotUsed``), and
 an exception a middleware raises is answered as the wire's JSON error, as is any non-JSON
 error answer: every failure on the endpoint is JSON with ``error``, never an HTML page.
+Consecutive hook-only ``MiddlewareMixin`` middleware (Django's security, common and
+clickjacking middleware) share their thread hops: one for all their ``process_request``
+hooks, one for all their ``process_response`` hooks, in Django's order, where Django's own
+``__acall__`` would take one per hook.
 """
 
 from __future__ import annotations
