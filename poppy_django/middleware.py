@@ -12,6 +12,10 @@ The chain follows Django's documented middleware protocol (``sync_capable`` /
 ``async_capable``, ``process_view``, ``process_exception``, ``MiddlewareNotUsed``), and
 an exception a middleware raises is answered as the wire's JSON error, as is any non-JSON
 error answer: every failure on the endpoint is JSON with ``error``, never an HTML page.
+Consecutive hook-only ``MiddlewareMixin`` middleware (Django's security, common and
+clickjacking middleware) share their thread hops: one for all their ``process_request``
+hooks, one for all their ``process_response`` hooks, in Django's order, where Django's own
+``__acall__`` would take one per hook.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from django.core.signals import got_request_exception
 from django.http import Http404, HttpRequest
 from django.http.response import HttpResponseBase
 from django.urls import Resolver404, resolve
+from django.utils.deprecation import MiddlewareMixin
 from django.utils.module_loading import import_string
 
 from poppy_django.conf import endpoint_prefix, poppy_settings
@@ -103,9 +108,11 @@ class PoppyEndpointMiddleware:
         return []  # instantiated outside MIDDLEWARE (a test): the view alone
 
     def _chain(self, paths: list[str]) -> AsyncHandler:
-        """The kept middleware around the view, built as Django builds its own handler."""
+        """The kept middleware around the view, built as Django builds its own handler, except
+        that a run of hook-only ``MiddlewareMixin`` middleware shares its thread hops."""
         handler: Handler = _answering_exceptions(self._view, is_async=True)
         handler_is_async = True
+        run: list[MiddlewareMixin] = []  # hook-only middleware, outermost first
         for path in reversed(paths):
             factory = import_string(path)
             can_async = getattr(factory, "async_capable", False)
@@ -119,8 +126,17 @@ class PoppyEndpointMiddleware:
                 self._view_hooks.insert(0, _to_async(instance.process_view))
             if hasattr(instance, "process_exception"):
                 self._exception_hooks.append(_to_async(instance.process_exception))
+            if _hooks_only(instance):
+                run.insert(0, instance)
+                continue
+            if run:
+                handler = _hooks_in_two_hops(run, _adapt(handler, handler_is_async, to_async=True))
+                handler_is_async, run = True, []
             handler = _answering_exceptions(instance, is_async=can_async)
             handler_is_async = can_async
+        if run:
+            handler = _hooks_in_two_hops(run, _adapt(handler, handler_is_async, to_async=True))
+            handler_is_async = True
         endpoint = _adapt(handler, handler_is_async, to_async=True)
         return endpoint  # type: ignore[return-value]
 
@@ -152,6 +168,70 @@ def _adapt(handler: Handler, is_async: bool, *, to_async: bool) -> Handler:
     if to_async:
         return sync_to_async(handler, thread_sensitive=True)  # type: ignore[arg-type]
     return async_to_sync(handler)  # type: ignore[arg-type]
+
+
+def _hooks_only(instance: object) -> bool:
+    """A ``MiddlewareMixin`` whose behaviour is all in its hooks (Django's own ``__call__``
+    and ``__acall__``), such as Django's security, common and clickjacking middleware."""
+    kind = type(instance)
+    return (
+        isinstance(instance, MiddlewareMixin)
+        and kind.__call__ is MiddlewareMixin.__call__
+        and kind.__acall__ is MiddlewareMixin.__acall__  # type: ignore[attr-defined]
+    )
+
+
+def _hooks_in_two_hops(run: list[MiddlewareMixin], inner: Handler) -> AsyncHandler:
+    """A run of hook-only middleware (outermost first) around ``inner``: every
+    ``process_request`` in one thread hop, then ``inner``, then every ``process_response`` in
+    another. Django's ``__acall__`` takes a hop per hook; the order and answers are the same
+    as its nesting: a hook's answer or exception (as its JSON answer) skips what is inside
+    it, and the middleware entered still see the response on its way out."""
+    requests = sync_to_async(_process_requests, thread_sensitive=True)
+    responses = sync_to_async(_process_responses, thread_sensitive=True)
+    asks = any(hasattr(middleware, "process_request") for middleware in run)
+
+    async def handle(request: HttpRequest) -> HttpResponseBase:
+        entered, response = await requests(run, request) if asks else (run, None)
+        if response is None:
+            response = await inner(request)  # type: ignore[misc]
+        if any(hasattr(middleware, "process_response") for middleware in entered):
+            response = await responses(entered, request, response)
+        assert isinstance(response, HttpResponseBase)
+        return response
+
+    return handle
+
+
+def _process_requests(
+    run: list[MiddlewareMixin], request: HttpRequest
+) -> tuple[list[MiddlewareMixin], HttpResponseBase | None]:
+    """The middleware entered (outermost first), and the answer of one that answered."""
+    for index, middleware in enumerate(run):
+        hook = getattr(middleware, "process_request", None)
+        if hook is None:
+            continue
+        try:
+            answered = hook(request)
+        except Exception as exc:
+            return run[:index], exception_response(request, exc)
+        if answered is not None:
+            return run[: index + 1], answered
+    return run, None
+
+
+def _process_responses(
+    entered: list[MiddlewareMixin], request: HttpRequest, response: HttpResponseBase
+) -> HttpResponseBase:
+    for middleware in reversed(entered):
+        hook = getattr(middleware, "process_response", None)
+        if hook is None:
+            continue
+        try:
+            response = hook(request, response)
+        except Exception as exc:
+            response = exception_response(request, exc)
+    return response
 
 
 def _to_async(hook: Callable[..., Any]) -> AsyncHook:

@@ -57,15 +57,39 @@ class Page:
         }
 
 
-def read_page(conversation_id: str, after: int, cursor: str | None) -> Page:
-    """Up to PAGE_SIZE events after ``after``; the cursor stays put when there are none."""
+#: The conversation's columns a read needs: its cursor checks and the page's state.
+READ_FIELDS = ("status", "responder", "last_seq", "pruned_before_seq")
+#: The event's columns its wire form needs (not ``meta``: company-side facts, never shown).
+EVENT_FIELDS = ("conversation_id", "seq", "type", "payload", "created_at")
+
+
+def read_state(conversation_id: str) -> Conversation:
+    """The conversation's :data:`READ_FIELDS`, in one query (gone, e.g. deleted while a
+    reader waited: ``conversation_not_found``)."""
+    try:
+        return Conversation.objects.only(*READ_FIELDS).get(pk=conversation_id)
+    except Conversation.DoesNotExist as exc:
+        raise PoppyError("conversation_not_found") from exc
+
+
+def page_of(conversation: Conversation, after: int, cursor: str | None) -> Page:
+    """Up to PAGE_SIZE events after ``after``; the cursor stays put when there are none.
+
+    ``conversation`` holds :data:`READ_FIELDS` as one query read them. A state change and
+    its ``last_seq`` are committed together, so the events up to that ``last_seq`` and that
+    status and responder are one consistent snapshot: the events query stops there (later
+    events are the next read's), and is not run at all when nothing is after the cursor.
+    """
     limit = poppy_settings.PAGE_SIZE
-    rows = list(
-        Event.objects.filter(conversation_id=conversation_id, seq__gt=after).order_by("seq")[
-            : limit + 1
-        ]
-    )
-    state = Conversation.objects.values("status", "responder").get(pk=conversation_id)
+    rows: list[Event] = []
+    if after < conversation.last_seq:
+        rows = list(
+            Event.objects.filter(
+                conversation_id=conversation.pk, seq__gt=after, seq__lte=conversation.last_seq
+            )
+            .only(*EVENT_FIELDS)
+            .order_by("seq")[: limit + 1]
+        )
     events: list[dict[str, Any]] = []
     size = ENVELOPE_BYTES
     for row in rows[:limit]:
@@ -75,13 +99,18 @@ def read_page(conversation_id: str, after: int, cursor: str | None) -> Page:
             break  # the page ends early: a response stays within 1 MiB (wire)
         events.append(event)
     return Page(
-        conversation_id=conversation_id,
+        conversation_id=conversation.pk,
         events=events,
         cursor=events[-1]["id"] if events else cursor,
         has_more=len(rows) > len(events),
-        status=state["status"],
-        responder=state["responder"],
+        status=conversation.status,
+        responder=conversation.responder,
     )
+
+
+def read_page(conversation_id: str, after: int, cursor: str | None) -> Page:
+    """A page read afresh: one query when nothing is after ``after``, two otherwise."""
+    return page_of(read_state(conversation_id), after, cursor)
 
 
 async def read_waiting(conversation_id: str, after: int, cursor: str | None, wait: float) -> Page:

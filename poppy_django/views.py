@@ -202,7 +202,10 @@ class EventsView(EndpointView):
         cursor = request.query_params.get("cursor")
         if stream:
             cursor = request.headers.get("Last-Event-ID") or cursor
-        conversation = conversations.get_owned(principal, conversation_id)
+        # One query: ownership, the cursor's checks and (for a plain read) the page's state.
+        conversation = conversations.get_owned(
+            principal, conversation_id, fields=reading.READ_FIELDS
+        )
         wait = None if stream else wait_param(request)
         after = reading.after_seq(conversation, cursor)
         if stream:
@@ -210,13 +213,18 @@ class EventsView(EndpointView):
             return _released_when_done(event_stream_response(conversation_id, after), slot)
         if wait:
             slot = waiting_slots.acquire(principal)
+            if after < conversation.last_seq:
+                # Events are already there: the wait would end at once, so answer now, from
+                # this query's snapshot, as a read without ``wait`` (nothing to listen for).
+                slot.release()
+                return Response(reading.page_of(conversation, after, cursor).to_wire())
 
             async def read() -> dict[str, Any]:
                 page = await reading.read_waiting(conversation_id, after, cursor, wait)
                 return page.to_wire()
 
             return WaitingResponse(read, cleanup=slot.release)
-        return Response(reading.read_page(conversation_id, after, cursor).to_wire())
+        return Response(reading.page_of(conversation, after, cursor).to_wire())
 
 
 def _released_when_done(response: StreamingHttpResponse, slot: Slot) -> StreamingHttpResponse:

@@ -7,14 +7,16 @@ names what to skip; everything is observed through HTTP responses.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import SyncToAsync, async_to_sync
 from django.core.exceptions import PermissionDenied
 from django.core.signals import got_request_exception
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.test import AsyncClient, Client
+from django.utils.deprecation import MiddlewareMixin
 
 from tests.conftest import ENDPOINT, PersonalAgent
 
@@ -140,3 +142,113 @@ def test_skip_middleware_must_be_a_list_of_paths(settings: Any) -> None:
     settings.POPPY = {**settings.POPPY, "SKIP_MIDDLEWARE": "django.contrib.sessions"}
     with pytest.raises(ImproperlyConfigured, match="SKIP_MIDDLEWARE"):
         start()
+
+
+OUTER = "tests.middleware.test_endpoint_middleware.Outer"
+INNER = "tests.middleware.test_endpoint_middleware.Inner"
+calls: list[tuple[str, int]] = []
+
+
+class Hooks(MiddlewareMixin):
+    """Hook-only middleware (as Django's own): logs its hooks and the thread they ran in."""
+
+    name = ""
+
+    def process_request(self, request: HttpRequest) -> HttpResponse | None:
+        calls.append((f"{self.name} request", threading.get_ident()))
+        if request.headers.get("X-Answer") == self.name:
+            return HttpResponse("answered here")
+        if request.headers.get("X-Refuse") == self.name:
+            raise PermissionDenied
+        return None
+
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        calls.append((f"{self.name} response {response.status_code}", threading.get_ident()))
+        if request.headers.get("X-Refuse-Late") == self.name:
+            raise PermissionDenied
+        response[f"X-{self.name}"] = "seen"
+        return response
+
+
+class Outer(Hooks):
+    name = "outer"
+
+
+class Inner(Hooks):
+    name = "inner"
+
+
+@pytest.fixture
+def hooked(settings: Any) -> list[tuple[str, int]]:
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, OUTER, INNER]
+    calls.clear()
+    return calls
+
+
+def test_hook_only_middleware_runs_in_order_sharing_its_thread_hops(hooked) -> None:
+    response = start()
+    assert response.status_code == 201
+    assert [name for name, _ in hooked] == [
+        "outer request",
+        "inner request",
+        "inner response 201",
+        "outer response 201",
+    ]
+    assert hooked[0][1] == hooked[1][1] and hooked[2][1] == hooked[3][1]
+    assert response["X-inner"] == response["X-outer"] == "seen"
+
+
+def test_a_hook_that_answers_skips_what_is_inside_it(hooked) -> None:
+    response = start(HTTP_X_ANSWER="outer")
+    assert (response.status_code, response.content) == (200, b"answered here")
+    assert [name for name, _ in hooked] == ["outer request", "outer response 200"]
+    calls.clear()
+    response = start(HTTP_X_ANSWER="inner")
+    assert [name for name, _ in hooked] == [
+        "outer request",
+        "inner request",
+        "inner response 200",
+        "outer response 200",
+    ]
+
+
+def test_a_hook_that_raises_is_answered_as_json_outside_it(hooked) -> None:
+    response = start(HTTP_X_REFUSE="inner")
+    assert response.status_code == 403 and response.json() == {"error": "forbidden"}
+    # The failed middleware is not entered; the one around it sees the JSON answer.
+    assert [name for name, _ in hooked] == ["outer request", "inner request", "outer response 403"]
+    assert "X-inner" not in response and response["X-outer"] == "seen"
+    calls.clear()
+    response = start(HTTP_X_REFUSE_LATE="inner")
+    assert response.status_code == 403 and response.json() == {"error": "forbidden"}
+    assert [name for name, _ in hooked][-2:] == ["inner response 201", "outer response 403"]
+
+
+def hops_of_a_read(agent: PersonalAgent, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many times a read under ASGI goes from the event loop to a thread."""
+    hops: list[object] = []
+    original = SyncToAsync.__call__
+
+    async def counted(self: SyncToAsync, *args: Any, **kwargs: Any) -> Any:
+        hops.append(self.func)
+        return await original(self, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(SyncToAsync, "__call__", counted)
+        response = async_to_sync(AsyncClient().get)(
+            f"{ENDPOINT}/cnv_unknown/events",
+            headers={"Authorization": agent.headers()["HTTP_AUTHORIZATION"]},
+        )
+    assert response.status_code == 404
+    return len(hops)
+
+
+def test_hook_only_middleware_adds_no_thread_hop_next_to_djangos(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Django's security, common and clickjacking middleware are hook-only: two more of
+    them on the endpoint cost no more hops (Django's own nesting would cost four)."""
+    agent = PersonalAgent()
+    stock = hops_of_a_read(agent, monkeypatch)
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, OUTER, INNER]
+    assert hops_of_a_read(agent, monkeypatch) == stock
