@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from poppy_django import turns
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.scripted import ScriptedModel
-from poppy_django.models import AgentThread, AgentThreadEntry
+from poppy_django.models import AgentThread, AgentThreadEntry, Conversation
 from tests.conftest import PersonalAgent, dispatch_lost, messages
 from tests.wire.wire_support import poppy
 
@@ -129,3 +129,17 @@ def test_a_turns_queries_do_not_grow_with_its_thread(recording) -> None:
     assert len(short_history) == 10
     assert len(long_history) == 200  # THREAD_HISTORY_ENTRIES' default
     assert long_history[0] == {"role": "user", "text": "old 801"}
+
+
+def test_deleting_a_conversation_leaves_no_entries_behind(agent) -> None:
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    agent.settled(conversation_id)
+    entries = list(
+        AgentThreadEntry.objects.filter(thread__conversation_id=conversation_id).values_list(
+            "pk", flat=True
+        )
+    )
+    assert len(entries) == 2
+    # What docs/operations.md suggests for closed conversations: an ORM delete.
+    Conversation.objects.filter(pk=conversation_id).delete()
+    assert not AgentThreadEntry.objects.filter(pk__in=entries).exists()
