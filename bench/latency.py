@@ -28,7 +28,7 @@ project's URLs plus the ceiling route) and one Celery worker (solo pool). Then, 
    against wall time is reported for every cell, and the server's CPU (all its processes).
 3. The same cells on conversations of 10, 1,000 and 10,000 events (seeded by ORM bulk
    inserts consistent with the model: whole turns, ``last_seq`` = N, the agent thread's
-   history), plus turn latency on a 10,000-event conversation. POSTs of the smallest size
+   entries), plus turn latency on a 10,000-event conversation. POSTs of the smallest size
    go to short conversations: each client starts a conversation (201) and posts 9 more
    messages into it, then starts another, so no conversation grows past ~40 events.
 4. The reference Company of ``personal-agent-protocol`` 0.26 (its demo company Manzanita
@@ -466,12 +466,12 @@ def seed(agents: list[Agent], sizes: list[int]) -> float:
     Whole turns (user message, working, company reply, idle); a size that is not a multiple
     of 4 ends with context-only user messages (which start no turn). ``last_seq`` = N,
     ``answered_seq``/``turn_upto_seq`` = the last answered message, and the agent thread
-    holds the history those turns would have left.
+    holds the entries those turns would have left (one row each).
     """
     from django.db import transaction
 
     from poppy_django import ids
-    from poppy_django.models import AgentThread, Event
+    from poppy_django.models import AgentThread, AgentThreadEntry, Event
     from poppy_django.models import Conversation as Row
 
     started = time.perf_counter()
@@ -572,10 +572,17 @@ def seed(agents: list[Agent], sizes: list[int]) -> float:
                     last_seq=seq, answered_seq=answered, turn_upto_seq=answered
                 )
                 if history:
-                    AgentThread.objects.create(
+                    thread = AgentThread.objects.create(
                         conversation=row,
                         actor_id=ids.anonymous_actor_id(DEV_CLIENT_ID, agent.name),
-                        history=history,
+                        last_position=len(history),
+                    )
+                    AgentThreadEntry.objects.bulk_create(
+                        (
+                            AgentThreadEntry(thread=thread, position=position, **entry)
+                            for position, entry in enumerate(history, start=1)
+                        ),
+                        batch_size=2000,
                     )
             agent.conversations[size] = Conversation(
                 row.id, ids.event_id(row.id, max(1, seq - 4)), size

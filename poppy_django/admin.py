@@ -8,7 +8,14 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from poppy_django.desk.admin import DeskAdminMixin
-from poppy_django.models import ActionRecord, AgentThread, Conversation, Event, MessageReceipt
+from poppy_django.models import (
+    ActionRecord,
+    AgentThread,
+    AgentThreadEntry,
+    Conversation,
+    Event,
+    MessageReceipt,
+)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -52,10 +59,21 @@ class MessageReceiptAdmin(ReadOnlyAdmin):
 
 @admin.register(AgentThread)
 class AgentThreadAdmin(ReadOnlyAdmin):
-    list_display = ["conversation", "actor_id", "updated_at"]
+    list_display = ["conversation", "actor_id", "last_position", "updated_at"]
     search_fields = ["conversation__id", "actor_id"]
     list_select_related = ["conversation"]
     raw_id_fields = ["conversation"]
+
+
+@admin.register(AgentThreadEntry)
+class AgentThreadEntryAdmin(ReadOnlyAdmin):
+    """A thread's entries, a page at a time (a long thread has thousands)."""
+
+    list_display = ["thread", "position", "role", "created_at"]
+    list_filter = ["role"]
+    search_fields = ["thread__conversation__id", "thread__actor_id"]
+    list_select_related = ["thread"]
+    raw_id_fields = ["thread"]
 
 
 @admin.register(ActionRecord)

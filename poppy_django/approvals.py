@@ -27,7 +27,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 
-from poppy_django import event_log, ids, leases, observe
+from poppy_django import event_log, ids, leases, memory, observe
 from poppy_django.agent import actions, registry
 from poppy_django.agent.outcomes import format_action
 from poppy_django.agent.tools import Tool, ToolContext
@@ -199,8 +199,7 @@ def _remember(conversation: Conversation, record: ActionRecord, text: str) -> No
         .first()
     )
     if thread is not None:
-        thread.history = [*thread.history, {"role": "assistant", "text": text}]
-        thread.save(update_fields=["history", "updated_at"])
+        memory.append(thread, [{"role": "assistant", "text": text}])
 
 
 def _post_outcome(

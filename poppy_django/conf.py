@@ -106,6 +106,9 @@ DEFAULTS: dict[str, Any] = {
     "TURN_TIMEOUT_SECONDS": 120.0,
     # Attempts of one turn (or one approved action) before it is answered as failed.
     "TURN_MAX_ATTEMPTS": 3,
+    # The newest agent-thread entries a turn shows the model (older ones stay stored); also
+    # the most messages a new thread's sign-in transcript quotes.
+    "THREAD_HISTORY_ENTRIES": 200,
     # How often each worker (and the embedded executor's process) takes up conversations
     # left working by a dead writer; None turns the in-process recovery off.
     "SWEEP_SECONDS": 5.0,
@@ -304,6 +307,7 @@ class PoppySettings:
     MAX_CONTEXT_BYTES = Setting(integer)
     TURN_TIMEOUT_SECONDS = Setting(number)
     TURN_MAX_ATTEMPTS = Setting(integer)
+    THREAD_HISTORY_ENTRIES = Setting(integer)
     #: How often each worker sweeps for conversations left without a writer; None: never.
     SWEEP_SECONDS = Setting(optional_number)
     #: Middleware (import paths) the endpoint's requests skip (PoppyEndpointMiddleware).

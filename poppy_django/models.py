@@ -180,8 +180,8 @@ class AgentThread(models.Model):
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="threads")
     actor_id = models.CharField(max_length=256)
-    #: ``[{"role": "user"|"assistant"|"system", "text": ...}]``: what the model has seen.
-    history = models.JSONField(default=list, blank=True)
+    #: The position of the newest entry (0: none yet): appending reads no entry.
+    last_position = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -192,6 +192,43 @@ class AgentThread(models.Model):
 
     def __str__(self) -> str:
         return f"{self.conversation_id}/{self.actor_id}"
+
+    @property
+    def history(self) -> list[dict[str, str]]:
+        """Every entry, oldest first, for people and tests: a turn reads only its window."""
+        return [entry.as_dict() for entry in self.entries.order_by("position")]
+
+
+class AgentThreadEntry(models.Model):
+    """One thing the model has seen in a thread: appended once, never rewritten.
+
+    One row per entry, so a turn costs the same in a thread's first hour and its thousandth
+    turn: it appends its own entries and reads the newest ``THREAD_HISTORY_ENTRIES``.
+    """
+
+    #: No index of its own: the (thread, position) constraint's index serves it.
+    thread = models.ForeignKey(
+        AgentThread, on_delete=models.CASCADE, related_name="entries", db_index=False
+    )
+    #: 1, 2, 3… within the thread, in the order the model saw them.
+    position = models.PositiveIntegerField()
+    #: ``user``, ``assistant`` or ``system``.
+    role = models.CharField(max_length=16)
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "position"], name="poppy_thread_entry_position"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id}#{self.position} {self.role}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"role": self.role, "text": self.text}
 
 
 class ActionStatus(models.TextChoices):

@@ -30,12 +30,12 @@ from typing import Any
 
 from django.db import close_old_connections, connection, transaction
 
-from poppy_django import approvals, event_log, fanout, ids, leases, observe, signals, wire
+from poppy_django import approvals, event_log, fanout, ids, leases, memory, observe, signals, wire
 from poppy_django.agent.guard import TurnGuard
 from poppy_django.agent.model_api import TurnInput, TurnModel
 from poppy_django.agent.model_choice import build_model
 from poppy_django.agent.runtime import TurnOutcome, TurnRequest, resolve_actor, run_turn
-from poppy_django.auth import Principal
+from poppy_django.auth import Actor, Principal
 from poppy_django.conf import poppy_settings
 from poppy_django.leases import LeaseLost, new_owner
 from poppy_django.models import (
@@ -155,7 +155,9 @@ def prepare(slot: TurnSlot) -> TurnRequest:
         if not pending:
             raise LeaseLost(slot.conversation_id)  # answered meanwhile by another worker
         principal = Principal.from_dict(pending[-1].meta["principal"])
-        thread = _thread_for(conversation, principal, first_seq=pending[0].seq)
+        actor = resolve_actor(principal)  # once per turn: ACTOR_FOR may be costly
+        thread = _thread_for(conversation, actor, first_seq=pending[0].seq)
+        history = memory.window(thread)
     latest = pending[-1].payload["message"]
     return TurnRequest(
         conversation_id=conversation.id,
@@ -164,7 +166,7 @@ def prepare(slot: TurnSlot) -> TurnRequest:
         answered_message_ids=[event.message_id or "" for event in pending],
         agent_name=conversation.agent_name,
         principal=principal,
-        actor=resolve_actor(principal),
+        actor=actor,
         inputs=[
             TurnInput(
                 text=event.payload["message"].get("text"),
@@ -173,7 +175,7 @@ def prepare(slot: TurnSlot) -> TurnRequest:
             )
             for event in pending
         ],
-        history=list(thread.history),
+        history=history,
         page_context={
             "channel": "poppy",
             "poppy": {
@@ -187,24 +189,25 @@ def prepare(slot: TurnSlot) -> TurnRequest:
     )
 
 
-def _thread_for(conversation: Conversation, principal: Principal, *, first_seq: int) -> AgentThread:
-    """The actor's thread; a new one after sign-in starts with a transcript of before."""
-    actor = resolve_actor(principal)
+def _thread_for(conversation: Conversation, actor: Actor, *, first_seq: int) -> AgentThread:
+    """The actor's thread; a new one after sign-in starts with a transcript of before.
+
+    The transcript quotes the newest ``THREAD_HISTORY_ENTRIES`` messages, not the whole log.
+    """
     root_id = conversation.thread_root_id
     thread, created = AgentThread.objects.get_or_create(conversation_id=root_id, actor_id=actor.id)
     if created and AgentThread.objects.filter(conversation_id=root_id).count() > 1:
-        before = Event.objects.filter(
+        newest = Event.objects.filter(
             conversation=conversation, type=EventType.MESSAGE, seq__lt=first_seq
-        ).order_by("seq")
+        ).order_by("-seq")[: poppy_settings.THREAD_HISTORY_ENTRIES]
         lines = [
             f"{'User' if e.role == 'user' else 'Company'}: {e.payload['message'].get('text', '')}"
-            for e in before
+            for e in reversed(list(newest))
         ]
         if lines:
-            thread.history = [
-                {"role": "system", "text": "What was said before:\n" + "\n".join(lines)}
-            ]
-            thread.save(update_fields=["history", "updated_at"])
+            memory.append(
+                thread, [{"role": "system", "text": "What was said before:\n" + "\n".join(lines)}]
+            )
     return thread
 
 
@@ -295,16 +298,16 @@ def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: Tu
 
 def _remember(conversation: Conversation, request: TurnRequest, reply: str | None) -> None:
     """Add the turn to its actor's thread, so the next turn sees what was said."""
-    actor = resolve_actor(request.principal)
     thread = AgentThread.objects.select_for_update().get(
-        conversation_id=conversation.thread_root_id, actor_id=actor.id
+        conversation_id=conversation.thread_root_id, actor_id=request.actor.id
     )
-    thread.history = [
-        *thread.history,
-        *({"role": "user", "text": item.render()} for item in request.inputs),
-        *([{"role": "assistant", "text": reply}] if reply is not None else []),
-    ]
-    thread.save(update_fields=["history", "updated_at"])
+    memory.append(
+        thread,
+        [
+            *({"role": "user", "text": item.render()} for item in request.inputs),
+            *([{"role": "assistant", "text": reply}] if reply is not None else []),
+        ],
+    )
 
 
 def model_for(agent_name: str) -> TurnModel:

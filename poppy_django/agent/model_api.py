@@ -35,7 +35,8 @@ class TurnInput:
 @dataclass(frozen=True)
 class ModelTurn:
     instructions: str
-    #: Earlier entries of the thread: ``{"role": "user"|"assistant"|"system", "text": ...}``.
+    #: The thread's newest earlier entries (at most ``THREAD_HISTORY_ENTRIES``), oldest first:
+    #: ``{"role": "user"|"assistant"|"system", "text": ...}``.
     history: list[dict[str, str]]
     inputs: list[TurnInput]
     tools: list[Tool]

@@ -1,0 +1,40 @@
+"""The Company Agent's memory: an agent thread's entries, appended per turn, read as a window.
+
+A thread keeps everything it was told, one row per entry, but a turn reads only the newest
+``POPPY["THREAD_HISTORY_ENTRIES"]``: what a turn costs (queries, rows, the model's prompt)
+does not grow with the conversation's age.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from poppy_django.conf import poppy_settings
+from poppy_django.models import AgentThread, AgentThreadEntry
+
+
+def append(thread: AgentThread, entries: Sequence[dict[str, str]]) -> None:
+    """Add ``entries`` after the thread's newest, in two queries whatever its length.
+
+    The caller holds the thread's row (``select_for_update``, or created in its transaction),
+    so positions are never taken twice; the writes commit with whatever the caller writes.
+    """
+    if not entries:
+        return
+    first = thread.last_position + 1
+    AgentThreadEntry.objects.bulk_create(
+        AgentThreadEntry(thread=thread, position=first + i, role=entry["role"], text=entry["text"])
+        for i, entry in enumerate(entries)
+    )
+    thread.last_position += len(entries)
+    thread.save(update_fields=["last_position", "updated_at"])
+
+
+def window(thread: AgentThread) -> list[dict[str, str]]:
+    """The newest ``THREAD_HISTORY_ENTRIES`` entries, oldest first: what a turn shows the model."""
+    newest = list(
+        AgentThreadEntry.objects.filter(thread=thread)
+        .order_by("-position")
+        .values_list("role", "text")[: poppy_settings.THREAD_HISTORY_ENTRIES]
+    )
+    return [{"role": role, "text": text} for role, text in reversed(newest)]
