@@ -18,15 +18,14 @@ import threading
 from collections import Counter
 from typing import Any
 
-from django.core.cache import DEFAULT_CACHE_ALIAS, BaseCache, caches
-from django.core.signals import setting_changed
-from django.dispatch import receiver
+from django.core.cache import DEFAULT_CACHE_ALIAS
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
 from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
+from poppy_django.process_cache import shared_cache
 
 logger = logging.getLogger(__name__)
 
@@ -38,33 +37,6 @@ def caller_key(principal: Principal) -> str:
     """Stable per personal agent and User, and free of what a cache key may not hold."""
     raw = f"{principal.client_id}\n{principal.user_id}".encode()
     return hashlib.sha256(raw).hexdigest()[:32]
-
-
-_shared_cache: BaseCache | None = None
-_shared_cache_lock = threading.Lock()
-
-
-def shared_cache() -> BaseCache:
-    """Django's default cache, one instance for the whole process.
-
-    ``caches["default"]`` is per request context under ASGI, and Django's Redis backend
-    builds a connection pool per instance: a new Redis connection for every request. The
-    backends a deployment uses here (Redis, Memcached, database, local memory) are safe to
-    share between threads.
-    """
-    global _shared_cache
-    if _shared_cache is None:
-        with _shared_cache_lock:
-            if _shared_cache is None:
-                _shared_cache = caches.create_connection(DEFAULT_CACHE_ALIAS)
-    return _shared_cache
-
-
-@receiver(setting_changed)
-def _forget_cache_on_change(*, setting: str, **kwargs: Any) -> None:
-    global _shared_cache
-    if setting == "CACHES":
-        _shared_cache = None
 
 
 class PoppyRateThrottle(SimpleRateThrottle):
@@ -80,7 +52,7 @@ class PoppyRateThrottle(SimpleRateThrottle):
     """
 
     def __init__(self) -> None:  # the rate depends on the view: see allow_request
-        self.cache = shared_cache()
+        self.cache = shared_cache(DEFAULT_CACHE_ALIAS)
 
     def allow_request(self, request: Request, view: Any) -> bool:
         self.scope = getattr(view, "throttle_scope", None)

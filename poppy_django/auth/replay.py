@@ -9,39 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
-from typing import Any
 
-from django.core.cache import BaseCache, caches
-from django.core.signals import setting_changed
-from django.dispatch import receiver
+from poppy_django.process_cache import shared_cache
 
 PREFIX = "poppy:dpop:jti:"
-
-_backends: dict[str, BaseCache] = {}
-_lock = threading.Lock()
-
-
-def shared_cache(alias: str) -> BaseCache:
-    """One backend per alias for the whole process.
-
-    ``caches[alias]`` is per request context under ASGI, and Django's Redis backend builds a
-    connection pool per instance: every verified request paid a new Redis connection. The
-    backends used here (Redis, Memcached, database) are safe to share between threads.
-    """
-    backend = _backends.get(alias)
-    if backend is None:
-        with _lock:
-            backend = _backends.get(alias)
-            if backend is None:
-                backend = _backends[alias] = caches.create_connection(alias)
-    return backend
-
-
-@receiver(setting_changed)
-def _forget_backends(*, setting: str, **kwargs: Any) -> None:
-    if setting == "CACHES":
-        _backends.clear()
 
 
 def first_use(jkt: str, jti: str, *, ttl: float, alias: str = "default") -> bool:

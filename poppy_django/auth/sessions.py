@@ -24,8 +24,8 @@ import logging
 from typing import Final, Literal
 
 from poppy_django.auth.principal import Principal
-from poppy_django.auth.replay import shared_cache
 from poppy_django.conf import poppy_settings
+from poppy_django.process_cache import shared_cache
 
 logger = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from django.core.management import call_command
 from django.test import Client
 
 from poppy_django.auth import Principal, dpop
-from poppy_django.auth.replay import shared_cache
 from poppy_django.auth.sessions import CACHE_ALIAS
 from poppy_django.client import DPoPKey
+from poppy_django.process_cache import shared_cache
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import BASE_URL, ENDPOINT_URL, NOW, Issuer, proof
 from tests.auth.test_http import assert_refused

@@ -32,7 +32,8 @@ from personal_agent_protocol.demo.kit import (
     personal_agent_reactor,
 )
 
-from poppy_django.auth import dpop, replay
+from poppy_django import process_cache
+from poppy_django.auth import dpop
 from poppy_django.authority.keys import jwks_of_file
 from tests.authority import network
 from tests.authority.driver import PASSWORD, AcmeUser
@@ -96,7 +97,7 @@ def _sites() -> Iterator[None]:
     network.reset()
     yield
     network.reset()
-    replay._backends.clear()
+    process_cache.forget()
 
 
 class UserBrowser:
