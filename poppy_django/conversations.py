@@ -127,15 +127,24 @@ def _check_accepts_messages(conversation: Conversation) -> None:
 
 def _replay(principal: Principal, message: InboundMessage, target: str) -> Answer | None:
     """The first delivery's answer for a retry; ``message_id_conflict`` for other content."""
-    receipt = (
+    found = list(
+        # Unique per personal agent, User and message id: at most one row, so no ORDER BY;
+        # only what a retry's answer and its ownership check read.
         MessageReceipt.objects.filter(
             client_id=principal.client_id, user_id=principal.user_id, message_id=message.id
         )
         .select_related("conversation")
-        .first()
+        .only(
+            "fingerprint",
+            "status_code",
+            "answer",
+            "conversation",
+            *(f"conversation__{name}" for name in OWNER_FIELDS),
+        )[:1]
     )
-    if receipt is None:
+    if not found:
         return None
+    receipt = found[0]
     if receipt.fingerprint != message.fingerprint(target):
         raise PoppyError(
             "message_id_conflict", "This message id was already used with other content."
