@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.tutorial, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "tutorial.md"
 BLOCK = re.compile(r"<!-- test: (?P<name>[\w-]+) -->\n```(?P<lang>\w*)\n(?P<body>.*?)\n```", re.S)
-WHEEL = "poppy_django-0.2.0-py3-none-any.whl"
+WHEEL = "poppy_django-0.3.0-py3-none-any.whl"
 #: A waiting step's bound: generous, a slow machine is not a failure.
 PATIENCE = 90.0
 
@@ -291,7 +291,7 @@ def test_the_tutorial_works_as_written(reader: Reader) -> None:
     # 1-4: install from the wheel, a new project, the page's files, migrate and check.
     reader.shell(blocks["install"])
     installed = reader.shell("pip list --format=freeze")
-    assert "poppy-django==0.2.0" in installed and "pytest" not in installed  # no dev extras
+    assert "poppy-django==0.3.0" in installed and "pytest" not in installed  # no dev extras
     reader.shell(blocks["startproject"])
     for name in ("settings-dev", "urls", "models", "agent", "apps"):
         reader.apply_file(blocks[name])
