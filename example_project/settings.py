@@ -18,12 +18,13 @@ import importlib.util
 import json
 import os
 import secrets
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
+
+from poppy_django.files import made_once
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("POPPY_VAR_DIR", BASE_DIR / "var"))
@@ -34,20 +35,8 @@ DEBUG = os.environ.get("DJANGO_DEBUG", "0" if REDIS_URL else "1") == "1"
 
 
 def _made_once(name: str, make: Callable[[], bytes]) -> bytes:
-    """The content of ``VAR_DIR/name``, made by ``make`` the first time: processes starting at
-    once agree on one (written aside, then linked into place atomically)."""
-    path = VAR_DIR / name
-    if not path.exists():
-        fd, tmp = tempfile.mkstemp(dir=VAR_DIR, prefix=f".{name}-")
-        try:
-            os.write(fd, make())
-            os.close(fd)
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-        finally:
-            os.unlink(tmp)
-    return path.read_bytes()
+    """The content of ``VAR_DIR/name``, made by ``make`` the first time (by one process)."""
+    return made_once(VAR_DIR / name, make)
 
 
 def _secret_key() -> str:

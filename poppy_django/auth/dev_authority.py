@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import os
 import secrets
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -43,6 +42,7 @@ from poppy_django.auth.jwk import public_jwk, thumbprint
 from poppy_django.auth.principal import Principal
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
+from poppy_django.files import made_once
 
 ENV_KEY = "POPPY_DEV_SIGNING_KEY"
 KEY_FILE_NAME = "poppy-dev-signing-key.pem"
@@ -105,25 +105,14 @@ def _load_pem(pem: bytes, origin: str) -> ec.EllipticCurvePrivateKey:
 
 
 def _create_or_read(path: Path) -> ec.EllipticCurvePrivateKey:
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        key = ec.generate_private_key(ec.SECP256R1())
-        pem = key.private_bytes(
+    def new_key() -> bytes:
+        return ec.generate_private_key(ec.SECP256R1()).private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
         )
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".poppy-key-")
-        try:
-            os.write(fd, pem)
-            os.close(fd)
-            # link() fails if another process created the file first: then we use theirs.
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-        finally:
-            os.unlink(tmp)
-    return _load_pem(path.read_bytes(), str(path))
+
+    return _load_pem(made_once(path, new_key), str(path))
 
 
 @functools.lru_cache(maxsize=4)
