@@ -98,6 +98,38 @@ def release_thread(root_id: str, owner: str) -> None:
     )
 
 
+def take_own_thread(conversation: Conversation, owner: str) -> bool:
+    """Claim the agent thread of a locked conversation that is its own thread root, in the
+    row's next write, if no live turn runs in it (what :func:`acquire_thread` does, without
+    a statement of its own)."""
+    if conversation.thread_root_id != conversation.id:
+        return False  # a Direct: its thread lives on its parent's row
+    free = (
+        conversation.thread_owner is None
+        or conversation.thread_owner == owner
+        or (
+            conversation.thread_expires_at is not None
+            and conversation.thread_expires_at < timezone.now()
+        )
+    )
+    if free:
+        conversation.thread_owner = owner
+        conversation.thread_expires_at = lease_until()
+        event_log.save(conversation, "thread_owner", "thread_expires_at")
+    return free
+
+
+def give_back_own_thread(conversation: Conversation, owner: str) -> bool:
+    """Free the agent thread of a locked conversation that is its own thread root, in the
+    row's next write, if ``owner`` holds it."""
+    if conversation.thread_root_id != conversation.id or conversation.thread_owner != owner:
+        return False
+    conversation.thread_owner = None
+    conversation.thread_expires_at = None
+    event_log.save(conversation, "thread_owner", "thread_expires_at")
+    return True
+
+
 class Holder:
     """What one worker holds for one conversation, renewed together by its heartbeat."""
 
@@ -123,15 +155,16 @@ class Holder:
             )
 
     @contextmanager
-    def agent_thread(self, root_id: str) -> Iterator[None]:
-        """Hold the agent thread for one turn; wait (bounded) while another turn runs in it.
+    def agent_thread(self, root_id: str, *, taken: bool = False) -> Iterator[None]:
+        """Hold the agent thread for one turn (``taken``: the claim already took it); wait
+        (bounded) while another turn runs in it.
 
         The bound is a turn's time limit plus a lease: by then the other turn has ended, been
         abandoned, or its worker's claim has expired.
         """
         bound = poppy_settings.TURN_TIMEOUT_SECONDS + poppy_settings.LEASE_SECONDS
         deadline = time.monotonic() + bound
-        while not acquire_thread(root_id, self.owner):
+        while not taken and not acquire_thread(root_id, self.owner):
             if self.lost.is_set():
                 raise LeaseLost(self.conversation_id)
             if time.monotonic() > deadline:
@@ -141,8 +174,13 @@ class Holder:
         try:
             yield
         finally:
-            self.thread_root = None
-            release_thread(root_id, self.owner)
+            if self.thread_root is not None:  # not given back by the turn's own write
+                self.thread_root = None
+                release_thread(root_id, self.owner)
+
+    def thread_given_back(self) -> None:
+        """The turn's commit freed the thread in its own write: nothing left to renew or free."""
+        self.thread_root = None
 
 
 @contextmanager

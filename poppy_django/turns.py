@@ -6,14 +6,17 @@ run → commit until no user message is left unanswered:
 
 - *claim* (locked): fixes the turn's messages (``turn_upto_seq``) so a retry after a crash
   answers the same ones, with the same company message id and action keys, and counts the
-  attempt: after ``TURN_MAX_ATTEMPTS`` the turn is answered with the failed-turn message;
-- *prepare*: waits for the agent thread (one turn at a time in a conversation and its
-  Direct Conversation), then reads the principal, actor and thread;
+  attempt: after ``TURN_MAX_ATTEMPTS`` the turn is answered with the failed-turn message.
+  It takes the agent thread (one turn at a time in a conversation and its Direct
+  Conversation) in the same write when it can;
+- *prepare*: otherwise waits for the agent thread, then reads the principal, actor and
+  thread;
 - *run*: the model and tools in a thread of their own, bounded by ``TURN_TIMEOUT_SECONDS``
   (past it the run is abandoned and nothing it does later is written), with a heartbeat
   keeping the leases;
 - *commit* (locked): writes the reply and moves ``answered_seq`` in one transaction, only
-  while the lease is still ours, so a reply is written exactly once.
+  while the lease is still ours, so a reply is written exactly once; with nothing left to
+  answer, the same write sets the conversation idle and frees its lease and thread.
 
 An exception anywhere in a turn ends it the same way as a failing model: the failed-turn
 message, under the turn's message id, and the conversation goes on.
@@ -25,7 +28,7 @@ import enum
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import close_old_connections, connection, transaction
@@ -76,6 +79,15 @@ def dispatch_on_commit(conversation_id: str) -> None:
 
 
 @dataclass(frozen=True)
+class Claimed:
+    """The conversation and its messages as a claim that also took the agent thread read
+    them under its lock, so the turn need not read them again."""
+
+    conversation: Conversation
+    pending: list[Event]
+
+
+@dataclass(frozen=True)
 class TurnSlot:
     """The turn in flight, as fixed (and persisted) before anything can fail."""
 
@@ -86,6 +98,8 @@ class TurnSlot:
     message_id: str
     upto_seq: int
     attempt: int
+    #: Set when the claim took the agent thread too.
+    claimed: Claimed | None = field(default=None, compare=False, repr=False)
 
 
 class Claim(enum.Enum):
@@ -121,21 +135,16 @@ def claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
             if answering
             else []
         )
-        if not pending:
-            if ActionRecord.objects.filter(
-                conversation=conversation, status=ActionStatus.APPROVED
-            ).exists():
-                return Claim.APPROVALS
-            with event_log.one_write(conversation):
-                if answering:
-                    event_log.set_state(conversation, status=Status.IDLE)
-                leases.release(conversation)
-            return Claim.DONE
-        if not retry:
-            conversation.turn_upto_seq = pending[-1].seq
-            conversation.turn_attempts = 0
-        conversation.turn_attempts += 1
-        conversation.save(update_fields=["turn_upto_seq", "turn_attempts", "updated_at"])
+        with event_log.one_write(conversation):
+            if not pending:
+                return _wind_down(conversation, answering)
+            if not retry:
+                conversation.turn_upto_seq = pending[-1].seq
+                conversation.turn_attempts = 0
+            conversation.turn_attempts += 1
+            event_log.save(conversation, "turn_upto_seq", "turn_attempts")
+            runs = conversation.turn_attempts <= poppy_settings.TURN_MAX_ATTEMPTS
+            took_thread = runs and leases.take_own_thread(conversation, owner)
         turn_id = f"{conversation.answered_seq}-{conversation.turn_upto_seq}"
         return TurnSlot(
             conversation_id=conversation.id,
@@ -144,20 +153,41 @@ def claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
             message_id=ids.company_message_id(conversation.id, turn_id),
             upto_seq=conversation.turn_upto_seq,
             attempt=conversation.turn_attempts,
+            claimed=Claimed(conversation, pending) if took_thread else None,
         )
 
 
+def _wind_down(conversation: Conversation, answering: bool) -> Claim:
+    """Nothing left to answer: run what staff approved meanwhile, or go idle and free the
+    lease (in the caller's :func:`event_log.one_write` block)."""
+    if ActionRecord.objects.filter(
+        conversation=conversation, status=ActionStatus.APPROVED
+    ).exists():
+        return Claim.APPROVALS
+    if answering:
+        event_log.set_state(conversation, status=Status.IDLE)
+    leases.release(conversation)
+    return Claim.DONE
+
+
 def prepare(slot: TurnSlot) -> TurnRequest:
-    """Everything the model needs, read once the agent thread is ours."""
+    """Everything the model needs, read once the agent thread is ours: the conversation
+    and its messages as claimed, or read again after waiting for the thread."""
+    if slot.claimed is not None:
+        return _request(slot, slot.claimed.conversation, slot.claimed.pending)
     with transaction.atomic():
         conversation = Conversation.objects.get(pk=slot.conversation_id)
         pending = pending_messages(conversation, slot.upto_seq)
         if not pending:
             raise LeaseLost(slot.conversation_id)  # answered meanwhile by another worker
-        principal = Principal.from_dict(pending[-1].meta["principal"])
-        actor = resolve_actor(principal)  # once per turn: ACTOR_FOR may be costly
-        thread = _thread_for(conversation, actor, first_seq=pending[0].seq)
-        history = memory.window(thread)
+        return _request(slot, conversation, pending)
+
+
+def _request(slot: TurnSlot, conversation: Conversation, pending: list[Event]) -> TurnRequest:
+    principal = Principal.from_dict(pending[-1].meta["principal"])
+    actor = resolve_actor(principal)  # once per turn: ACTOR_FOR may be costly
+    thread = _thread_for(conversation, actor, first_seq=pending[0].seq)
+    history = memory.window(thread)
     latest = pending[-1].payload["message"]
     return TurnRequest(
         conversation_id=conversation.id,
@@ -192,27 +222,49 @@ def prepare(slot: TurnSlot) -> TurnRequest:
 def _thread_for(conversation: Conversation, actor: Actor, *, first_seq: int) -> AgentThread:
     """The actor's thread; a new one after sign-in starts with a transcript of before.
 
-    The transcript quotes the newest ``THREAD_HISTORY_ENTRIES`` messages, not the whole log.
+    The transcript quotes the newest ``THREAD_HISTORY_ENTRIES`` messages, not the whole log;
+    a new thread and its transcript are written together.
     """
     root_id = conversation.thread_root_id
-    thread, created = AgentThread.objects.get_or_create(conversation_id=root_id, actor_id=actor.id)
-    if created and AgentThread.objects.filter(conversation_id=root_id).count() > 1:
-        newest = Event.objects.filter(
-            conversation=conversation, type=EventType.MESSAGE, seq__lt=first_seq
-        ).order_by("-seq")[: poppy_settings.THREAD_HISTORY_ENTRIES]
-        lines = [
-            f"{'User' if e.role == 'user' else 'Company'}: {e.payload['message'].get('text', '')}"
-            for e in reversed(list(newest))
-        ]
-        if lines:
-            memory.append(
-                thread, [{"role": "system", "text": "What was said before:\n" + "\n".join(lines)}]
-            )
+    try:
+        return AgentThread.objects.get(conversation_id=root_id, actor_id=actor.id)
+    except AgentThread.DoesNotExist:
+        pass
+    with transaction.atomic():
+        thread, created = AgentThread.objects.get_or_create(
+            conversation_id=root_id, actor_id=actor.id
+        )
+        if created and AgentThread.objects.filter(conversation_id=root_id).count() > 1:
+            newest = Event.objects.filter(
+                conversation=conversation, type=EventType.MESSAGE, seq__lt=first_seq
+            ).order_by("-seq")[: poppy_settings.THREAD_HISTORY_ENTRIES]
+            lines = [
+                f"{'User' if e.role == 'user' else 'Company'}: "
+                f"{e.payload['message'].get('text', '')}"
+                for e in reversed(list(newest))
+            ]
+            if lines:
+                memory.append(
+                    thread,
+                    [{"role": "system", "text": "What was said before:\n" + "\n".join(lines)}],
+                )
     return thread
 
 
-def commit(request: TurnRequest, outcome: TurnOutcome, owner: str) -> None:
-    """Write the turn's outcome once, and only while the lease is still ours."""
+@dataclass(frozen=True)
+class Committed:
+    """What a turn's commit did besides writing the outcome."""
+
+    #: It freed the agent thread (the conversation is its own thread root).
+    thread_freed: bool
+    #: Nothing was left to answer or run: the conversation went idle, its lease was freed.
+    done: bool
+
+
+def commit(request: TurnRequest, outcome: TurnOutcome, owner: str) -> Committed:
+    """Write the turn's outcome once, and only while the lease is still ours; with nothing
+    left to do, end the conversation's work in the same write (one nudge for the reply and
+    the idle state)."""
     with transaction.atomic():
         conversation = leases.lock_owned(request.conversation_id, owner)
         already = Event.objects.filter(
@@ -222,6 +274,14 @@ def commit(request: TurnRequest, outcome: TurnOutcome, owner: str) -> None:
             if conversation.status != Status.CLOSED and not already:
                 _write_outcome(conversation, request, outcome)
             _answered(conversation)
+            thread_freed = leases.give_back_own_thread(conversation, owner)
+            answering = (
+                conversation.status == Status.WORKING and conversation.responder == Responder.AGENT
+            )
+            done = not (answering and pending_messages(conversation)) and (
+                _wind_down(conversation, answering) is Claim.DONE
+            )
+    return Committed(thread_freed=thread_freed, done=done)
 
 
 def fail(slot: TurnSlot, owner: str, error: str) -> None:
@@ -334,7 +394,8 @@ def run_turns(conversation_id: str, owner: str | None = None) -> None:
                     return
                 if isinstance(slot, TurnSlot):
                     turn_id = slot.turn_id
-                    _run_one(slot, holder)
+                    if _run_one(slot, holder):
+                        return
     except LeaseLost:
         observe.moment(
             "lease_lost",
@@ -347,15 +408,19 @@ def run_turns(conversation_id: str, owner: str | None = None) -> None:
         close_old_connections()
 
 
-def _run_one(slot: TurnSlot, holder: leases.Holder) -> None:
-    """One turn, ended by its reply or by the failed-turn message: never left hanging."""
+def _run_one(slot: TurnSlot, holder: leases.Holder) -> bool:
+    """One turn, ended by its reply or by the failed-turn message: never left hanging.
+
+    True when its commit also ended the conversation's work (nothing left to claim).
+    """
     owner = holder.owner
     if slot.attempt > poppy_settings.TURN_MAX_ATTEMPTS:
         fail(slot, owner, f"gave up after {slot.attempt - 1} attempts")
-        return
+        return False
     started = time.monotonic()
+    committed: Committed | None = None
     try:
-        with holder.agent_thread(slot.thread_root_id):
+        with holder.agent_thread(slot.thread_root_id, taken=slot.claimed is not None):
             request = prepare(slot)
             observe.moment(
                 "turn_started",
@@ -368,16 +433,18 @@ def _run_one(slot: TurnSlot, holder: leases.Holder) -> None:
             if holder.lost.is_set():
                 raise LeaseLost(slot.conversation_id)
             if not outcome.failed:
-                commit(request, outcome, owner)
+                committed = commit(request, outcome, owner)
+                if committed.thread_freed:
+                    holder.thread_given_back()
     except LeaseLost:
         raise
     except Exception as exc:  # planning, hooks, the agent, formatting, the commit...
         logger.exception("poppy: turn %s of %s failed", slot.turn_id, slot.conversation_id)
         fail(slot, owner, observe.describe_failure(exc))
-        return
+        return False
     if outcome.failed:
         fail(slot, owner, outcome.error)
-        return
+        return False
     observe.moment(
         "turn_finished",
         signals.turn_finished,
@@ -386,6 +453,7 @@ def _run_one(slot: TurnSlot, holder: leases.Holder) -> None:
         message_id=slot.message_id,
         duration=round(time.monotonic() - started, 3),
     )
+    return committed is not None and committed.done
 
 
 def _run_bounded(request: TurnRequest, holder: leases.Holder) -> TurnOutcome:

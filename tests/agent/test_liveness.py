@@ -183,6 +183,41 @@ def test_a_direct_conversation_waits_for_its_parents_turn(acct1: PersonalAgent):
     assert root.thread_owner is None
 
 
+class TimedModel:
+    """Records when each turn's model ran; ``#slow`` takes a while."""
+
+    def __init__(self) -> None:
+        self.ran: dict[str, tuple[float, float]] = {}
+
+    def run(self, turn: ModelTurn, call_tool, emit_text) -> None:
+        started = time.monotonic()
+        text = turn.inputs[-1].text or ""
+        if "#slow" in text:
+            time.sleep(0.8)
+        emit_text("done")
+        self.ran[text] = (started, time.monotonic())
+
+
+def test_a_parents_turn_waits_for_a_turn_of_its_direct(acct1: PersonalAgent, monkeypatch):
+    model = TimedModel()
+    use_model(monkeypatch, model)
+    parent = acct1.start("hello").json()["conversation_id"]
+    acct1.settled(parent)
+    opened = acct1.start("#slow please", parent_conversation_id=parent)
+    assert opened.status_code == 201, opened.content
+    direct = opened.json()["conversation_id"]
+    deadline = time.monotonic() + 10
+    while Conversation.objects.get(pk=parent).thread_owner is None:  # the Direct's turn runs
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert acct1.post(f"/{direct}/close").status_code == 200
+    # The parent takes messages again; its claim finds its thread busy and its turn waits.
+    assert acct1.send(parent, "and now").status_code == 202
+    acct1.settled(parent)
+    assert model.ran["and now"][0] >= model.ran["#slow please"][1]
+    assert Conversation.objects.get(pk=parent).thread_owner is None
+
+
 # -- the delta rule ------------------------------------------------------------------------
 
 

@@ -1,0 +1,57 @@
+"""A turn costs two transactions: the claim takes the agent thread in its own write, and the
+reply's commit ends the conversation's work (idle, lease and thread freed) in the same write,
+with one nudge for its readers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from poppy_django import turns
+from poppy_django.fanout import publishing
+from poppy_django.models import Conversation
+from tests.conftest import PersonalAgent, dispatch_lost, kinds
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def nudges(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The nudges published on conversations' channels."""
+    sent: list[dict[str, Any]] = []
+    original = publishing._send
+
+    def send(channel: str, event_type: str, data: dict[str, Any]) -> None:
+        if event_type == publishing.NUDGE and channel != publishing.DESK_CHANNEL:
+            sent.append(data)
+        original(channel, event_type, data)
+
+    monkeypatch.setattr(publishing, "_send", send)
+    return sent
+
+
+def test_a_turn_is_a_claim_and_a_commit(agent: PersonalAgent, nudges: list[dict[str, Any]]):
+    with dispatch_lost():
+        conversation_id = agent.start("hello").json()["conversation_id"]
+        turns.run_turns(conversation_id)  # the first turn creates the agent thread
+        assert agent.send(conversation_id, "and now?").status_code == 202
+        nudges.clear()
+        with CaptureQueriesContext(connection) as captured:
+            turns.run_turns(conversation_id)
+    sql = [query["sql"] for query in captured]
+    assert sql.count("BEGIN") == sql.count("COMMIT") == 2
+    conversation_writes = [s for s in sql if s.startswith('UPDATE "poppy_django_conversation"')]
+    # The lease; the claim (attempt and thread); the commit (reply, idle, lease and thread).
+    assert len(conversation_writes) == 3
+    assert '"thread_owner"' in conversation_writes[1] and '"thread_owner"' in conversation_writes[2]
+    assert '"lease_owner" = NULL' in conversation_writes[2]
+    assert len(sql) == 21
+    # The reply and the idle state reach readers with one nudge.
+    conversation = Conversation.objects.get(pk=conversation_id)
+    assert nudges == [{"seq": conversation.last_seq}]
+    events = agent.read(conversation_id).json()["events"]
+    assert kinds(events)[-2:] == [("message", "company"), ("state", "idle", "agent")]
+    assert conversation.lease_owner is None and conversation.thread_owner is None
