@@ -12,6 +12,7 @@ import pytest
 
 from poppy_django.auth import dev_authority, dpop
 from poppy_django.client import DPoPKey, PoppyClient, PoppyClientError, SSEFrame, iter_sse
+from poppy_django.models import Event
 from tests.threaded_server import serve
 
 
@@ -171,8 +172,56 @@ def test_poppy_chat_interactive_prints_replies_before_it_exits(live: str, monkey
     out = io.StringIO()
     call_command("poppy_chat", "--url", live, stdout=out)
     text = out.getvalue()
-    assert "agent> You said: first line" in text
+    conversation_id = text.split("[conversation ", 1)[1].split("]", 1)[0]
+    replies = Event.objects.filter(conversation_id=conversation_id, type="message", role="company")
+    # One turn per line, or one for both when the second arrived before the first turn's
+    # claim: every reply is printed, the last line's included.
+    assert replies.exists()
+    for reply in replies:
+        assert f"agent> {reply.payload['message']['text']}" in text
     assert "agent> You said: second line" in text
+
+
+def test_poppy_chat_does_not_take_the_previous_turns_idle_for_the_last_reply(
+    live: str, monkeypatch
+) -> None:
+    """The reader's page with the first turn's idle state comes back only after the second
+    line was sent (a long-poll in flight while the User typed), and the next page is slow:
+    EOF still waits for the second reply."""
+    import io
+    import threading
+    import time
+
+    from django.core.management import call_command
+
+    second_sent = threading.Event()
+    send, events = PoppyClient.send, PoppyClient.events
+
+    def sent(self: PoppyClient, conversation_id: str, *args: Any, **kwargs: Any) -> Any:
+        # The first line started the conversation: this is the second, sent once the first
+        # turn has ended (its idle state is in the log).
+        deadline = time.monotonic() + 10
+        while not any(e.get("status") == "idle" for e in events(self, conversation_id)["events"]):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        answer = send(self, conversation_id, *args, **kwargs)
+        second_sent.set()
+        return answer
+
+    def late(self: PoppyClient, *args: Any, **kwargs: Any) -> Any:
+        if second_sent.is_set():
+            time.sleep(0.5)  # the pages after the stale one
+        page = events(self, *args, **kwargs)
+        if any(e.get("status") == "idle" for e in page.get("events", [])):
+            second_sent.wait(timeout=10)
+        return page
+
+    monkeypatch.setattr(PoppyClient, "send", sent)
+    monkeypatch.setattr(PoppyClient, "events", late)
+    monkeypatch.setattr("sys.stdin", io.StringIO("first line\nsecond line\n"))
+    out = io.StringIO()
+    call_command("poppy_chat", "--url", live, stdout=out)
+    assert "agent> You said: second line" in out.getvalue()
 
 
 def test_poppy_chat_names_the_url_it_could_not_reach(settings) -> None:

@@ -34,7 +34,13 @@ from poppy_django.auth import dev_authority
 try:
     import httpx
 
-    from poppy_django.client import RESTING_STATES, DPoPKey, PoppyClient, PoppyClientError
+    from poppy_django.client import (
+        RESTING_STATES,
+        DPoPKey,
+        PoppyClient,
+        PoppyClientError,
+        new_message_id,
+    )
 except ModuleNotFoundError as error:
     if error.name != "httpx":
         raise
@@ -179,17 +185,27 @@ class _Chat:
         self._stopping = threading.Event()
         self._failure: BaseException | None = None
         self._lock = threading.Lock()
+        #: The id of the message sent last, until its event is shown: states before it are
+        #: the previous turn's, so they do not say the company side rests.
+        self._awaiting: str | None = None
 
     def say(self, text: str) -> None:
+        message_id = new_message_id()
         with self._lock:
-            self.status = "working"  # until the events say otherwise
-        if self.conversation_id is None:
-            answer = self.client.start(text)
-            self.conversation_id = str(answer["conversation_id"])
-            self.out.write(f"[conversation {self.conversation_id}]")
-            self.out.flush()
-        else:
-            self.client.send(self.conversation_id, text)
+            self.status = "working"  # until the events after this message say otherwise
+            self._awaiting = message_id
+        try:
+            if self.conversation_id is None:
+                answer = self.client.start(text, message_id=message_id)
+                self.conversation_id = str(answer["conversation_id"])
+                self.out.write(f"[conversation {self.conversation_id}]")
+                self.out.flush()
+            else:
+                self.client.send(self.conversation_id, text, message_id=message_id)
+        except BaseException:
+            with self._lock:
+                self._awaiting = None  # refused: no turn follows it
+            raise
         self.follow()
 
     def rethrow(self) -> None:
@@ -308,6 +324,8 @@ class _Chat:
         kind = event.get("type")
         if kind == "message":
             message = event.get("message") or {}
+            if message.get("id") == self._awaiting:
+                self._awaiting = None
             if message.get("role") == "company":
                 text = message.get("text") or ""
                 data = message.get("data")
@@ -315,14 +333,17 @@ class _Chat:
                 if data:
                     self.out.write(f"  data: {json.dumps(data, sort_keys=True)}")
         elif kind == "state":
-            self.status = str(event.get("status"))
-            if self.status == "queued":
+            status = str(event.get("status"))
+            if status == "queued":
                 self.out.write("[waiting for a person]")
-            elif event.get("responder") == "human" and self.status == "idle":
+            elif event.get("responder") == "human" and status == "idle":
                 self.out.write("[a person has joined]")
-            elif self.status == "closed":
+            elif status == "closed":
                 self.out.write("[closed]")
-            return self.status in RESTING_STATES
+            if self._awaiting is not None:  # the previous turn's state
+                return False
+            self.status = status
+            return status in RESTING_STATES
         elif kind == "authorization":
             scope = f" ({event['scope']})" if event.get("scope") else ""
             self.out.write(f"[{event.get('error')}{scope}: get a new token and continue]")
