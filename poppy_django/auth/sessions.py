@@ -14,8 +14,9 @@ keep it: Django's ``default`` cache (shared by the processes) holds the answer w
 wall-clock time it was asked at, and each process memoizes what it read or asked until that
 time plus the window — never longer, however late in the window it read the entry — so a hot
 session costs one cache round trip per window and process instead of one per request. The
-bound assumes the machines' clocks agree (NTP). 0 asks every request; so does an
-unreachable cache (logged).
+bound assumes the machines' clocks agree (NTP); an entry stamped ahead of this process's clock
+is used without a memo, bounded by the cache's own expiry as before. 0 asks every request;
+so does an unreachable cache (logged).
 
 A principal without a ``session_id`` is asked about on every request (nothing to key a cache
 by). An exception from the callable is not an answer: the request fails (a JSON 500, logged)
@@ -123,10 +124,10 @@ def status(principal: Principal) -> Status:
         return _ask(principal)
     if isinstance(cached, tuple):
         found, asked_at = cached
-        # An asked_at ahead of this clock counts from now: never more than a window from here.
-        until = min(asked_at, now) + seconds
-        if now < until:
-            _remember(about, found, until)
+        if asked_at > now:  # stamped by a clock ahead of this one: as before, the cache's TTL
+            return found  # bounds it; its window cannot be placed on this clock
+        if now < asked_at + seconds:
+            _remember(about, found, asked_at + seconds)
             return found
     found = _ask(principal)  # the answer reflects the session as of ``now`` or later
     _remember(about, found, now + seconds)
