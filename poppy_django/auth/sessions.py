@@ -42,7 +42,7 @@ from poppy_django.process_cache import shared_cache
 
 logger = logging.getLogger(__name__)
 
-# "v2": entries are (status, asked_at). 0.3.0 and earlier stored a bare status under
+# "v2": entries are (status, asked_at). Earlier versions store a bare status under
 # "poppy:session-status:<hash>" and return whatever they read there, so they must never read
 # a new entry (they would take an ended session's tuple for an active one); during a rolling
 # upgrade each version asks the callable on its own.

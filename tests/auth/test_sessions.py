@@ -223,9 +223,9 @@ def test_an_answer_stamped_by_a_clock_ahead_of_this_one_is_not_remembered(
 def test_entries_of_earlier_versions_and_of_this_one_never_meet(
     seam: Issuer, reads: list[str]
 ) -> None:
-    """0.3.0 and earlier cached a bare status under another key and returned whatever they
-    read there: a rolling upgrade must not show them the new (status, asked_at) entries, nor
-    this version their bare strings."""
+    """Earlier versions cache a bare status under another key and return whatever they read
+    there: a rolling upgrade must not show them the new (status, asked_at) entries, nor this
+    version their bare strings."""
     key = DPoPKey()
     session_id = fresh_session()
     token = seam.token(jkt=key.thumbprint, now=NOW, sid=session_id)
@@ -233,8 +233,8 @@ def test_entries_of_earlier_versions_and_of_this_one_never_meet(
     old_key = "poppy:session-status:" + hashlib.sha256(about.encode()).hexdigest()
     cache = shared_cache(CACHE_ALIAS)
     assert read(token, key).status_code == 404
-    assert cache.get(old_key) is None  # nothing a 0.3.0 process would misread
-    cache.set(old_key, "ended", timeout=5)  # what a 0.3.0 process writes for an ended session
+    assert cache.get(old_key) is None  # nothing an earlier process would misread
+    cache.set(old_key, "ended", timeout=5)  # an earlier process's ended session
     sessions.forget()  # another process of this version, once its own entry has expired
     cache.delete(reads[0])
     assert read(token, key).status_code == 404  # it asks, and hears the session is active
