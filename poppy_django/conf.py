@@ -77,7 +77,8 @@ DEFAULTS: dict[str, Any] = {
     # Import string of session_status(principal) -> bool (False: the session has ended and
     # the token is refused), consulted after a token verifies; None: sessions are not checked.
     "SESSION_STATUS": None,
-    # How long an answer of SESSION_STATUS is cached per session id (Django's default cache).
+    # The most seconds an answer of SESSION_STATUS is used per session id after it was given
+    # (shared through Django's default cache, remembered in each process until then).
     "SESSION_STATUS_CACHE_SECONDS": 5.0,
     # poppy.json: organization and extra fields of the discovery document.
     "DISCOVERY": {},

@@ -5,10 +5,17 @@ callable ``(principal) -> bool | "signed_out"`` that the DPoP verifier consults 
 verifies: ``True`` while the session is active; ``False`` once it has ended (revoked), so the
 token is refused as ``401 invalid_token``; ``"signed_out"`` when the session goes on but the
 sign-in it carried was revoked (an Account Token revoked, an agent disconnected), so the
-token is handled as signed out (seed 001: a Session outlives its sign-in). The answer is
-cached per session, sign-in and account for ``POPPY["SESSION_STATUS_CACHE_SECONDS"]``
-(default 5) in Django's ``default`` cache, so the callable (often a query or an HTTP call to
-the issuer) runs at most once per session and window in each cache. 0 asks every request;
+token is handled as signed out (seed 001: a Session outlives its sign-in).
+
+An answer is used for at most ``POPPY["SESSION_STATUS_CACHE_SECONDS"]`` (default 5) after the
+callable was asked, per session, sign-in and account, so the callable (often a query or an
+HTTP call to the issuer) runs at most once per session and window in each cache. Two tiers
+keep it: Django's ``default`` cache (shared by the processes) holds the answer with the
+wall-clock time it was asked at, and each process memoizes what it read or asked until that
+time plus the window — never longer, however late in the window it read the entry — so a hot
+session costs one cache round trip per window and process instead of one per request. The
+bound assumes the machines' clocks agree (NTP); an entry stamped ahead of this process's clock
+is used without a memo, bounded by the cache's own expiry as before. 0 asks every request;
 so does an unreachable cache (logged).
 
 A principal without a ``session_id`` is asked about on every request (nothing to key a cache
@@ -21,7 +28,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from typing import Final, Literal
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Final, Literal
+
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from poppy_django.auth.principal import Principal
 from poppy_django.conf import poppy_settings
@@ -29,11 +42,22 @@ from poppy_django.process_cache import shared_cache
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "poppy:session-status:"
+# "v2": entries are (status, asked_at). Earlier versions store a bare status under
+# "poppy:session-status:<hash>" and return whatever they read there, so they must never read
+# a new entry (they would take an ended session's tuple for an active one); during a rolling
+# upgrade each version asks the callable on its own.
+PREFIX = "poppy:session-status:v2:"
 CACHE_ALIAS = "default"
 SIGNED_OUT: Final = "signed_out"
+#: Sessions a process remembers at once (least recently used dropped first).
+MEMO_ENTRIES = 4096
 
 Status = Literal["active", "signed_out", "ended"]
+About = tuple[str, bool, str | None]
+
+# about -> (status, until): until is the wall-clock time the answer stops being usable.
+_memo: OrderedDict[About, tuple[Status, float]] = OrderedDict()
+_memo_lock = threading.Lock()
 
 
 def _ask(principal: Principal) -> Status:
@@ -43,6 +67,38 @@ def _ask(principal: Principal) -> Status:
     return "active" if answer is True else "ended"
 
 
+def _remembered(about: About, now: float) -> Status | None:
+    with _memo_lock:
+        entry = _memo.get(about)
+        if entry is None:
+            return None
+        if now >= entry[1]:
+            del _memo[about]
+            return None
+        _memo.move_to_end(about)
+        return entry[0]
+
+
+def _remember(about: About, found: Status, until: float) -> None:
+    with _memo_lock:
+        _memo[about] = (found, until)
+        _memo.move_to_end(about)
+        if len(_memo) > MEMO_ENTRIES:
+            _memo.popitem(last=False)
+
+
+def forget() -> None:
+    """Drop the process's memo (settings changed; tests)."""
+    with _memo_lock:
+        _memo.clear()
+
+
+@receiver(setting_changed)
+def _forget_on_change(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("POPPY", "CACHES"):  # another callable, window or shared cache
+        forget()
+
+
 def status(principal: Principal) -> Status:
     """What the seam says of ``principal``'s session (``active`` when no seam is configured)."""
     if poppy_settings.SESSION_STATUS is None:
@@ -50,21 +106,33 @@ def status(principal: Principal) -> Status:
     seconds = float(poppy_settings.SESSION_STATUS_CACHE_SECONDS)
     if principal.session_id is None or seconds <= 0:
         return _ask(principal)
+    # The sign-in is part of the key: one session answers differently for its signed-in and
+    # signed-out tokens.
+    about: About = (principal.session_id, principal.signed_in, principal.account_id)
+    now = time.time()
+    remembered = _remembered(about, now)
+    if remembered is not None:
+        return remembered
     cache = shared_cache(CACHE_ALIAS)
-    # A hash: the ids are the issuer's text and must not shape cache keys. The sign-in is
-    # part of the key: one session answers differently for its signed-in and signed-out tokens.
-    about = f"{principal.session_id}\0{principal.signed_in}\0{principal.account_id}"
-    key = PREFIX + hashlib.sha256(about.encode("utf-8", "surrogatepass")).hexdigest()
+    # A hash: the ids are the issuer's text and must not shape cache keys.
+    text = "\0".join(map(str, about))
+    key = PREFIX + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     try:
         cached = cache.get(key)
     except Exception:  # the cache is down (a Redis restart): ask, as with no cache
         logger.warning("poppy: session status not cached, the cache failed", exc_info=True)
         return _ask(principal)
-    if cached is not None:
-        return cached
-    found = _ask(principal)
+    if isinstance(cached, tuple):
+        found, asked_at = cached
+        if asked_at > now:  # stamped by a clock ahead of this one: as before, the cache's TTL
+            return found  # bounds it; its window cannot be placed on this clock
+        if now < asked_at + seconds:
+            _remember(about, found, asked_at + seconds)
+            return found
+    found = _ask(principal)  # the answer reflects the session as of ``now`` or later
+    _remember(about, found, now + seconds)
     try:
-        cache.set(key, found, timeout=seconds)
+        cache.set(key, (found, now), timeout=seconds)
     except Exception:
         logger.warning("poppy: session status not cached, the cache failed", exc_info=True)
     return found

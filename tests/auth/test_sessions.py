@@ -1,13 +1,16 @@
 """Sign-out takes effect at once: the session-status seam, and revocation end to end over HTTP.
 
 ``POPPY["SESSION_STATUS"]`` names ``(principal) -> bool``; it is asked after a token verifies,
-its answer cached per session id for ``SESSION_STATUS_CACHE_SECONDS``. The development
-authority revokes with ``poppy_token --revoke`` and the example project wires its callable.
+its answer used per session id for at most ``SESSION_STATUS_CACHE_SECONDS`` after it was
+given (a process memo in front of the shared cache). The development authority revokes with
+``poppy_token --revoke`` and the example project wires its callable.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
+import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +20,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from poppy_django.auth import Principal, dpop
+from poppy_django.auth import Principal, dpop, sessions
 from poppy_django.auth.sessions import CACHE_ALIAS
 from poppy_django.client import DPoPKey
 from poppy_django.process_cache import shared_cache
@@ -109,6 +112,160 @@ def test_the_callable_is_not_asked_for_refused_tokens(seam: Issuer) -> None:
     token = seam.token(jkt=key.thumbprint, now=NOW, aud="https://elsewhere.example/poppy")
     assert_refused(read(token, key), 401, "invalid_token")
     assert ASKED == []
+
+
+# -- the process memo: one shared-cache read per window, and never past the window -----------
+
+REDIS_CACHE = {
+    "BACKEND": "django.core.cache.backends.redis.RedisCache",
+    "LOCATION": os.environ.get("POPPY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
+}
+
+
+class Clock:
+    """The wall clock the seam stamps and checks answers with, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def time(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr(sessions, "time", clock)
+    return clock
+
+
+@pytest.fixture(params=["locmem", "redis"])
+def reads(
+    request: Any, settings: Any, seam: Issuer, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[str]]:
+    """The session-status keys read from the shared cache (local memory, then Redis)."""
+    local = settings.CACHES
+    if request.param == "redis":
+        settings.CACHES = {**settings.CACHES, CACHE_ALIAS: REDIS_CACHE}
+    cache_seconds(settings, 5)
+    backend = shared_cache(CACHE_ALIAS)
+    keys: list[str] = []
+    get = backend.get
+
+    def counting_get(key: str, *args: Any, **kwargs: Any) -> Any:
+        if key.startswith(sessions.PREFIX):
+            keys.append(key)
+        return get(key, *args, **kwargs)
+
+    monkeypatch.setattr(backend, "get", counting_get)
+    yield keys
+    settings.CACHES = local  # the seam clears local memory after, never the shared Redis
+
+
+def fresh_session() -> str:
+    """A session id of its own (Redis outlives the test database)."""
+    return "ses-" + secrets.token_hex(6)
+
+
+def test_a_hot_session_reads_the_shared_cache_once_per_window(
+    seam: Issuer, reads: list[str], clock: Clock
+) -> None:
+    key = DPoPKey()
+    token = seam.token(jkt=key.thumbprint, now=NOW, sid=fresh_session())
+    for _ in range(5):
+        assert read(token, key).status_code == 404
+    assert (len(ASKED), len(reads)) == (1, 1)
+    clock.now = NOW + 4.9
+    assert read(token, key).status_code == 404
+    assert (len(ASKED), len(reads)) == (1, 1)
+    clock.now = NOW + 5  # the window is over, for the shared answer too: asked again
+    for _ in range(3):
+        assert read(token, key).status_code == 404
+    assert (len(ASKED), len(reads)) == (2, 2)
+
+
+def test_an_answer_is_not_used_past_its_window_by_a_process_that_read_it_late(
+    seam: Issuer, reads: list[str], clock: Clock
+) -> None:
+    key = DPoPKey()
+    session_id = fresh_session()
+    token = seam.token(jkt=key.thumbprint, now=NOW, sid=session_id)
+    assert read(token, key).status_code == 404  # asked at NOW, shared with (status, NOW)
+    ENDED.add(session_id)
+    sessions.forget()  # another process, its memo empty, reads the shared answer late
+    clock.now = NOW + 4
+    assert read(token, key).status_code == 404
+    clock.now = NOW + 4.9
+    assert read(token, key).status_code == 404
+    assert (len(ASKED), len(reads)) == (1, 2)  # the late read was remembered
+    clock.now = NOW + 5  # not NOW + 4 + 5: the window counts from when the callable answered
+    response = read(token, key)
+    assert_refused(response, 401, "invalid_token")
+    assert "session revoked" in response.json()["error_description"]
+    assert len(ASKED) == 2
+
+
+def test_an_answer_stamped_by_a_clock_ahead_of_this_one_is_not_remembered(
+    seam: Issuer, reads: list[str], clock: Clock
+) -> None:
+    """Its window cannot be placed on this clock: the shared cache's own expiry bounds it."""
+    key = DPoPKey()
+    token = seam.token(jkt=key.thumbprint, now=NOW, sid=fresh_session())
+    clock.now = NOW + 60  # a machine whose clock runs a minute ahead answers first
+    assert read(token, key).status_code == 404
+    sessions.forget()
+    clock.now = NOW
+    for _ in range(3):
+        assert read(token, key).status_code == 404
+    assert (len(ASKED), len(reads)) == (1, 4)
+
+
+def test_entries_of_earlier_versions_and_of_this_one_never_meet(
+    seam: Issuer, reads: list[str]
+) -> None:
+    """Earlier versions cache a bare status under another key and return whatever they read
+    there: a rolling upgrade must not show them the new (status, asked_at) entries, nor this
+    version their bare strings."""
+    key = DPoPKey()
+    session_id = fresh_session()
+    token = seam.token(jkt=key.thumbprint, now=NOW, sid=session_id)
+    about = f"{session_id}\0False\0None"
+    old_key = "poppy:session-status:" + hashlib.sha256(about.encode()).hexdigest()
+    cache = shared_cache(CACHE_ALIAS)
+    assert read(token, key).status_code == 404
+    assert cache.get(old_key) is None  # nothing an earlier process would misread
+    cache.set(old_key, "ended", timeout=5)  # an earlier process's ended session
+    sessions.forget()  # another process of this version, once its own entry has expired
+    cache.delete(reads[0])
+    assert read(token, key).status_code == 404  # it asks, and hears the session is active
+    assert len(ASKED) == 2
+
+
+def test_a_settings_change_forgets_the_memo(settings: Any, seam: Issuer, reads: list[str]) -> None:
+    """Tests start afresh by emptying the shared cache and changing settings."""
+    key = DPoPKey()
+    session_id = fresh_session()
+    token = seam.token(jkt=key.thumbprint, now=NOW, sid=session_id)
+    assert read(token, key).status_code == 404
+    ENDED.add(session_id)
+    shared_cache(CACHE_ALIAS).delete(reads[0])
+    cache_seconds(settings, 60)
+    assert_refused(read(token, key), 401, "invalid_token")
+
+
+def test_the_memo_keeps_the_most_recently_used_sessions(
+    seam: Issuer, reads: list[str], clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sessions, "MEMO_ENTRIES", 2)
+    key = DPoPKey()
+    first, second, third = (
+        seam.token(jkt=key.thumbprint, now=NOW, sid=fresh_session()) for _ in range(3)
+    )
+    for token in (first, second, first, third, first):  # the third pushes the second out
+        assert read(token, key).status_code == 404
+    assert len(reads) == 3
+    assert read(second, key).status_code == 404
+    assert len(reads) == 4
 
 
 # -- the development authority, end to end --------------------------------------------------
