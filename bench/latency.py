@@ -700,8 +700,11 @@ def client_cost(n: int) -> dict[str, Any]:
 # -- 1. turn latency ----------------------------------------------------------------------
 
 
-async def turn_latency(target: Target, agent: Agent, size: int, turns: int) -> dict[str, Any]:
-    """POST → first text-delta on an open SSE stream, and → reply seen by a long-poll."""
+async def turn_latency(
+    target: Target, agent: Agent, size: int, turns: int, worker_pid: int
+) -> dict[str, Any]:
+    """POST → first text-delta on an open SSE stream, and → reply seen by a long-poll; and
+    the CPU a turn costs the web process and the worker (readers' wake-ups included)."""
     import httpx
 
     from poppy_django.client import iter_sse
@@ -784,6 +787,9 @@ async def turn_latency(target: Target, agent: Agent, size: int, turns: int) -> d
     deltas, sse_replies, poll_replies, posts = [], [], [], []
     without_delta = 0
     http = Http(target.port)
+    assert target.pid is not None
+    web_pid = target.pid
+    cpu0 = {"web": cpu_seconds(web_pid), "worker": cpu_seconds(worker_pid)}
     try:
         for _ in range(turns):
             state.update(posted=None, delta=None, sse_reply=None, poll_reply=None, idle=False)
@@ -807,6 +813,10 @@ async def turn_latency(target: Target, agent: Agent, size: int, turns: int) -> d
                 deltas.append(state["delta"] - posted)
             sse_replies.append(state["sse_reply"] - posted)
             poll_replies.append(state["poll_reply"] - posted)
+        cpu = {
+            "web": cpu_seconds(web_pid) - cpu0["web"],
+            "worker": cpu_seconds(worker_pid) - cpu0["worker"],
+        }
     finally:
         stop = True
         await http.close()
@@ -826,6 +836,7 @@ async def turn_latency(target: Target, agent: Agent, size: int, turns: int) -> d
         "replies_without_delta": without_delta,
         "sse_reply": summary(sse_replies),
         "long_poll_reply": summary(poll_replies),
+        "cpu_ms_per_turn": {name: seconds * 1000 / turns for name, seconds in cpu.items()},
     }
 
 
@@ -1050,7 +1061,7 @@ def main() -> None:
     cluster = launcher(tmp, port, args)
     try:
         cluster.create()
-        cluster.worker("celery")
+        worker = cluster.worker("celery").pid
         setup_django(cluster.env, "poppy_django.auth.dpop.verify")
         public = f"http://127.0.0.1:{port}"
 
@@ -1073,14 +1084,14 @@ def main() -> None:
         # Our server, DPoP verification.
         pid = web(cluster, port, "poppy_django.auth.dpop.verify")
         ours = Target("ours", port, public, dpop_agents, pid)
-        results["turns"] = asyncio.run(turn_latency(ours, turn_agent, sizes[0], args.turns))
+        results["turns"] = asyncio.run(turn_latency(ours, turn_agent, sizes[0], args.turns, worker))
         print(
             f"\n1. turn latency ({args.turns} turns, {sizes[0]} events): "
             + json.dumps(results["turns"])
         )
         if sizes[-1] != sizes[0] and args.long_turns:
             results["turns_long"] = asyncio.run(
-                turn_latency(ours, turn_agent, sizes[-1], args.long_turns)
+                turn_latency(ours, turn_agent, sizes[-1], args.long_turns, worker)
             )
             print(
                 f"   on {sizes[-1]} events ({args.long_turns} turns): "
@@ -1135,6 +1146,8 @@ def report(results: dict[str, Any]) -> None:
     for name in ("post", "first_delta", "sse_reply", "long_poll_reply"):
         print(f"   {name:16} {turns[name]['p50_ms']:7.1f} {turns[name]['p99_ms']:7.1f}")
     print(f"   replies the stream showed before any piece: {turns['replies_without_delta']}")
+    cpu = turns["cpu_ms_per_turn"]
+    print(f"   CPU per turn: web process {cpu['web']:.1f} ms, worker {cpu['worker']:.1f} ms")
     if "turns_long" in results:
         long = results["turns_long"]
         print(f"   on {long['size']} events ({long['turns']} turns):")
