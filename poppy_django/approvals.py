@@ -27,7 +27,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 
-from poppy_django import event_log, ids, leases, memory, observe
+from poppy_django import dispatch, event_log, ids, leases, memory, observe
 from poppy_django.agent import actions, registry
 from poppy_django.agent.outcomes import format_action
 from poppy_django.agent.tools import Tool, ToolContext
@@ -66,8 +66,6 @@ def running(conversation_id: str) -> QuerySet[ActionRecord]:
 
 def approve(record_id: int, *, by: str, request_id: str | None = None) -> ActionRecord:
     """Record the approval and dispatch: a worker runs it and posts the outcome."""
-    from poppy_django.turns import dispatch_on_commit
-
     with transaction.atomic():
         conversation, record = _lock_awaiting(record_id)
         if conversation.status == Status.CLOSED:
@@ -76,7 +74,7 @@ def approve(record_id: int, *, by: str, request_id: str | None = None) -> Action
         record.decided_by = by
         record.request_id = request_id or ""
         record.save(update_fields=["status", "decided_by", "request_id", "updated_at"])
-        dispatch_on_commit(conversation.id)
+        dispatch.dispatch_on_commit(conversation.id)
     return record
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from poppy_django import event_log, handoff, ids, observe, signals, turns
+from poppy_django import dispatch, event_log, handoff, ids, observe, signals
 from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
@@ -207,7 +207,7 @@ def _record(
             handoff.forward_message_on_commit(conversation.id, payload["message"])
         elif message.starts_turn:
             event_log.set_state(conversation, status=Status.WORKING)
-            turns.dispatch_on_commit(conversation.id)
+            dispatch.dispatch_on_commit(conversation.id)
     answer = answer_of(conversation, status_code)
     MessageReceipt.objects.create(
         client_id=principal.client_id,

@@ -19,7 +19,16 @@ from typing import Any
 
 from django.db import transaction
 
-from poppy_django import conversations, event_log, handoff, ids, observe, signals, turns
+from poppy_django import (
+    conversations,
+    dispatch,
+    event_log,
+    handoff,
+    ids,
+    observe,
+    signals,
+    turns,
+)
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event, EventType, Responder, Status
 
@@ -122,7 +131,7 @@ def human_left(conversation_id: str, *, by: str = "", request_id: str | None = N
         conversation, status=status, responder=Responder.AGENT, meta=_meta(request_id, by)
     )
     if unanswered:
-        turns.dispatch_on_commit(conversation.id)
+        dispatch.dispatch_on_commit(conversation.id)
     observe.moment("human_left", signals.human_left, conversation_id=conversation.id, by=by)
 
 

@@ -54,25 +54,7 @@ from poppy_django.models import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LeaseLost", "dispatch_on_commit", "new_owner", "pending_messages", "run_turns"]
-
-
-def dispatch_on_commit(conversation_id: str) -> None:
-    """Hand the conversation to the configured executor once the transaction commits."""
-
-    def dispatch() -> None:
-        try:
-            poppy_settings.EXECUTOR.dispatch(conversation_id)
-        except Exception:
-            # The message is committed and the conversation is ``working``: the workers'
-            # recovery sweep takes it up, so the acknowledgement stands.
-            logger.warning(
-                "poppy: could not dispatch %s; the recovery sweep will",
-                conversation_id,
-                exc_info=True,
-            )
-
-    transaction.on_commit(dispatch)
+__all__ = ["LeaseLost", "new_owner", "pending_messages", "run_turns"]
 
 
 # -- claim, prepare, run, commit ---------------------------------------------------------
