@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from django.db.models import QuerySet
+
 from poppy_django.conf import poppy_settings
 from poppy_django.models import AgentThread, AgentThreadEntry
 
@@ -32,9 +34,21 @@ def append(thread: AgentThread, entries: Sequence[dict[str, str]]) -> None:
 
 def window(thread: AgentThread) -> list[dict[str, str]]:
     """The newest ``THREAD_HISTORY_ENTRIES`` entries, oldest first: what a turn shows the model."""
+    return _window(AgentThreadEntry.objects.filter(thread=thread))
+
+
+def window_of(root_id: str, actor_id: str) -> list[dict[str, str]]:
+    """:func:`window` of the actor's thread in a conversation, without reading the thread's
+    row first (one query); empty when the thread has no entries or does not exist."""
+    return _window(
+        AgentThreadEntry.objects.filter(thread__conversation_id=root_id, thread__actor_id=actor_id)
+    )
+
+
+def _window(entries: QuerySet[AgentThreadEntry]) -> list[dict[str, str]]:
     newest = list(
-        AgentThreadEntry.objects.filter(thread=thread)
-        .order_by("-position")
-        .values_list("role", "text")[: poppy_settings.THREAD_HISTORY_ENTRIES]
+        entries.order_by("-position").values_list("role", "text")[
+            : poppy_settings.THREAD_HISTORY_ENTRIES
+        ]
     )
     return [{"role": role, "text": text} for role, text in reversed(newest)]

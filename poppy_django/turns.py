@@ -168,8 +168,9 @@ def prepare(slot: TurnSlot) -> TurnRequest:
 def _request(slot: TurnSlot, conversation: Conversation, pending: list[Event]) -> TurnRequest:
     principal = Principal.from_dict(pending[-1].meta["principal"])
     actor = resolve_actor(principal)  # once per turn: ACTOR_FOR may be costly
-    thread = _thread_for(conversation, actor, first_seq=pending[0].seq)
-    history = memory.window(thread)
+    history = memory.window_of(conversation.thread_root_id, actor.id)
+    if not history:  # no thread yet (or an empty one): make it, with a sign-in transcript
+        history = memory.window(_thread_for(conversation, actor, first_seq=pending[0].seq))
     latest = pending[-1].payload["message"]
     return TurnRequest(
         conversation_id=conversation.id,

@@ -48,7 +48,12 @@ def test_a_turn_is_a_claim_and_a_commit(agent: PersonalAgent, nudges: list[dict[
     assert len(conversation_writes) == 3
     assert '"thread_owner"' in conversation_writes[1] and '"thread_owner"' in conversation_writes[2]
     assert '"lease_owner" = NULL' in conversation_writes[2]
-    assert len(sql) == 21
+    assert len(sql) == 20
+    # Before the model runs (up to the commit's BEGIN): the thread's window in one query.
+    before_model = sql[: sql.index("BEGIN", sql.index("COMMIT"))]
+    assert [s for s in before_model if "poppy_django_agentthread" in s] == [
+        next(s for s in before_model if s.startswith('SELECT "poppy_django_agentthreadentry"'))
+    ]
     # The reply and the idle state reach readers with one nudge.
     conversation = Conversation.objects.get(pk=conversation_id)
     assert nudges == [{"seq": conversation.last_seq}]
