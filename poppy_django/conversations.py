@@ -230,16 +230,17 @@ def _record(
 
 
 def _idempotent(principal: Principal, message: InboundMessage, target: str, write: Any) -> Answer:
-    """Run ``write`` once per message id; a concurrent duplicate answers as a retry."""
-    replay = _replay(principal, message, target)
-    if replay is not None:
-        return replay
+    """Run ``write`` once per message id: a new message is written without a lookup first.
+
+    A retry's write is refused (by the receipt's unique key, or earlier: the conversation
+    closed since, say) and rolled back; its answer is then the first delivery's, as for a
+    concurrent duplicate.
+    """
     try:
         with transaction.atomic():
             answer: Answer = write()
             return answer
-    except IntegrityError:
-        # Another delivery of the same id committed first: answer as its retry.
+    except (IntegrityError, PoppyError):
         replay = _replay(principal, message, target)
         if replay is None:
             raise

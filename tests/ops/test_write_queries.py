@@ -1,6 +1,8 @@
-"""A POST costs a fixed, small number of queries: the conversation's row is written once,
-a valid message is not read before its locked read, and only a conversation that opened a
-Direct Conversation looks for an open one.
+"""A POST costs a fixed, small number of queries: a new message is written without looking
+for its receipt first (a retry's write is refused by the receipt's unique key and rolled
+back), the conversation's row is written once, a valid message is not read before its
+locked read, and only a conversation that opened a Direct Conversation looks for an open
+one.
 
 Queries are counted in every thread (the endpoint runs its work off the event loop). No
 turn runs: dispatches are recorded, not executed, so only the POST's own queries count.
@@ -17,6 +19,7 @@ import pytest
 from django.db.backends import utils
 
 from poppy_django.conf import poppy_settings
+from poppy_django.models import Event
 from tests.conftest import PersonalAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -76,9 +79,8 @@ def test_a_turn_starting_start_writes_the_new_row_once(
     with queries() as sql:
         response = agent.start("hello")
     assert response.status_code == 201
-    # The receipt lookup; the conversation, its message and state events, its row's one
-    # update, the receipt.
-    assert verbs(sql) == ["SELECT", "INSERT", "INSERT", "INSERT", "UPDATE", "INSERT"]
+    # The conversation, its message and state events, its row's one update, the receipt.
+    assert verbs(sql) == ["INSERT", "INSERT", "INSERT", "UPDATE", "INSERT"]
     assert recorded.dispatched == [response.json()["conversation_id"]]
 
 
@@ -87,9 +89,9 @@ def test_a_context_only_message_writes_the_row_once(agent: PersonalAgent, querie
     with queries() as sql:
         response = agent.send(conversation_id, None, context={"page": "cart"})
     assert response.status_code == 202
-    # The receipt lookup, the locked read (ownership; no Direct was ever opened, so none is
-    # looked for), the event, the row (context and last_seq together), the receipt.
-    assert verbs(sql) == ["SELECT", "SELECT", "INSERT", "UPDATE", "INSERT"]
+    # The locked read (ownership; no Direct was ever opened, so none is looked for), the
+    # event, the row (context and last_seq together), the receipt.
+    assert verbs(sql) == ["SELECT", "INSERT", "UPDATE", "INSERT"]
 
 
 def test_a_turn_starting_message_writes_the_row_once(
@@ -100,17 +102,26 @@ def test_a_turn_starting_message_writes_the_row_once(
         response = agent.send(conversation_id, "where is my order?")
     assert response.status_code == 202 and response.json()["status"] == "working"
     # As above, with the state event: status and last_seq in the row's one update.
-    assert verbs(sql) == ["SELECT", "SELECT", "INSERT", "INSERT", "UPDATE", "INSERT"]
+    assert verbs(sql) == ["SELECT", "INSERT", "INSERT", "UPDATE", "INSERT"]
     assert recorded.dispatched == [conversation_id]
 
 
-def test_a_retried_message_is_one_query(agent: PersonalAgent, queries: Any) -> None:
+def test_a_retried_message_is_answered_from_its_receipt_and_writes_nothing(
+    agent: PersonalAgent, queries: Any, recorded: type[RecordedDispatches]
+) -> None:
     conversation_id = agent.start("hello").json()["conversation_id"]
     first = agent.send(conversation_id, "again", id="m-retried")
+    events = Event.objects.filter(conversation_id=conversation_id).count()
+    recorded.dispatched.clear()
     with queries() as sql:
         retry = agent.send(conversation_id, "again", id="m-retried")
     assert (retry.status_code, retry.json()) == (first.status_code, first.json())
-    assert verbs(sql) == ["SELECT"]  # the receipt, with its conversation for ownership
+    # The write, refused at its receipt and rolled back; then the receipt, with its
+    # conversation for ownership.
+    assert verbs(sql) == ["SELECT", "INSERT", "UPDATE", "INSERT", "SELECT"]
+    assert '"poppy_django_messagereceipt"' in sql[-1]
+    assert Event.objects.filter(conversation_id=conversation_id).count() == events
+    assert recorded.dispatched == []
 
 
 def test_once_a_direct_was_opened_messages_look_for_it(agent: PersonalAgent, queries: Any) -> None:
@@ -120,4 +131,4 @@ def test_once_a_direct_was_opened_messages_look_for_it(agent: PersonalAgent, que
     with queries() as sql:
         response = agent.send(parent, None, context={"page": "cart"})
     assert response.status_code == 202
-    assert verbs(sql) == ["SELECT", "SELECT", "SELECT", "INSERT", "UPDATE", "INSERT"]
+    assert verbs(sql) == ["SELECT", "SELECT", "INSERT", "UPDATE", "INSERT"]
