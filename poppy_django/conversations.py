@@ -10,7 +10,6 @@ are committed. Ownership is checked on every call.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,22 +76,16 @@ OWNER_FIELDS = ("client_id", "user_id", "account_id")
 
 
 def get_owned(
-    principal: Principal,
-    conversation_id: str,
-    *,
-    for_update: bool = False,
-    fields: Sequence[str] = (),
+    principal: Principal, conversation_id: str, *, for_update: bool = False
 ) -> Conversation:
-    """The conversation if ``principal`` owns it; ``fields`` limits an unlocked read to
-    those columns and :data:`OWNER_FIELDS` (another column then costs a query of its own)."""
+    """The conversation if ``principal`` owns it."""
     if not ids.is_valid_id(conversation_id):
         raise PoppyError("conversation_not_found")
     if for_update:
         conversation = event_log.lock(conversation_id)
     else:
-        rows = Conversation.objects.only(*OWNER_FIELDS, *fields) if fields else Conversation.objects
         try:
-            conversation = rows.get(pk=conversation_id)
+            conversation = Conversation.objects.get(pk=conversation_id)
         except Conversation.DoesNotExist as exc:
             raise PoppyError("conversation_not_found") from exc
     check_owner(principal, conversation)

@@ -8,13 +8,19 @@ nudges every ``WAKE_FALLBACK_SECONDS`` with one query for all readers.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import models
+
 from poppy_django import fanout, ids
+from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
+from poppy_django.conversations import OWNER_FIELDS, check_owner
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event
 from poppy_django.threads import in_thread, release_request_thread
@@ -57,19 +63,59 @@ class Page:
         }
 
 
-#: The conversation's columns a read needs: its cursor checks and the page's state.
-READ_FIELDS = ("status", "responder", "last_seq", "pruned_before_seq")
+#: The conversation's columns a read needs: whose it is, its cursor checks, the page's state.
+READ_FIELDS = (*OWNER_FIELDS, "status", "responder", "last_seq", "pruned_before_seq")
 #: The event's columns its wire form needs (not ``meta``: company-side facts, never shown).
-EVENT_FIELDS = ("conversation_id", "seq", "type", "payload", "created_at")
+EVENT_FIELDS = ("conversation", "seq", "type", "payload", "created_at")
+
+
+def _column(model: type[models.Model], name: str) -> str:
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field):
+        raise TypeError(f"{model.__name__}.{name} is not a column")
+    return f'"{field.column}"'
+
+
+def _columns(model: type[models.Model], names: Sequence[str]) -> str:
+    return ", ".join(_column(model, name) for name in ("id", *names))
+
+
+@functools.cache
+def _statements() -> tuple[str, str]:
+    """A read's two queries, written out once (standard SQL: PostgreSQL and SQLite).
+
+    Every read runs them, and the ORM's building and compiling of an equivalent queryset
+    cost about three times their execution (measured: docs/benchmarks.md).
+    """
+    conversation, event = Conversation._meta.db_table, Event._meta.db_table
+    seq = _column(Event, "seq")
+    # Only identifiers from the models' metadata are written in; values are parameters.
+    return (
+        f'SELECT {_columns(Conversation, READ_FIELDS)} FROM "{conversation}"'  # noqa: S608
+        f" WHERE {_column(Conversation, 'id')} = %s",
+        f'SELECT {_columns(Event, EVENT_FIELDS)} FROM "{event}"'  # noqa: S608
+        f" WHERE {_column(Event, 'conversation')} = %s AND {seq} > %s AND {seq} <= %s"
+        f" ORDER BY {seq} LIMIT %s",
+    )
 
 
 def read_state(conversation_id: str) -> Conversation:
     """The conversation's :data:`READ_FIELDS`, in one query (gone, e.g. deleted while a
     reader waited: ``conversation_not_found``)."""
-    try:
-        return Conversation.objects.only(*READ_FIELDS).get(pk=conversation_id)
-    except Conversation.DoesNotExist as exc:
-        raise PoppyError("conversation_not_found") from exc
+    found = list(Conversation.objects.raw(_statements()[0], [conversation_id]))
+    if not found:
+        raise PoppyError("conversation_not_found")
+    return found[0]
+
+
+def owned_state(principal: Principal, conversation_id: str) -> Conversation:
+    """:func:`read_state` of a conversation ``principal`` owns: ownership, the cursor's
+    checks and a plain read's page state in one query."""
+    if not ids.is_valid_id(conversation_id):
+        raise PoppyError("conversation_not_found")
+    conversation = read_state(conversation_id)
+    check_owner(principal, conversation)
+    return conversation
 
 
 def page_of(conversation: Conversation, after: int, cursor: str | None) -> Page:
@@ -84,11 +130,9 @@ def page_of(conversation: Conversation, after: int, cursor: str | None) -> Page:
     rows: list[Event] = []
     if after < conversation.last_seq:
         rows = list(
-            Event.objects.filter(
-                conversation_id=conversation.pk, seq__gt=after, seq__lte=conversation.last_seq
+            Event.objects.raw(
+                _statements()[1], [conversation.pk, after, conversation.last_seq, limit + 1]
             )
-            .only(*EVENT_FIELDS)
-            .order_by("seq")[: limit + 1]
         )
     events: list[dict[str, Any]] = []
     size = ENVELOPE_BYTES

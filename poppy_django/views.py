@@ -203,9 +203,7 @@ class EventsView(EndpointView):
         if stream:
             cursor = request.headers.get("Last-Event-ID") or cursor
         # One query: ownership, the cursor's checks and (for a plain read) the page's state.
-        conversation = conversations.get_owned(
-            principal, conversation_id, fields=reading.READ_FIELDS
-        )
+        conversation = reading.owned_state(principal, conversation_id)
         wait = None if stream else wait_param(request)
         after = reading.after_seq(conversation, cursor)
         if stream:
