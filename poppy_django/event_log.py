@@ -11,7 +11,6 @@ nudge for the block's last event, not one per event.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,21 +18,9 @@ from typing import Any
 
 from django.db import connections, router, transaction
 
-from poppy_django import fanout
+from poppy_django import fanout, statements
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event, EventType, Status
-
-
-@functools.cache
-def _lock_statement(vendor: str) -> str:
-    """The locking read, written out once: every write runs it, and the ORM's building and
-    compiling of ``select_for_update().get()`` cost about half again its execution."""
-    meta = Conversation._meta
-    columns = ", ".join(f'"{column.column}"' for column in meta.concrete_fields)
-    # SQLite has no row locks (and no FOR UPDATE): its writers take the whole database.
-    suffix = "" if vendor == "sqlite" else " FOR UPDATE"
-    # Only identifiers from the model's metadata are written in; the id is a parameter.
-    return f'SELECT {columns} FROM "{meta.db_table}" WHERE "{meta.pk.column}" = %s{suffix}'  # noqa: S608
 
 
 def lock(conversation_id: str) -> Conversation:
@@ -41,7 +28,7 @@ def lock(conversation_id: str) -> Conversation:
     alias = router.db_for_write(Conversation)
     if not transaction.get_connection(alias).in_atomic_block:
         raise RuntimeError("poppy_django.event_log.lock() needs a transaction.atomic() block.")
-    statement = _lock_statement(connections[alias].vendor)
+    statement = statements.conversation_locked(connections[alias].vendor)
     found = list(Conversation.objects.raw(statement, [conversation_id], using=alias))
     if not found:
         raise PoppyError("conversation_not_found")

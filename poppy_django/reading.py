@@ -8,16 +8,12 @@ nudges every ``WAKE_FALLBACK_SECONDS`` with one query for all readers.
 
 from __future__ import annotations
 
-import functools
 import json
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import models
-
-from poppy_django import fanout, ids
+from poppy_django import fanout, ids, statements
 from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
 from poppy_django.conversations import OWNER_FIELDS, check_owner
@@ -69,40 +65,12 @@ READ_FIELDS = (*OWNER_FIELDS, "status", "responder", "last_seq", "pruned_before_
 EVENT_FIELDS = ("conversation", "seq", "type", "payload", "created_at")
 
 
-def _column(model: type[models.Model], name: str) -> str:
-    field = model._meta.get_field(name)
-    if not isinstance(field, models.Field):
-        raise TypeError(f"{model.__name__}.{name} is not a column")
-    return f'"{field.column}"'
-
-
-def _columns(model: type[models.Model], names: Sequence[str]) -> str:
-    return ", ".join(_column(model, name) for name in ("id", *names))
-
-
-@functools.cache
-def _statements() -> tuple[str, str]:
-    """A read's two queries, written out once (standard SQL: PostgreSQL and SQLite).
-
-    Every read runs them, and the ORM's building and compiling of an equivalent queryset
-    cost about three times their execution (measured: docs/benchmarks.md).
-    """
-    conversation, event = Conversation._meta.db_table, Event._meta.db_table
-    seq = _column(Event, "seq")
-    # Only identifiers from the models' metadata are written in; values are parameters.
-    return (
-        f'SELECT {_columns(Conversation, READ_FIELDS)} FROM "{conversation}"'  # noqa: S608
-        f" WHERE {_column(Conversation, 'id')} = %s",
-        f'SELECT {_columns(Event, EVENT_FIELDS)} FROM "{event}"'  # noqa: S608
-        f" WHERE {_column(Event, 'conversation')} = %s AND {seq} > %s AND {seq} <= %s"
-        f" ORDER BY {seq} LIMIT %s",
-    )
-
-
 def read_state(conversation_id: str) -> Conversation:
     """The conversation's :data:`READ_FIELDS`, in one query (gone, e.g. deleted while a
     reader waited: ``conversation_not_found``)."""
-    found = list(Conversation.objects.raw(_statements()[0], [conversation_id]))
+    found = list(
+        Conversation.objects.raw(statements.conversation_by_id(READ_FIELDS), [conversation_id])
+    )
     if not found:
         raise PoppyError("conversation_not_found")
     return found[0]
@@ -131,7 +99,8 @@ def page_of(conversation: Conversation, after: int, cursor: str | None) -> Page:
     if after < conversation.last_seq:
         rows = list(
             Event.objects.raw(
-                _statements()[1], [conversation.pk, after, conversation.last_seq, limit + 1]
+                statements.events_in_range(EVENT_FIELDS),
+                [conversation.pk, after, conversation.last_seq, limit + 1],
             )
         )
     events: list[dict[str, Any]] = []

@@ -1,0 +1,63 @@
+"""The hottest statements, written out once as SQL instead of built by the ORM on every run.
+
+A read's two queries and the locking read every write starts with run on nearly every
+request; a live profile showed the ORM building and compiling their querysets costing about
+three times their execution (docs/benchmarks.md). They are written from the models' metadata
+in standard SQL (double-quoted identifiers; values are always parameters), so PostgreSQL and
+SQLite run the same text, through ``Manager.raw()``, which still builds model instances and
+applies the fields' converters.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from django.db import models
+
+from poppy_django.models import Conversation, Event
+
+
+def _column(model: type[models.Model], name: str) -> str:
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field):
+        raise TypeError(f"{model.__name__}.{name} is not a column")
+    return f'"{field.column}"'
+
+
+def _columns(model: type[models.Model], names: tuple[str, ...]) -> str:
+    return ", ".join(_column(model, name) for name in ("id", *names))
+
+
+@functools.cache
+def conversation_by_id(fields: tuple[str, ...]) -> str:
+    """The conversation's id and ``fields``; parameter: its id."""
+    table = Conversation._meta.db_table
+    return (
+        f'SELECT {_columns(Conversation, fields)} FROM "{table}"'  # noqa: S608 - identifiers only
+        f" WHERE {_column(Conversation, 'id')} = %s"
+    )
+
+
+@functools.cache
+def events_in_range(fields: tuple[str, ...]) -> str:
+    """A conversation's events' ids and ``fields`` in ``seq`` order; parameters: its id, the
+    ``seq`` to read after, the last ``seq`` to read, the most rows."""
+    table, seq = Event._meta.db_table, _column(Event, "seq")
+    return (
+        f'SELECT {_columns(Event, fields)} FROM "{table}"'  # noqa: S608 - identifiers only
+        f" WHERE {_column(Event, 'conversation')} = %s AND {seq} > %s AND {seq} <= %s"
+        f" ORDER BY {seq} LIMIT %s"
+    )
+
+
+@functools.cache
+def conversation_locked(vendor: str) -> str:
+    """The whole conversation row, locked until the transaction ends; parameter: its id."""
+    meta = Conversation._meta
+    columns = ", ".join(f'"{field.column}"' for field in meta.concrete_fields)
+    # SQLite has no row locks (and no FOR UPDATE): its writers take the whole database.
+    suffix = "" if vendor == "sqlite" else " FOR UPDATE"
+    return (
+        f'SELECT {columns} FROM "{meta.db_table}"'  # noqa: S608 - identifiers only
+        f' WHERE "{meta.pk.column}" = %s{suffix}'
+    )
