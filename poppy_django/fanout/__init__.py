@@ -1,11 +1,10 @@
-"""Wake-ups and text deltas across processes, over django-eventstream.
+"""Wake-ups and text deltas across processes.
 
-django-eventstream carries them: in-process when ``EVENTSTREAM_REDIS`` is unset (the
-embedded default), over Redis pub/sub between every web process and worker when it is set.
-The path of a wake-up reads off the modules: :mod:`.publishing` sends it when a write
-commits, :mod:`.listening` is where a waiting reader receives it, :mod:`.watchdog` catches
-the lost ones, and :mod:`.eventstream` is the one place that touches django-eventstream
-beyond its public API.
+:mod:`.bus` carries them to waiting readers: in-process when ``EVENTSTREAM_REDIS`` is unset
+(the embedded default), over one Redis pub/sub channel between every web process and worker
+when it is set. The path of a wake-up reads off the modules: :mod:`.publishing` sends it when
+a write commits (and to the desk's browsers with django-eventstream), :mod:`.listening` is
+where a waiting reader receives it, :mod:`.watchdog` catches the lost ones.
 """
 
 from poppy_django.fanout.listening import ConversationListener, Delta, listen

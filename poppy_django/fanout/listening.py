@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from poppy_django.fanout import watchdog
-from poppy_django.fanout.eventstream import Inbox, open_inboxes
+from poppy_django.fanout.bus import Inbox, open_inboxes
 from poppy_django.fanout.publishing import DELTA, NUDGE, conversation_channel
 
 

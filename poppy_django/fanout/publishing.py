@@ -1,8 +1,10 @@
-"""Publishing wake-ups and text deltas with django-eventstream's ``send_event``.
+"""Publishing wake-ups and text deltas: to waiting readers on the bus, to the desk's browsers.
 
 What is published is only a nudge ("conversation X has new events", sent once the write
 commits) or a piece of a reply being written: a woken reader always re-reads the database,
-so a lost nudge loses nothing (the watchdog catches it).
+so a lost nudge loses nothing (the watchdog catches it). The support desk's browser streams
+are django-eventstream's views, so what they show is sent with its ``send_event``: every
+conversation's nudges on the desk channel, reply pieces on the conversation's channel.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from typing import Any
 from django.db import transaction
 from django_eventstream import send_event
 
+from poppy_django.fanout import bus
+
 logger = logging.getLogger("poppy_django.fanout")
 
-#: The eventstream type of a nudge and of a text delta on a conversation's channel.
+#: The type of a nudge and of a text delta.
 NUDGE = "poppy.nudge"
 DELTA = "poppy.delta"
 #: The desk's channel: every conversation's changes, for staff browsers.
@@ -26,9 +30,13 @@ def conversation_channel(conversation_id: str) -> str:
     return f"poppy-{conversation_id}"
 
 
-def _send(channel: str, event_type: str, data: dict[str, Any]) -> None:
+def _send(channel: str, event_type: str, data: dict[str, Any], *, desk: bool = False) -> None:
+    """Publish on the bus (readers) or, with ``desk``, with django-eventstream (browsers)."""
     try:
-        send_event(channel, event_type, data)
+        if desk:
+            send_event(channel, event_type, data)
+        else:
+            bus.publish(channel, event_type, data)
     except Exception:
         # A lost nudge is recovered by the readers' watchdog; never fail a write.
         logger.warning("poppy: could not publish %s on %s", event_type, channel, exc_info=True)
@@ -39,11 +47,14 @@ def nudge_on_commit(conversation_id: str, last_seq: int, summary: dict[str, Any]
 
     def publish() -> None:
         _send(conversation_channel(conversation_id), NUDGE, {"seq": last_seq})
-        _send(DESK_CHANNEL, NUDGE, {"conversation_id": conversation_id, "seq": last_seq, **summary})
+        desk_nudge = {"conversation_id": conversation_id, "seq": last_seq, **summary}
+        _send(DESK_CHANNEL, NUDGE, desk_nudge, desk=True)
 
     transaction.on_commit(publish)
 
 
 def publish_delta(conversation_id: str, message_id: str, text: str) -> None:
     """Relay a piece of a reply being written; it is never stored."""
-    _send(conversation_channel(conversation_id), DELTA, {"message_id": message_id, "text": text})
+    channel, delta = conversation_channel(conversation_id), {"message_id": message_id, "text": text}
+    _send(channel, DELTA, delta)
+    _send(channel, DELTA, delta, desk=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -20,15 +21,18 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict]]:
-    """What fan-out publishes on django-eventstream (channel, type, data), still delivered."""
+    """What fan-out publishes (channel, type, data) to readers and browsers, still delivered."""
     sent: list[tuple[str, str, dict]] = []
-    real = publishing.send_event
 
-    def record(channel: str, event_type: str, data: dict) -> None:
-        sent.append((channel, event_type, data))
-        real(channel, event_type, data)
+    def recording(real: Callable[[str, str, dict], None]) -> Callable[[str, str, dict], None]:
+        def record(channel: str, event_type: str, data: dict) -> None:
+            sent.append((channel, event_type, data))
+            real(channel, event_type, data)
 
-    monkeypatch.setattr(publishing, "send_event", record)
+        return record
+
+    monkeypatch.setattr(publishing, "send_event", recording(publishing.send_event))
+    monkeypatch.setattr(publishing.bus, "publish", recording(publishing.bus.publish))
     return sent
 
 

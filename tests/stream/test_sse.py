@@ -12,7 +12,7 @@ import pytest
 from django.test import override_settings
 
 from poppy_django import service
-from poppy_django.fanout.eventstream import open_inboxes
+from poppy_django.fanout.bus import open_inboxes
 from poppy_django.models import Conversation, Event
 from tests.conftest import PersonalAgent, messages
 from tests.stream.asgi import get

@@ -1,0 +1,233 @@
+"""Poppy's own wake-up bus: one Redis pub/sub channel between processes, or this process.
+
+A conversation's nudges and text deltas are published to every process; a process with
+waiting readers holds one subscription per event loop and hands each message to that
+loop's readers of the conversation. Without ``EVENTSTREAM_REDIS`` (the embedded default) a
+message goes straight to this process's readers. Only redis-py's public API is used.
+
+A message can be lost (Redis away, a full inbox, a process killed between commit and
+publish); readers then re-read the database: a full inbox says so, every reader of a loop
+is poked each time its subscription is (re)confirmed, and the watchdog bounds the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+import redis.asyncio
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+logger = logging.getLogger("poppy_django.fanout")
+
+#: The Redis pub/sub channel every process publishes to and subscribes to.
+REDIS_CHANNEL = "poppy:fanout"
+#: Messages an inbox holds for its reader before it says some were dropped.
+MAX_PENDING = 100
+#: Reconnection backoff of the subscription, in seconds.
+RETRY_FIRST, RETRY_MAX = 0.5, 5.0
+#: How often an idle subscription checks its connection (a PING), in seconds.
+HEALTH_CHECK_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class Item:
+    """One message received for a conversation: its type and data."""
+
+    type: str
+    data: Any
+
+
+class Inbox:
+    """What the bus delivers for one key to one waiting reader of this process.
+
+    Everything but :meth:`poke` runs on the event loop the inbox was opened on.
+    """
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self._items: list[Item] = []
+        self._dropped = False
+        self._arrived = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def open(self) -> None:
+        """Start receiving; call on the event loop that will await :meth:`receive`."""
+        self._loop = asyncio.get_running_loop()
+        with _registry_lock:
+            _registry.setdefault(self.key, set()).add(self)
+        if _redis_kwargs():
+            _keep_subscribed(self._loop)
+
+    def close(self) -> None:
+        with _registry_lock:
+            inboxes = _registry.get(self.key)
+            if inboxes is not None:
+                inboxes.discard(self)
+                if not inboxes:
+                    del _registry[self.key]
+
+    async def receive(self, timeout: float) -> tuple[bool, list[Item]]:
+        """Wait up to ``timeout`` seconds: (whether messages may have been lost, messages)."""
+        if not self._items and not self._dropped:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), timeout)
+        self._arrived.clear()
+        items, self._items = self._items, []
+        dropped, self._dropped = self._dropped, False
+        return dropped, items
+
+    def poke(self) -> None:
+        """Wake the reader from any thread as if messages were lost, so it re-reads."""
+        self._call_soon(self._mark_dropped)
+
+    def _deliver(self, item: Item) -> None:
+        if len(self._items) < MAX_PENDING:
+            self._items.append(item)
+        else:
+            self._dropped = True
+        self._arrived.set()
+
+    def _mark_dropped(self) -> None:
+        self._dropped = True
+        self._arrived.set()
+
+    def _call_soon(self, callback: Any, *args: Any) -> None:
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: no one waits
+                loop.call_soon_threadsafe(callback, *args)
+
+
+_registry: dict[str, set[Inbox]] = {}
+_registry_lock = threading.Lock()
+
+
+def open_inboxes() -> list[Inbox]:
+    """Every inbox of this process that is open now."""
+    with _registry_lock:
+        return [inbox for inboxes in _registry.values() for inbox in inboxes]
+
+
+def _inboxes_of(key: str) -> list[Inbox]:
+    with _registry_lock:
+        return list(_registry.get(key, ()))
+
+
+# Publishing -------------------------------------------------------------------------------
+
+
+def publish(key: str, message_type: str, data: dict[str, Any]) -> None:
+    """Deliver a message to every waiting reader of ``key``, in any process; may raise."""
+    if _redis_kwargs():
+        message = json.dumps({"key": key, "type": message_type, "data": data})
+        _publisher().publish(REDIS_CHANNEL, message)
+        return
+    item = Item(message_type, data)
+    for inbox in _inboxes_of(key):
+        inbox._call_soon(inbox._deliver, item)
+
+
+def _redis_kwargs() -> dict[str, Any] | None:
+    """redis-py's connection arguments for the fan-out, shared with django-eventstream."""
+    return getattr(settings, "EVENTSTREAM_REDIS", None) or None
+
+
+_publisher_client: redis.Redis | None = None
+_publisher_lock = threading.Lock()
+
+
+def _publisher() -> redis.Redis:
+    """The process's client for publishing (redis-py clients are thread-safe)."""
+    global _publisher_client
+    with _publisher_lock:
+        if _publisher_client is None:
+            _publisher_client = redis.Redis(**(_redis_kwargs() or {}))
+        return _publisher_client
+
+
+@receiver(setting_changed)
+def _forget_publisher_on_change(*, setting: str, **kwargs: Any) -> None:
+    global _publisher_client
+    if setting == "EVENTSTREAM_REDIS":
+        with _publisher_lock:
+            _publisher_client = None
+
+
+# Subscribing ------------------------------------------------------------------------------
+
+
+_subscriptions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _keep_subscribed(loop: asyncio.AbstractEventLoop) -> None:
+    """Run this loop's subscription unless it runs already."""
+    task = _subscriptions.get(loop)
+    if task is None or task.done():
+        _subscriptions[loop] = loop.create_task(_subscribe_forever(loop))
+
+
+async def _subscribe_forever(loop: asyncio.AbstractEventLoop) -> None:
+    """Hold the subscription, starting a new one with backoff whenever it fails."""
+    delay = RETRY_FIRST
+    while True:
+        started = time.monotonic()
+        try:
+            await _subscribe(loop)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.warning("poppy: Redis subscription lost; reconnecting", exc_info=True)
+        delay = RETRY_FIRST if time.monotonic() - started > 10 * RETRY_MAX else delay
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, RETRY_MAX)
+
+
+async def _subscribe(loop: asyncio.AbstractEventLoop) -> None:
+    # A PING when idle keeps a quiet connection open through proxies and finds a closed one.
+    kwargs = {**(_redis_kwargs() or {}), "health_check_interval": HEALTH_CHECK_SECONDS}
+    client = redis.asyncio.Redis(**kwargs)
+    try:
+        async with client.pubsub() as pubsub:
+            await pubsub.subscribe(REDIS_CHANNEL)
+            while True:
+                message = await pubsub.get_message(timeout=HEALTH_CHECK_SECONDS)
+                if message is None:
+                    continue
+                if message["type"] == "subscribe":
+                    # Subscribed (again, after a reconnection): whatever was published
+                    # before may be lost, so every reader of this loop re-reads.
+                    for inbox in open_inboxes():
+                        if inbox._loop is loop:
+                            inbox._mark_dropped()
+                elif message["type"] == "message":
+                    _hand_over(loop, message["data"])
+    finally:
+        await client.aclose()
+
+
+def _hand_over(loop: asyncio.AbstractEventLoop, raw: bytes) -> None:
+    """Deliver one published message to this loop's readers of its key."""
+    try:
+        message = json.loads(raw)
+        key, item = message["key"], Item(message["type"], message["data"])
+        if not isinstance(item.data, dict):
+            raise TypeError(item.data)
+    except (ValueError, KeyError, TypeError):
+        logger.warning("poppy: ignored a malformed fan-out message: %.200r", raw)
+        return
+    for inbox in _inboxes_of(key):
+        if inbox._loop is loop:
+            inbox._deliver(item)

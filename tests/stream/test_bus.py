@@ -1,0 +1,228 @@
+"""The wake-up bus: delivery to a process's waiting readers, in-process and over Redis.
+
+Across real processes (two web processes, two workers, a Redis restart):
+tests/multiprocess/test_fanout.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+from django.test import override_settings
+
+from poppy_django.fanout import bus
+from poppy_django.fanout.bus import MAX_PENDING, REDIS_CHANNEL, Inbox, open_inboxes
+
+KEY = "poppy-bus-test"
+
+
+def _publish_from_another_thread(count: int, key: str = KEY) -> None:
+    """Publishes come from worker threads in production (turns, writes committing)."""
+    sender = threading.Thread(
+        target=lambda: [bus.publish(key, "poppy.test", {"n": n}) for n in range(count)]
+    )
+    sender.start()
+    sender.join()
+
+
+def _in_process(scenario: Callable[[], Awaitable[Any]]) -> Any:
+    with override_settings(EVENTSTREAM_REDIS=None):
+        return asyncio.run(scenario())
+
+
+def test_messages_published_in_process_reach_an_open_inbox_in_order():
+    async def scenario():
+        inbox, elsewhere = Inbox(KEY), Inbox("poppy-another-conversation")
+        inbox.open()
+        elsewhere.open()
+        try:
+            _publish_from_another_thread(3)
+            received = await inbox.receive(timeout=5)
+            return received, await elsewhere.receive(timeout=0.2)
+        finally:
+            inbox.close()
+            elsewhere.close()
+
+    (dropped, items), nothing = _in_process(scenario)
+    assert not dropped
+    assert [(item.type, item.data) for item in items] == [
+        ("poppy.test", {"n": n}) for n in range(3)
+    ]
+    assert nothing == (False, [])
+
+
+def test_a_full_inbox_says_messages_were_dropped():
+    async def scenario():
+        inbox = Inbox(KEY)
+        inbox.open()
+        try:
+            _publish_from_another_thread(MAX_PENDING + 5)
+            await asyncio.sleep(0.1)  # let the loop run every delivery
+            return await inbox.receive(timeout=5)
+        finally:
+            inbox.close()
+
+    dropped, items = _in_process(scenario)
+    assert dropped
+    assert [item.data["n"] for item in items] == list(range(MAX_PENDING))
+
+
+def test_receive_waits_until_poked_from_another_thread():
+    async def scenario():
+        inbox = Inbox(KEY)
+        inbox.open()
+        try:
+            waiting = asyncio.ensure_future(inbox.receive(timeout=30))
+            await asyncio.sleep(0)
+            assert not waiting.done()
+            poker = threading.Thread(target=inbox.poke)
+            poker.start()
+            poker.join()
+            return await asyncio.wait_for(waiting, 10)
+        finally:
+            inbox.close()
+
+    assert _in_process(scenario) == (True, [])
+
+
+def test_a_closed_inbox_receives_nothing_more():
+    async def scenario():
+        inbox = Inbox(KEY)
+        inbox.open()
+        assert inbox in open_inboxes()
+        inbox.close()
+        assert inbox not in open_inboxes()
+        _publish_from_another_thread(1)
+        return await inbox.receive(timeout=0.2)
+
+    assert _in_process(scenario) == (False, [])
+
+
+# Over Redis ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def redis_kwargs() -> dict[str, Any]:
+    url = urlsplit(os.environ.get("POPPY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
+    return {
+        "host": url.hostname,
+        "port": url.port or 6379,
+        "db": int(url.path.strip("/") or 0),
+        # Lets a test find and drop this bus's subscription only (the server is shared).
+        "client_name": f"poppy-bus-test-{os.getpid()}",
+    }
+
+
+@pytest.fixture
+def server(redis_kwargs) -> redis.Redis:
+    client = redis.Redis(**{**redis_kwargs, "client_name": None})
+    yield client
+    client.close()
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(200):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def _over_redis(redis_kwargs: dict[str, Any], scenario: Callable[[], Awaitable[Any]]) -> Any:
+    async def run() -> Any:
+        try:
+            return await scenario()
+        finally:
+            for task in list(bus._subscriptions.values()):
+                task.cancel()
+
+    with override_settings(EVENTSTREAM_REDIS=redis_kwargs):
+        return asyncio.run(run())
+
+
+def test_a_message_published_by_another_process_reaches_the_reader(redis_kwargs, server):
+    """Another process publishes with its own client: what arrives is the message itself."""
+
+    def subscribed() -> bool:
+        return bool(server.pubsub_numsub(REDIS_CHANNEL)[0][1])
+
+    async def scenario():
+        inbox = Inbox(KEY)
+        inbox.open()
+        try:
+            # The subscription's confirmation pokes every reader of the loop once: anything
+            # published before it may be lost.
+            assert await inbox.receive(timeout=20) == (True, [])
+            assert subscribed()
+            message = {"key": KEY, "type": "poppy.test", "data": {"n": 1}}
+            server.publish(REDIS_CHANNEL, json.dumps(message))
+            server.publish(REDIS_CHANNEL, json.dumps({**message, "key": "poppy-other"}))
+            return await inbox.receive(timeout=20)
+        finally:
+            inbox.close()
+
+    dropped, items = _over_redis(redis_kwargs, scenario)
+    assert not dropped
+    assert [(item.type, item.data) for item in items] == [("poppy.test", {"n": 1})]
+
+
+def test_malformed_messages_are_ignored(redis_kwargs, server):
+    async def scenario():
+        inbox = Inbox(KEY)
+        inbox.open()
+        try:
+            await inbox.receive(timeout=20)  # subscribed
+            for junk in ("not json", "[]", json.dumps({"key": KEY, "type": "x", "data": 3})):
+                server.publish(REDIS_CHANNEL, junk)
+            bus.publish(KEY, "poppy.test", {"n": 2})
+            return await inbox.receive(timeout=20)
+        finally:
+            inbox.close()
+
+    dropped, items = _over_redis(redis_kwargs, scenario)
+    assert (dropped, [item.data for item in items]) == (False, [{"n": 2}])
+
+
+def test_a_dropped_subscription_comes_back_and_readers_re_read(redis_kwargs, server, monkeypatch):
+    """A dropped connection (a Redis restart) must not end the subscription for good.
+
+    Whether redis-py reconnects the subscription itself or the bus starts a new one, the
+    readers are poked (what was published meanwhile is lost) and later messages arrive
+    (a real Redis restart: tests/multiprocess/test_fanout.py::test_redis_restart_loses_nothing).
+    """
+    monkeypatch.setattr(bus, "RETRY_FIRST", 0.05)
+
+    def subscribers() -> list[str]:
+        return [
+            c["id"]
+            for c in server.client_list()
+            if c["name"] == redis_kwargs["client_name"] and int(c.get("sub", 0)) > 0
+        ]
+
+    async def scenario():
+        inbox = Inbox(KEY)
+        inbox.open()
+        try:
+            await inbox.receive(timeout=20)  # subscribed
+            dropped_ids = subscribers()
+            assert len(dropped_ids) == 1
+            server.client_kill_filter(_id=dropped_ids[0])
+            poked = await inbox.receive(timeout=20)
+            await _until(lambda: subscribers() not in ([], dropped_ids))
+            bus.publish(KEY, "poppy.test", {"n": 1})
+            return poked, await inbox.receive(timeout=20)
+        finally:
+            inbox.close()
+
+    poked, (dropped, items) = _over_redis(redis_kwargs, scenario)
+    assert poked == (True, [])
+    assert not dropped
+    assert [item.data for item in items] == [{"n": 1}]
