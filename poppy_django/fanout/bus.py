@@ -150,10 +150,13 @@ _publisher_lock = threading.Lock()
 def _publisher() -> redis.Redis:
     """The process's client for publishing (redis-py clients are thread-safe)."""
     global _publisher_client
-    with _publisher_lock:
-        if _publisher_client is None:
-            _publisher_client = redis.Redis(**(_redis_kwargs() or {}))
-        return _publisher_client
+    client = _publisher_client
+    if client is None:
+        with _publisher_lock:
+            if _publisher_client is None:
+                _publisher_client = redis.Redis(**(_redis_kwargs() or {}))
+            client = _publisher_client
+    return client
 
 
 @receiver(setting_changed)
