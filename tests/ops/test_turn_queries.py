@@ -20,16 +20,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def nudges(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """The nudges published on conversations' channels."""
+    """The nudges published to conversations' readers."""
     sent: list[dict[str, Any]] = []
-    original = publishing._send
+    original = publishing.bus.publish
 
-    def send(channel: str, event_type: str, data: dict[str, Any]) -> None:
-        if event_type == publishing.NUDGE and channel != publishing.DESK_CHANNEL:
+    def publish(key: str, message_type: str, data: dict[str, Any]) -> None:
+        if message_type == publishing.NUDGE:
             sent.append(data)
-        original(channel, event_type, data)
+        original(key, message_type, data)
 
-    monkeypatch.setattr(publishing, "_send", send)
+    monkeypatch.setattr(publishing.bus, "publish", publish)
     return sent
 
 
