@@ -35,6 +35,14 @@ def lock(conversation_id: str) -> Conversation:
     return found[0]
 
 
+def has_message(conversation: Conversation, message_id: str) -> bool:
+    """Whether the conversation already has an event with ``message_id`` (a reply written)."""
+    alias = router.db_for_write(Event)
+    with connections[alias].cursor() as cursor:
+        cursor.execute(statements.message_id_taken(), [conversation.id, message_id])
+        return cursor.fetchone() is not None
+
+
 @dataclass
 class _Pending:
     """What a :func:`one_write` block has changed and not yet written."""

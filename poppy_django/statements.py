@@ -1,8 +1,9 @@
 """The hottest statements, written out once as SQL instead of built by the ORM on every run.
 
 A read's two queries and the locking read every write starts with run on nearly every
-request; a live profile showed the ORM building and compiling their querysets costing about
-three times their execution (docs/benchmarks.md). They are written from the models' metadata
+request, and a turn's reads of its messages and of its reply's receipt run in every turn; a
+live profile showed the ORM building and compiling such querysets costing about three
+times their execution (docs/benchmarks.md). They are written from the models' metadata
 in standard SQL (double-quoted identifiers; values are always parameters), so PostgreSQL and
 SQLite run the same text, through ``Manager.raw()``, which still builds model instances and
 applies the fields' converters.
@@ -60,4 +61,28 @@ def conversation_locked(vendor: str) -> str:
     return (
         f'SELECT {columns} FROM "{meta.db_table}"'  # noqa: S608 - identifiers only
         f' WHERE "{meta.pk.column}" = %s{suffix}'
+    )
+
+
+@functools.cache
+def messages_in_range() -> str:
+    """A conversation's messages from one role, every column, in ``seq`` order; parameters:
+    its id, the message event type, the role, the ``seq`` to read after, the last to read."""
+    meta, seq = Event._meta, _column(Event, "seq")
+    columns = ", ".join(f'"{field.column}"' for field in meta.concrete_fields)
+    return (
+        f'SELECT {columns} FROM "{meta.db_table}"'  # noqa: S608 - identifiers only
+        f" WHERE {_column(Event, 'conversation')} = %s AND {_column(Event, 'type')} = %s"
+        f" AND {_column(Event, 'role')} = %s AND {seq} > %s AND {seq} <= %s ORDER BY {seq}"
+    )
+
+
+@functools.cache
+def message_id_taken() -> str:
+    """One row when the conversation has an event with the message id; parameters: its id,
+    the message id."""
+    return (
+        f'SELECT 1 FROM "{Event._meta.db_table}"'  # noqa: S608 - identifiers only
+        f" WHERE {_column(Event, 'conversation')} = %s AND {_column(Event, 'message_id')} = %s"
+        " LIMIT 1"
     )

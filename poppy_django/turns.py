@@ -31,9 +31,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, connection, router, transaction
 
-from poppy_django import approvals, event_log, fanout, ids, leases, memory, observe, signals, wire
+from poppy_django import (
+    approvals,
+    event_log,
+    fanout,
+    ids,
+    leases,
+    memory,
+    observe,
+    signals,
+    statements,
+    wire,
+)
 from poppy_django.agent.guard import TurnGuard
 from poppy_django.agent.model_api import TurnInput, TurnModel
 from poppy_django.agent.model_choice import build_model
@@ -92,16 +103,18 @@ class Claim(enum.Enum):
 
 
 def pending_messages(conversation: Conversation, upto_seq: int | None = None) -> list[Event]:
-    """The user messages after ``answered_seq`` (up to ``upto_seq``) that start a turn."""
-    events = Event.objects.filter(
-        conversation=conversation,
-        type=EventType.MESSAGE,
-        role="user",
-        seq__gt=conversation.answered_seq,
+    """The user messages after ``answered_seq`` (up to ``upto_seq``) that start a turn.
+
+    Without ``upto_seq``, call it with the conversation locked (as every caller does): no
+    message is appended meanwhile, so ``last_seq`` bounds them.
+    """
+    upto = conversation.last_seq if upto_seq is None else upto_seq
+    events = Event.objects.raw(
+        statements.messages_in_range(),
+        [conversation.id, EventType.MESSAGE, "user", conversation.answered_seq, upto],
+        using=router.db_for_write(Event),
     )
-    if upto_seq is not None:
-        events = events.filter(seq__lte=upto_seq)
-    return [event for event in events.order_by("seq") if wire.starts_turn(event.payload["message"])]
+    return [event for event in events if wire.starts_turn(event.payload["message"])]
 
 
 def claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
@@ -250,9 +263,7 @@ def commit(request: TurnRequest, outcome: TurnOutcome, owner: str) -> Committed:
     the idle state)."""
     with transaction.atomic():
         conversation = leases.lock_owned(request.conversation_id, owner)
-        already = Event.objects.filter(
-            conversation=conversation, message_id=request.message_id
-        ).exists()
+        already = event_log.has_message(conversation, request.message_id)
         with event_log.one_write(conversation):
             if conversation.status != Status.CLOSED and not already:
                 _write_outcome(conversation, request, outcome)
@@ -273,9 +284,7 @@ def fail(slot: TurnSlot, owner: str, error: str) -> None:
         conversation = leases.lock_owned(slot.conversation_id, owner)
         if conversation.answered_seq >= slot.upto_seq:
             return
-        already = Event.objects.filter(
-            conversation=conversation, message_id=slot.message_id
-        ).exists()
+        already = event_log.has_message(conversation, slot.message_id)
         with event_log.one_write(conversation):
             if conversation.status != Status.CLOSED and not already:
                 event_log.append_company_message(
