@@ -24,10 +24,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.db.models import QuerySet
 
-from poppy_django import dispatch, event_log, ids, leases, memory, observe
+from poppy_django import dispatch, event_log, ids, leases, memory, observe, statements
 from poppy_django.agent import actions, registry
 from poppy_django.agent.outcomes import format_action
 from poppy_django.agent.tools import Tool, ToolContext
@@ -121,12 +121,16 @@ def tool_context(record: ActionRecord, conversation: Conversation, *, by: str) -
 # -- in the worker -------------------------------------------------------------------------
 
 
+def approved_ids(conversation_id: str) -> list[int]:
+    """The conversation's actions staff approved and no worker ran yet, oldest first."""
+    with connections[router.db_for_write(ActionRecord)].cursor() as cursor:
+        cursor.execute(statements.actions_in_status(), [conversation_id, ActionStatus.APPROVED])
+        return [row[0] for row in cursor.fetchall()]
+
+
 def run_approved(conversation_id: str, owner: str) -> None:
     """Run the conversation's approved actions; the caller holds the conversation's lease."""
-    approved = ActionRecord.objects.filter(
-        conversation_id=conversation_id, status=ActionStatus.APPROVED
-    ).order_by("created_at", "pk")
-    for record_id in list(approved.values_list("pk", flat=True)):
+    for record_id in approved_ids(conversation_id):
         _run_one(record_id, owner)
 
 

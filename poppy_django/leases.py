@@ -18,12 +18,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.db import connection
+from django.db import connection, connections, router
 from django.db.models import Q
 from django.utils import timezone
 
-from poppy_django import event_log
+from poppy_django import event_log, statements
 from poppy_django.conf import poppy_settings
 from poppy_django.models import Conversation
 
@@ -51,15 +52,18 @@ def lease_until() -> datetime:
 
 def acquire(conversation_id: str, owner: str) -> bool:
     """Claim the conversation if no one holds it or the holder's claim expired."""
-    free = (
-        Q(lease_owner__isnull=True) | Q(lease_expires_at__lt=timezone.now()) | Q(lease_owner=owner)
-    )
-    claimed = (
-        Conversation.objects.filter(pk=conversation_id)
-        .filter(free)
-        .update(lease_owner=owner, lease_expires_at=lease_until())
-    )
-    return claimed == 1
+    database = connections[router.db_for_write(Conversation)]
+    expires = Conversation._meta.get_field("lease_expires_at")
+
+    def moment(value: datetime) -> Any:
+        return expires.get_db_prep_value(value, database)
+
+    with database.cursor() as cursor:
+        cursor.execute(
+            statements.lease_taken(),
+            [owner, moment(lease_until()), conversation_id, moment(timezone.now()), owner],
+        )
+        return cursor.rowcount == 1
 
 
 def release(conversation: Conversation) -> None:

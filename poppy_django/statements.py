@@ -1,12 +1,12 @@
 """The hottest statements, written out once as SQL instead of built by the ORM on every run.
 
 A read's two queries and the locking read every write starts with run on nearly every
-request, and a turn's reads of its messages and of its reply's receipt run in every turn; a
-live profile showed the ORM building and compiling such querysets costing about three
-times their execution (docs/benchmarks.md). They are written from the models' metadata
-in standard SQL (double-quoted identifiers; values are always parameters), so PostgreSQL and
-SQLite run the same text, through ``Manager.raw()``, which still builds model instances and
-applies the fields' converters.
+request, and a turn's lease, its messages, its reply's receipt and the approvals it looks
+for are statements of every turn; live profiles showed the ORM building and compiling such
+querysets costing about three times their execution (docs/benchmarks.md). They are written
+from the models' metadata in standard SQL (double-quoted identifiers; values are always
+parameters), so PostgreSQL and SQLite run the same text, through ``Manager.raw()`` (which
+still builds model instances and applies the fields' converters) or a cursor.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import functools
 
 from django.db import models
 
-from poppy_django.models import Conversation, Event
+from poppy_django.models import ActionRecord, Conversation, Event
 
 
 def _column(model: type[models.Model], name: str) -> str:
@@ -85,4 +85,28 @@ def message_id_taken() -> str:
         f'SELECT 1 FROM "{Event._meta.db_table}"'  # noqa: S608 - identifiers only
         f" WHERE {_column(Event, 'conversation')} = %s AND {_column(Event, 'message_id')} = %s"
         " LIMIT 1"
+    )
+
+
+@functools.cache
+def lease_taken() -> str:
+    """Give the conversation's lease to an owner unless another holds it unexpired (one row
+    updated when given); parameters: the owner, until when, its id, now, the owner again."""
+    owner, until = _column(Conversation, "lease_owner"), _column(Conversation, "lease_expires_at")
+    return (
+        f'UPDATE "{Conversation._meta.db_table}" SET {owner} = %s, {until} = %s'  # noqa: S608
+        f" WHERE {_column(Conversation, 'id')} = %s"
+        f" AND ({owner} IS NULL OR {until} < %s OR {owner} = %s)"
+    )
+
+
+@functools.cache
+def actions_in_status() -> str:
+    """The ids of a conversation's actions in one status, oldest first; parameters: its id,
+    the status."""
+    table, status = ActionRecord._meta.db_table, _column(ActionRecord, "status")
+    return (
+        f'SELECT {_column(ActionRecord, "id")} FROM "{table}"'  # noqa: S608 - identifiers only
+        f" WHERE {_column(ActionRecord, 'conversation')} = %s AND {status} = %s"
+        f" ORDER BY {_column(ActionRecord, 'created_at')}, {_column(ActionRecord, 'id')}"
     )

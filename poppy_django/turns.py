@@ -53,8 +53,6 @@ from poppy_django.auth import Actor, Principal
 from poppy_django.conf import poppy_settings
 from poppy_django.leases import LeaseLost, new_owner
 from poppy_django.models import (
-    ActionRecord,
-    ActionStatus,
     AgentThread,
     Conversation,
     Event,
@@ -155,9 +153,7 @@ def claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
 def _wind_down(conversation: Conversation, answering: bool) -> Claim:
     """Nothing left to answer: run what staff approved meanwhile, or go idle and free the
     lease (in the caller's :func:`event_log.one_write` block)."""
-    if ActionRecord.objects.filter(
-        conversation=conversation, status=ActionStatus.APPROVED
-    ).exists():
+    if approvals.approved_ids(conversation.id):
         return Claim.APPROVALS
     if answering:
         event_log.set_state(conversation, status=Status.IDLE)
