@@ -20,8 +20,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection, connections, router
-from django.db.models import Q
+from django.db import connection, connections, models, router
 from django.utils import timezone
 
 from poppy_django import event_log, statements
@@ -52,16 +51,24 @@ def lease_until() -> datetime:
 
 def acquire(conversation_id: str, owner: str) -> bool:
     """Claim the conversation if no one holds it or the holder's claim expired."""
+    return _take(conversation_id, owner, "lease_owner", "lease_expires_at")
+
+
+def _take(pk: str, owner: str, owner_field: str, until_field: str) -> bool:
+    """One conditional UPDATE: ``owner`` holds the row's lease (or thread) until
+    :func:`lease_until` unless another owner holds it unexpired."""
     database = connections[router.db_for_write(Conversation)]
-    expires = Conversation._meta.get_field("lease_expires_at")
+    until = Conversation._meta.get_field(until_field)
+    if not isinstance(until, models.DateTimeField):
+        raise TypeError(f"Conversation.{until_field} is not a time")
 
     def moment(value: datetime) -> Any:
-        return expires.get_db_prep_value(value, database)
+        return until.get_db_prep_value(value, database)
 
     with database.cursor() as cursor:
         cursor.execute(
-            statements.lease_taken(),
-            [owner, moment(lease_until()), conversation_id, moment(timezone.now()), owner],
+            statements.lease_taken(owner_field, until_field),
+            [owner, moment(lease_until()), pk, moment(timezone.now()), owner],
         )
         return cursor.rowcount == 1
 
@@ -83,17 +90,7 @@ def lock_owned(conversation_id: str, owner: str) -> Conversation:
 
 def acquire_thread(root_id: str, owner: str) -> bool:
     """Claim the agent thread rooted at ``root_id`` if no live turn runs in it."""
-    free = (
-        Q(thread_owner__isnull=True)
-        | Q(thread_expires_at__lt=timezone.now())
-        | Q(thread_owner=owner)
-    )
-    claimed = (
-        Conversation.objects.filter(pk=root_id)
-        .filter(free)
-        .update(thread_owner=owner, thread_expires_at=lease_until())
-    )
-    return claimed == 1
+    return _take(root_id, owner, "thread_owner", "thread_expires_at")
 
 
 def release_thread(root_id: str, owner: str) -> None:

@@ -89,10 +89,11 @@ def message_id_taken() -> str:
 
 
 @functools.cache
-def lease_taken() -> str:
-    """Give the conversation's lease to an owner unless another holds it unexpired (one row
-    updated when given); parameters: the owner, until when, its id, now, the owner again."""
-    owner, until = _column(Conversation, "lease_owner"), _column(Conversation, "lease_expires_at")
+def lease_taken(owner_field: str, until_field: str) -> str:
+    """Give a conversation's lease (or agent thread) to an owner unless another holds it
+    unexpired, one row updated when given; parameters: the owner, until when, its id, now,
+    the owner again."""
+    owner, until = _column(Conversation, owner_field), _column(Conversation, until_field)
     return (
         f'UPDATE "{Conversation._meta.db_table}" SET {owner} = %s, {until} = %s'  # noqa: S608
         f" WHERE {_column(Conversation, 'id')} = %s"
