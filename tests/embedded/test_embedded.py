@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from poppy_django.maintenance import reap
 from poppy_django.models import Conversation, Status
+from poppy_django.turns import run_turns
 from tests.conftest import PersonalAgent, dispatch_lost, kinds, messages
 from tests.multiprocess.cluster import free_port
 
@@ -76,6 +77,22 @@ def test_a_turn_whose_owner_died_is_taken_up_again_once(agent: PersonalAgent):
     assert [r["text"] for r in replies] == ["You said: hello", "You said: are you there?"]
     assert Conversation.objects.get(pk=conversation_id).status == Status.IDLE
     assert reap() == []
+
+
+def test_a_live_lease_keeps_another_worker_out(agent: PersonalAgent):
+    """The lease's times compare the same on SQLite's text timestamps as on PostgreSQL."""
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    agent.settled(conversation_id)
+    with dispatch_lost():
+        agent.send(conversation_id, "are you there?")
+    Conversation.objects.filter(pk=conversation_id).update(
+        lease_owner="live-worker", lease_expires_at=timezone.now() + timedelta(seconds=30)
+    )
+    run_turns(conversation_id)  # another worker: the lease is not its to take
+    conversation = Conversation.objects.get(pk=conversation_id)
+    assert (conversation.lease_owner, conversation.status) == ("live-worker", Status.WORKING)
+    replies = messages(agent.read(conversation_id).json()["events"])
+    assert [m["text"] for m in replies if m["role"] == "company"] == ["You said: hello"]
 
 
 @pytest.mark.django_db(transaction=False)
