@@ -15,6 +15,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
+from poppy_django import addresses
 from poppy_django.addresses import public_origin
 from poppy_django.auth.options import parse_options
 from poppy_django.authority.conf import authority_settings
@@ -34,9 +35,7 @@ def issuer() -> str:
 
     In development mode (``POPPY["DEV_AUTHORITY"]``) the development authority's issuer.
     """
-    from poppy_django.discovery import issuer as configured_issuer
-
-    configured = configured_issuer()
+    configured = addresses.issuer()
     if not configured:
         raise ImproperlyConfigured('The authority needs POPPY["ISSUER"] (its https URL).')
     return configured
@@ -60,10 +59,8 @@ def endpoint(request: HttpRequest | None, name: str) -> str:
 
 def token_audience(request: HttpRequest | None) -> list[str]:
     """What a Session Token's ``aud`` names: ``TOKENS["AUDIENCE"]``, else the endpoint URL."""
-    from poppy_django.addresses import endpoint_url
-
     configured = parse_options(poppy_settings.TOKENS).audience
-    return list(configured) if configured else [endpoint_url(origin(request))]
+    return list(configured) if configured else [addresses.endpoint_url(origin(request))]
 
 
 def scopes() -> dict[str, str]:
