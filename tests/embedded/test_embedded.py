@@ -62,15 +62,21 @@ def test_concurrent_conversations_all_get_answered(acct1: PersonalAgent):
         assert messages(events)[-1]["text"] == "Your orders: A-1 (shipped), A-2 (processing)."
 
 
-def test_a_turn_whose_owner_died_is_taken_up_again_once(agent: PersonalAgent):
+def _unanswered_and_leased(agent: PersonalAgent, owner: str, expires_in: float) -> str:
+    """A conversation with a message nobody dispatched (its writer "died"): working, leased
+    by ``owner`` until ``expires_in`` seconds from now."""
     conversation_id = agent.start("hello").json()["conversation_id"]
     agent.settled(conversation_id)
-    # A message recorded while its writer "died": working, leased by a gone owner.
     with dispatch_lost():
         agent.send(conversation_id, "are you there?")
     Conversation.objects.filter(pk=conversation_id).update(
-        lease_owner="dead-worker", lease_expires_at=timezone.now() - timedelta(seconds=1)
+        lease_owner=owner, lease_expires_at=timezone.now() + timedelta(seconds=expires_in)
     )
+    return conversation_id
+
+
+def test_a_turn_whose_owner_died_is_taken_up_again_once(agent: PersonalAgent):
+    conversation_id = _unanswered_and_leased(agent, "dead-worker", expires_in=-1)
     assert reap() == [conversation_id]
     events = agent.settled(conversation_id)
     replies = [m for m in messages(events) if m["role"] == "company"]
@@ -81,13 +87,7 @@ def test_a_turn_whose_owner_died_is_taken_up_again_once(agent: PersonalAgent):
 
 def test_a_live_lease_keeps_another_worker_out(agent: PersonalAgent):
     """The lease's times compare the same on SQLite's text timestamps as on PostgreSQL."""
-    conversation_id = agent.start("hello").json()["conversation_id"]
-    agent.settled(conversation_id)
-    with dispatch_lost():
-        agent.send(conversation_id, "are you there?")
-    Conversation.objects.filter(pk=conversation_id).update(
-        lease_owner="live-worker", lease_expires_at=timezone.now() + timedelta(seconds=30)
-    )
+    conversation_id = _unanswered_and_leased(agent, "live-worker", expires_in=30)
     run_turns(conversation_id)  # another worker: the lease is not its to take
     conversation = Conversation.objects.get(pk=conversation_id)
     assert (conversation.lease_owner, conversation.status) == ("live-worker", Status.WORKING)
