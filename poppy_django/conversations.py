@@ -10,6 +10,7 @@ are committed. Ownership is checked on every call.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,18 +79,27 @@ OWNER_FIELDS = ("client_id", "user_id", "account_id")
 def get_owned(
     principal: Principal, conversation_id: str, *, for_update: bool = False
 ) -> Conversation:
-    """The conversation if ``principal`` owns it."""
+    """The conversation if ``principal`` owns it (row-locked with ``for_update``)."""
+    return owned(principal, conversation_id, event_log.lock if for_update else _whole_row)
+
+
+def owned(
+    principal: Principal, conversation_id: str, read: Callable[[str], Conversation]
+) -> Conversation:
+    """What ``read`` returns for the conversation, if the id is well formed and ``principal``
+    owns it (``read`` raises ``conversation_not_found`` for a missing one)."""
     if not ids.is_valid_id(conversation_id):
         raise PoppyError("conversation_not_found")
-    if for_update:
-        conversation = event_log.lock(conversation_id)
-    else:
-        try:
-            conversation = Conversation.objects.get(pk=conversation_id)
-        except Conversation.DoesNotExist as exc:
-            raise PoppyError("conversation_not_found") from exc
+    conversation = read(conversation_id)
     check_owner(principal, conversation)
     return conversation
+
+
+def _whole_row(conversation_id: str) -> Conversation:
+    try:
+        return Conversation.objects.get(pk=conversation_id)
+    except Conversation.DoesNotExist as exc:
+        raise PoppyError("conversation_not_found") from exc
 
 
 def _bind_account(principal: Principal, conversation: Conversation) -> None:

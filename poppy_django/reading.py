@@ -16,7 +16,7 @@ from typing import Any
 from poppy_django import fanout, ids, statements
 from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
-from poppy_django.conversations import OWNER_FIELDS, check_owner
+from poppy_django.conversations import OWNER_FIELDS, owned
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event
 from poppy_django.threads import in_thread, release_request_thread
@@ -79,11 +79,7 @@ def read_state(conversation_id: str) -> Conversation:
 def owned_state(principal: Principal, conversation_id: str) -> Conversation:
     """:func:`read_state` of a conversation ``principal`` owns: ownership, the cursor's
     checks and a plain read's page state in one query."""
-    if not ids.is_valid_id(conversation_id):
-        raise PoppyError("conversation_not_found")
-    conversation = read_state(conversation_id)
-    check_owner(principal, conversation)
-    return conversation
+    return owned(principal, conversation_id, read_state)
 
 
 def page_of(conversation: Conversation, after: int, cursor: str | None) -> Page:

@@ -29,6 +29,10 @@ def _columns(model: type[models.Model], names: tuple[str, ...]) -> str:
     return ", ".join(_column(model, name) for name in ("id", *names))
 
 
+def _every_column(model: type[models.Model]) -> str:
+    return ", ".join(f'"{field.column}"' for field in model._meta.concrete_fields)
+
+
 @functools.cache
 def conversation_by_id(fields: tuple[str, ...]) -> str:
     """The conversation's id and ``fields``; parameter: its id."""
@@ -55,11 +59,10 @@ def events_in_range(fields: tuple[str, ...]) -> str:
 def conversation_locked(vendor: str) -> str:
     """The whole conversation row, locked until the transaction ends; parameter: its id."""
     meta = Conversation._meta
-    columns = ", ".join(f'"{field.column}"' for field in meta.concrete_fields)
     # SQLite has no row locks (and no FOR UPDATE): its writers take the whole database.
     suffix = "" if vendor == "sqlite" else " FOR UPDATE"
     return (
-        f'SELECT {columns} FROM "{meta.db_table}"'  # noqa: S608 - identifiers only
+        f'SELECT {_every_column(Conversation)} FROM "{meta.db_table}"'  # noqa: S608
         f' WHERE "{meta.pk.column}" = %s{suffix}'
     )
 
@@ -68,10 +71,9 @@ def conversation_locked(vendor: str) -> str:
 def messages_in_range() -> str:
     """A conversation's messages from one role, every column, in ``seq`` order; parameters:
     its id, the message event type, the role, the ``seq`` to read after, the last to read."""
-    meta, seq = Event._meta, _column(Event, "seq")
-    columns = ", ".join(f'"{field.column}"' for field in meta.concrete_fields)
+    table, seq = Event._meta.db_table, _column(Event, "seq")
     return (
-        f'SELECT {columns} FROM "{meta.db_table}"'  # noqa: S608 - identifiers only
+        f'SELECT {_every_column(Event)} FROM "{table}"'  # noqa: S608 - identifiers only
         f" WHERE {_column(Event, 'conversation')} = %s AND {_column(Event, 'type')} = %s"
         f" AND {_column(Event, 'role')} = %s AND {seq} > %s AND {seq} <= %s ORDER BY {seq}"
     )
