@@ -43,15 +43,21 @@ def conversation_by_id(fields: tuple[str, ...]) -> str:
     )
 
 
+def _in_seq_range() -> str:
+    """Events of one conversation in a ``seq`` range; parameters: its id, the ``seq`` to read
+    after, the last ``seq`` to read."""
+    seq = _column(Event, "seq")
+    return f"{_column(Event, 'conversation')} = %s AND {seq} > %s AND {seq} <= %s"
+
+
 @functools.cache
 def events_in_range(fields: tuple[str, ...]) -> str:
-    """A conversation's events' ids and ``fields`` in ``seq`` order; parameters: its id, the
-    ``seq`` to read after, the last ``seq`` to read, the most rows."""
-    table, seq = Event._meta.db_table, _column(Event, "seq")
+    """A conversation's events' ids and ``fields`` in ``seq`` order; parameters: those of
+    :func:`_in_seq_range`, then the most rows."""
+    table = Event._meta.db_table
     return (
         f'SELECT {_columns(Event, fields)} FROM "{table}"'  # noqa: S608 - identifiers only
-        f" WHERE {_column(Event, 'conversation')} = %s AND {seq} > %s AND {seq} <= %s"
-        f" ORDER BY {seq} LIMIT %s"
+        f" WHERE {_in_seq_range()} ORDER BY {_column(Event, 'seq')} LIMIT %s"
     )
 
 
@@ -70,12 +76,12 @@ def conversation_locked(vendor: str) -> str:
 @functools.cache
 def messages_in_range() -> str:
     """A conversation's messages from one role, every column, in ``seq`` order; parameters:
-    its id, the message event type, the role, the ``seq`` to read after, the last to read."""
-    table, seq = Event._meta.db_table, _column(Event, "seq")
+    those of :func:`_in_seq_range`, then the message event type and the role."""
+    table = Event._meta.db_table
     return (
         f'SELECT {_every_column(Event)} FROM "{table}"'  # noqa: S608 - identifiers only
-        f" WHERE {_column(Event, 'conversation')} = %s AND {_column(Event, 'type')} = %s"
-        f" AND {_column(Event, 'role')} = %s AND {seq} > %s AND {seq} <= %s ORDER BY {seq}"
+        f" WHERE {_in_seq_range()} AND {_column(Event, 'type')} = %s"
+        f" AND {_column(Event, 'role')} = %s ORDER BY {_column(Event, 'seq')}"
     )
 
 

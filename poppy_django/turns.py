@@ -109,7 +109,7 @@ def pending_messages(conversation: Conversation, upto_seq: int | None = None) ->
     upto = conversation.last_seq if upto_seq is None else upto_seq
     events = Event.objects.raw(
         statements.messages_in_range(),
-        [conversation.id, EventType.MESSAGE, "user", conversation.answered_seq, upto],
+        [conversation.id, conversation.answered_seq, upto, EventType.MESSAGE, "user"],
         using=router.db_for_write(Event),
     )
     return [event for event in events if wire.starts_turn(event.payload["message"])]
