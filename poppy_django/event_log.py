@@ -4,9 +4,9 @@ Every write path (personal agent requests, turns, the company side) goes through
 sequence numbers are gap-free per conversation and every append wakes readers on commit.
 
 A write of several events (a message and its state change, a turn's reply and its
-``answered_seq``) runs inside :func:`one_write`: the conversation's row is then written
-once, at the block's end, with every field the block changed, and its readers get one
-nudge for the block's last event, not one per event.
+``answered_seq``) runs inside :func:`one_write`: its events are then inserted together and
+the conversation's row written once, at the block's end, with every field the block
+changed, and its readers get one nudge for the block's last event, not one per event.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class _Pending:
     """What a :func:`one_write` block has changed and not yet written."""
 
     fields: set[str] = field(default_factory=set)
+    events: list[Event] = field(default_factory=list)
     nudge: dict[str, Any] | None = None
 
 
@@ -61,12 +62,14 @@ def _pending(conversation: Conversation) -> _Pending | None:
 
 @contextmanager
 def one_write(conversation: Conversation) -> Iterator[Conversation]:
-    """Write the locked conversation's row (and nudge its readers) once, when the block ends.
+    """Insert the block's events and write the locked conversation's row (and nudge its
+    readers) once, when the block ends.
 
-    Inside, :func:`append`, :func:`set_state` and :func:`save` only change the instance; the
-    block's end writes their fields in one ``UPDATE``. Nothing in the block may read the row
-    back from the database (another instance of it included): it is not written yet. A
-    block inside another one for the same instance joins it.
+    Inside, :func:`append`, :func:`set_state` and :func:`save` only change the instance and
+    keep the events; the block's end inserts the events in one ``INSERT`` and writes the
+    fields in one ``UPDATE``. Nothing in the block may read back the row or the events it
+    appended (another instance of the row included): they are not written yet. A block
+    inside another one for the same instance joins it.
     """
     if _pending(conversation) is not None:
         yield conversation
@@ -77,6 +80,8 @@ def one_write(conversation: Conversation) -> Iterator[Conversation]:
         yield conversation
     finally:
         del conversation.__dict__[_PENDING]
+    if pending.events:
+        Event.objects.bulk_create(pending.events)
     if pending.fields:
         conversation.save(update_fields=sorted(pending.fields))
     if pending.nudge is not None:
@@ -103,9 +108,10 @@ def append(
     message_id: str | None = None,
     role: str = "",
 ) -> Event:
-    """Append one event to a locked conversation and wake its readers when this commits."""
+    """Append one event to a locked conversation (written now, or at the end of the
+    :func:`one_write` block it is in) and wake its readers when this commits."""
     conversation.last_seq += 1
-    event = Event.objects.create(
+    event = Event(
         conversation=conversation,
         seq=conversation.last_seq,
         type=type,
@@ -117,9 +123,11 @@ def append(
     summary = {"type": str(type), "request_id": (meta or {}).get("request_id")}
     pending = _pending(conversation)
     if pending is None:
+        event.save(force_insert=True)
         Conversation.objects.filter(pk=conversation.pk).update(last_seq=conversation.last_seq)
         fanout.nudge_on_commit(conversation.id, conversation.last_seq, summary)
     else:
+        pending.events.append(event)
         pending.fields.add("last_seq")
         pending.nudge = summary
     return event

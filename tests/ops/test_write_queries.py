@@ -1,8 +1,8 @@
 """A POST costs a fixed, small number of queries: a new message is written without looking
 for its receipt first (a retry's write is refused by the receipt's unique key and rolled
-back), the conversation's row is written once, a valid message is not read before its
-locked read, and only a conversation that opened a Direct Conversation looks for an open
-one.
+back), its events are inserted together, the conversation's row is written once, a valid
+message is not read before its locked read, and only a conversation that opened a Direct
+Conversation looks for an open one.
 
 Queries are counted in every thread (the endpoint runs its work off the event loop). No
 turn runs: dispatches are recorded, not executed, so only the POST's own queries count.
@@ -79,8 +79,9 @@ def test_a_turn_starting_start_writes_the_new_row_once(
     with queries() as sql:
         response = agent.start("hello")
     assert response.status_code == 201
-    # The conversation, its message and state events, its row's one update, the receipt.
-    assert verbs(sql) == ["INSERT", "INSERT", "INSERT", "UPDATE", "INSERT"]
+    # The conversation, its message and state events in one insert, its row's one update,
+    # the receipt.
+    assert verbs(sql) == ["INSERT", "INSERT", "UPDATE", "INSERT"]
     assert recorded.dispatched == [response.json()["conversation_id"]]
 
 
@@ -101,8 +102,12 @@ def test_a_turn_starting_message_writes_the_row_once(
     with queries() as sql:
         response = agent.send(conversation_id, "where is my order?")
     assert response.status_code == 202 and response.json()["status"] == "working"
-    # As above, with the state event: status and last_seq in the row's one update.
-    assert verbs(sql) == ["SELECT", "INSERT", "INSERT", "UPDATE", "INSERT"]
+    # As above, the state event inserted with the message: status and last_seq in the row's
+    # one update.
+    assert verbs(sql) == ["SELECT", "INSERT", "UPDATE", "INSERT"]
+    assert (
+        sum(1 for statement in sql if statement.startswith('INSERT INTO "poppy_django_event"')) == 1
+    )
     assert recorded.dispatched == [conversation_id]
 
 
