@@ -157,7 +157,8 @@ def wait_port(port: int, process: subprocess.Popen[bytes], what: str, timeout: f
 
 
 def launcher(tmp: Path, port: int, args: argparse.Namespace) -> Cluster:
-    """Production mode on the shared launcher; :func:`web` starts the server with the ceiling."""
+    """Production mode on the shared launcher, every process with the ceiling route and the
+    timeline (``bench/ceiling_settings.py``)."""
     return Cluster(
         tmp,
         name=args.db,
@@ -169,15 +170,21 @@ def launcher(tmp: Path, port: int, args: argparse.Namespace) -> Cluster:
             "POPPY_BASE_URL": f"http://127.0.0.1:{port}",
             # The development authority mints the bench's tokens: the explicit opt-in.
             "POPPY_DEV_AUTHORITY": "1",
+            "DJANGO_SETTINGS_MODULE": "bench.ceiling_settings",
+            "POPPY_BENCH_TIMELINE": str(timeline_path(tmp)),
         },
     )
+
+
+def timeline_path(tmp: Path) -> Path:
+    """Where the servers' processes write their moments (``bench/timeline.py``)."""
+    return tmp / "timeline.log"
 
 
 def web(cluster: Cluster, port: int, authenticate: str) -> int:
     """(Re)start the web server with this verifier and the ceiling route; its pid."""
     cluster.stop("web")
-    env = {"POPPY_AUTHENTICATE": authenticate, "DJANGO_SETTINGS_MODULE": "bench.ceiling_settings"}
-    cluster.web("web", port=port, env=env)
+    cluster.web("web", port=port, env={"POPPY_AUTHENTICATE": authenticate})
     return cluster.pid("web")
 
 
@@ -251,6 +258,8 @@ class Target:
     public: str  # the public origin proofs name (htu)
     agents: list[Agent]
     pid: int | None = None
+    #: Our Celery worker: its CPU per request is reported beside the web process's.
+    worker_pid: int | None = None
 
 
 class Http:
@@ -378,22 +387,30 @@ async def run_cell(
     duration: float,
     warmup: float,
 ) -> dict[str, Any]:
-    """``clients`` loops, each its own agent and connection, for warmup + duration seconds."""
+    """``clients`` loops, each its own agent and connection, for warmup + duration seconds.
+
+    Latencies and req/s count the requests after the warmup; the CPU per request divides the
+    whole cell's CPU by every request the cell completed, the warmup's included.
+    """
     agents = target.agents[:clients]
     latencies: list[float] = []
+    completed = 0
     errors: dict[int, int] = {}
     start = time.perf_counter()
     measure_from = start + warmup
     end = measure_from + duration
     cpu0 = time.process_time()
-    server0 = cpu_seconds(target.pid) if target.pid else 0.0
+    processes = {"server": target.pid, "worker": target.worker_pid}
+    cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items() if pid}
 
     async def loop(agent: Agent) -> None:
+        nonlocal completed
         http = Http(target.port)
         try:
             while (began := time.perf_counter()) < end:
                 status = await operation(http, target, agent, size)
                 done = time.perf_counter()
+                completed += 1
                 if status >= 300:
                     errors[status] = errors.get(status, 0) + 1
                 elif began >= measure_from:
@@ -404,7 +421,11 @@ async def run_cell(
     await asyncio.gather(*(loop(agent) for agent in agents))
     wall = time.perf_counter() - start
     client_cpu = time.process_time() - cpu0
-    server_cpu = (cpu_seconds(target.pid) - server0) if target.pid else None
+    cpu_per_request = {
+        f"{name}_cpu_ms_per_req": 1000 * (cpu_seconds(processes[name]) - before) / completed
+        for name, before in cpu_before.items()
+        if completed
+    }
     total = len(latencies)
     return {
         "clients": clients,
@@ -415,7 +436,7 @@ async def run_cell(
         "p99_ms": pct(latencies, 0.99) * 1000,
         "errors": errors,
         "client_cpu_pct": 100 * client_cpu / wall,
-        "server_cpu_ms_per_req": (1000 * server_cpu / total) if server_cpu and total else None,
+        **cpu_per_request,
     }
 
 
@@ -701,10 +722,11 @@ def client_cost(n: int) -> dict[str, Any]:
 
 
 async def turn_latency(
-    target: Target, agent: Agent, size: int, turns: int, worker_pid: int
+    target: Target, agent: Agent, size: int, turns: int, worker_pid: int, timeline: Path
 ) -> dict[str, Any]:
-    """POST → first text-delta on an open SSE stream, and → reply seen by a long-poll; and
-    the CPU a turn costs the web process and the worker (readers' wake-ups included)."""
+    """POST → first text-delta on an open SSE stream, and → reply seen by a long-poll; the
+    moments between them in the server's processes (``timeline``); and the CPU a turn costs
+    the web process and the worker (readers' wake-ups included)."""
     import httpx
 
     from poppy_django.client import iter_sse
@@ -785,6 +807,7 @@ async def turn_latency(
     readers = [asyncio.ensure_future(sse()), asyncio.ensure_future(poll())]
     await asyncio.sleep(1.0)  # both readers are waiting
     deltas, sse_replies, poll_replies, posts = [], [], [], []
+    posted_at: list[float] = []  # each POST's wall clock, to place the servers' moments
     without_delta = 0
     http = Http(target.port)
     assert target.pid is not None
@@ -794,6 +817,7 @@ async def turn_latency(
         for _ in range(turns):
             state.update(posted=None, delta=None, sse_reply=None, poll_reply=None, idle=False)
             posted = time.perf_counter()
+            posted_at.append(time.time())
             state["posted"] = posted
             status = await post_message(http, target, agent, size)
             posts.append(time.perf_counter() - posted)
@@ -836,8 +860,36 @@ async def turn_latency(
         "replies_without_delta": without_delta,
         "sse_reply": summary(sse_replies),
         "long_poll_reply": summary(poll_replies),
+        "server_moments": {
+            moment: summary(offsets)
+            for moment, offsets in server_moments(timeline, conversation.id, posted_at).items()
+        },
         "cpu_ms_per_turn": {name: seconds * 1000 / turns for name, seconds in cpu.items()},
     }
+
+
+#: The server's moments of a turn, in the order they happen (``bench/timeline.py``).
+MOMENTS = ("message_received", "dispatched", "task_started", "turn_started", "turn_finished")
+
+
+def server_moments(
+    timeline: Path, conversation_id: str, posted_at: list[float]
+) -> dict[str, list[float]]:
+    """Each moment's delay after its turn's POST was sent (s): the first of its kind between
+    that POST and the next one."""
+    seen: dict[str, list[float]] = {moment: [] for moment in MOMENTS}
+    for line in timeline.read_text().splitlines():
+        at, moment, conversation = line.split()
+        if conversation == conversation_id and moment in seen:
+            seen[moment].append(float(at))
+    ends = [*posted_at[1:], float("inf")]
+    offsets: dict[str, list[float]] = {moment: [] for moment in MOMENTS}
+    for moment, times in seen.items():
+        for start, end in zip(posted_at, ends):
+            first = next((t for t in times if start <= t < end), None)
+            if first is not None:
+                offsets[moment].append(first - start)
+    return offsets
 
 
 async def await_reply(http: Http, target: Target, agent: Agent, events: str, cursor: str) -> str:
@@ -991,13 +1043,17 @@ def reference(venv: Path, tmp: Path, users: int, sizes: list[int]) -> Iterator[T
 
 def print_cells(title: str, cells: list[dict[str, Any]]) -> None:
     print(f"\n{title}")
-    print("  op     events clients    req/s   p50 ms   p99 ms  client CPU  server CPU/req  errors")
+    print(
+        "  op     events clients    req/s   p50 ms   p99 ms  client CPU  server CPU/req"
+        "  worker CPU/req  errors"
+    )
     for cell in cells:
-        server = cell.get("server_cpu_ms_per_req")
+        cpu = [cell.get("server_cpu_ms_per_req"), cell.get("worker_cpu_ms_per_req")]
+        shown = [f"{ms:9.2f} ms" if ms is not None else "        -   " for ms in cpu]
         print(
             f"  {cell['op']:5} {cell['size']:7} {cell['clients']:7} {cell['rps']:8.0f}"
             f" {cell['p50_ms']:8.1f} {cell['p99_ms']:8.1f} {cell['client_cpu_pct']:10.0f}%"
-            f" {f'{server:9.2f} ms' if server else '        -   '}  {cell['errors'] or ''}"
+            f" {shown[0]}    {shown[1]}  {cell['errors'] or ''}"
         )
 
 
@@ -1083,15 +1139,19 @@ def main() -> None:
 
         # Our server, DPoP verification.
         pid = web(cluster, port, "poppy_django.auth.dpop.verify")
-        ours = Target("ours", port, public, dpop_agents, pid)
-        results["turns"] = asyncio.run(turn_latency(ours, turn_agent, sizes[0], args.turns, worker))
+        ours = Target("ours", port, public, dpop_agents, pid, worker)
+        results["turns"] = asyncio.run(
+            turn_latency(ours, turn_agent, sizes[0], args.turns, worker, timeline_path(tmp))
+        )
         print(
             f"\n1. turn latency ({args.turns} turns, {sizes[0]} events): "
             + json.dumps(results["turns"])
         )
         if sizes[-1] != sizes[0] and args.long_turns:
             results["turns_long"] = asyncio.run(
-                turn_latency(ours, turn_agent, sizes[-1], args.long_turns, worker)
+                turn_latency(
+                    ours, turn_agent, sizes[-1], args.long_turns, worker, timeline_path(tmp)
+                )
             )
             print(
                 f"   on {sizes[-1]} events ({args.long_turns} turns): "
@@ -1109,7 +1169,7 @@ def main() -> None:
 
         # Our server again, the fake verifier (no verification).
         pid = web(cluster, port, "poppy_django.auth.fake.verify")
-        fake = Target("ours-fake", port, public, fake_agents, pid)
+        fake = Target("ours-fake", port, public, fake_agents, pid, worker)
         results["ours_fake"] = asyncio.run(cells_for(fake, sizes[:1], clients, args, drain_ours))
         cluster.stop("web")
         cluster.stop("celery")  # the reference gets the machine to itself too
@@ -1146,6 +1206,13 @@ def report(results: dict[str, Any]) -> None:
     for name in ("post", "first_delta", "sse_reply", "long_poll_reply"):
         print(f"   {name:16} {turns[name]['p50_ms']:7.1f} {turns[name]['p99_ms']:7.1f}")
     print(f"   replies the stream showed before any piece: {turns['replies_without_delta']}")
+    print("   the turn's moments after the POST was sent (client and servers), ms p50/p99:")
+    moments = {
+        **{name: turns[name] for name in ("post", "first_delta", "long_poll_reply")},
+        **turns["server_moments"],
+    }
+    for name, figures in sorted(moments.items(), key=lambda item: item[1]["p50_ms"]):
+        print(f"     {name:18} {figures['p50_ms']:7.1f} {figures['p99_ms']:7.1f}")
     cpu = turns["cpu_ms_per_turn"]
     print(f"   CPU per turn: web process {cpu['web']:.1f} ms, worker {cpu['worker']:.1f} ms")
     if "turns_long" in results:
