@@ -89,10 +89,6 @@ class TurnSlot:
     message_id: str
     upto_seq: int
     attempt: int
-    #: The log's last event when the claim fixed the turn's messages as every one up to the
-    #: log's end (not a retry's earlier bound): a commit that finds the log still ending
-    #: there knows no new message came, without reading the messages again.
-    log_end: int | None = None
     #: Set when the claim took the agent thread too.
     claimed: Claimed | None = field(default=None, compare=False, repr=False)
 
@@ -150,7 +146,6 @@ def claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
             message_id=ids.company_message_id(conversation.id, turn_id),
             upto_seq=conversation.turn_upto_seq,
             attempt=conversation.turn_attempts,
-            log_end=None if retry else conversation.last_seq,
             claimed=Claimed(conversation, pending) if took_thread else None,
         )
 
@@ -258,15 +253,12 @@ class Committed:
     done: bool
 
 
-def commit(
-    request: TurnRequest, outcome: TurnOutcome, owner: str, log_end: int | None = None
-) -> Committed:
+def commit(request: TurnRequest, outcome: TurnOutcome, owner: str) -> Committed:
     """Write the turn's outcome once, and only while the lease is still ours; with nothing
     left to do, end the conversation's work in the same write (one nudge for the reply and
-    the idle state). ``log_end``: :attr:`TurnSlot.log_end`."""
+    the idle state)."""
     with transaction.atomic():
         conversation = leases.lock_owned(request.conversation_id, owner)
-        nothing_new = conversation.last_seq == log_end  # appended to since the claim?
         already = event_log.has_message(conversation, request.message_id)
         with event_log.one_write(conversation):
             if conversation.status != Status.CLOSED and not already:
@@ -276,7 +268,7 @@ def commit(
             answering = (
                 conversation.status == Status.WORKING and conversation.responder == Responder.AGENT
             )
-            done = not (answering and not nothing_new and pending_messages(conversation)) and (
+            done = not (answering and pending_messages(conversation)) and (
                 _wind_down(conversation, answering) is Claim.DONE
             )
     return Committed(thread_freed=thread_freed, done=done)
@@ -429,7 +421,7 @@ def _run_one(slot: TurnSlot, holder: leases.Holder) -> bool:
             if holder.lost.is_set():
                 raise LeaseLost(slot.conversation_id)
             if not outcome.failed:
-                committed = commit(request, outcome, owner, slot.log_end)
+                committed = commit(request, outcome, owner)
                 if committed.thread_freed:
                     holder.thread_given_back()
     except LeaseLost:
