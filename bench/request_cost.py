@@ -11,7 +11,9 @@ the end) through Django's ``ASGIHandler`` in this process, and
 prints ``time.process_time()`` and wall time per request as JSON. CPU time over all threads
 is steadier than wall time on a shared machine. To compare two versions, run this script
 from each checkout (``PYTHONPATH`` set to it) in alternating rounds and compare medians.
-The database must be migrated. ``--poppy`` merges keys into ``settings.POPPY``.
+The database must be migrated. ``--poppy`` merges keys into ``settings.POPPY``; ``--ops``
+picks the phases (``--ops turn``: only text POSTs, to profile them; a read's cursor counts
+on both POST phases before it).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ async def call(
     return status[0], b"".join(chunks)
 
 
-async def measure(requests: int) -> dict[str, dict[str, float]]:
+async def measure(requests: int, ops: list[str]) -> dict[str, dict[str, float]]:
     from django.core.handlers.asgi import ASGIHandler
 
     from poppy_django.auth.fake import fake_authorization
@@ -85,7 +87,7 @@ async def measure(requests: int) -> dict[str, dict[str, float]]:
     assert status == 201, body
     conversation_id = json.loads(body)["conversation_id"]
     results = {}
-    for op in ("post", "turn", "read"):
+    for op in ops:
         cpu, wall = time.process_time(), time.perf_counter()
         for n in range(requests):
             if op in ("post", "turn"):
@@ -113,6 +115,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--poppy", default="{}", help="JSON merged into settings.POPPY")
+    parser.add_argument("--ops", default="post,turn,read", help="which to send, in this order")
     args = parser.parse_args()
     import django
 
@@ -123,7 +126,7 @@ def main() -> None:
 
     settings.POPPY = {**settings.POPPY, **json.loads(args.poppy)}
     poppy_settings.reload()
-    print(json.dumps(asyncio.run(measure(args.requests))))
+    print(json.dumps(asyncio.run(measure(args.requests, args.ops.split(",")))))
 
 
 if __name__ == "__main__":
