@@ -722,7 +722,7 @@ def client_cost(n: int) -> dict[str, Any]:
 
 
 async def turn_latency(
-    target: Target, agent: Agent, size: int, turns: int, worker_pid: int, timeline: Path
+    target: Target, agent: Agent, size: int, turns: int, timeline: Path
 ) -> dict[str, Any]:
     """POST → first text-delta on an open SSE stream, and → reply seen by a long-poll; the
     moments between them in the server's processes (``timeline``); and the CPU a turn costs
@@ -810,8 +810,8 @@ async def turn_latency(
     posted_at: list[float] = []  # each POST's wall clock, to place the servers' moments
     without_delta = 0
     http = Http(target.port)
-    assert target.pid is not None
-    web_pid = target.pid
+    assert target.pid is not None and target.worker_pid is not None
+    web_pid, worker_pid = target.pid, target.worker_pid
     cpu0 = {"web": cpu_seconds(web_pid), "worker": cpu_seconds(worker_pid)}
     try:
         for _ in range(turns):
@@ -868,7 +868,7 @@ async def turn_latency(
     }
 
 
-#: The server's moments of a turn, in the order they happen (``bench/timeline.py``).
+#: The servers' moments of a turn (``bench/timeline.py``).
 MOMENTS = ("message_received", "dispatched", "task_started", "turn_started", "turn_finished")
 
 
@@ -1141,7 +1141,7 @@ def main() -> None:
         pid = web(cluster, port, "poppy_django.auth.dpop.verify")
         ours = Target("ours", port, public, dpop_agents, pid, worker)
         results["turns"] = asyncio.run(
-            turn_latency(ours, turn_agent, sizes[0], args.turns, worker, timeline_path(tmp))
+            turn_latency(ours, turn_agent, sizes[0], args.turns, timeline_path(tmp))
         )
         print(
             f"\n1. turn latency ({args.turns} turns, {sizes[0]} events): "
@@ -1149,9 +1149,7 @@ def main() -> None:
         )
         if sizes[-1] != sizes[0] and args.long_turns:
             results["turns_long"] = asyncio.run(
-                turn_latency(
-                    ours, turn_agent, sizes[-1], args.long_turns, worker, timeline_path(tmp)
-                )
+                turn_latency(ours, turn_agent, sizes[-1], args.long_turns, timeline_path(tmp))
             )
             print(
                 f"   on {sizes[-1]} events ({args.long_turns} turns): "
