@@ -24,8 +24,10 @@ from poppy_django import signals
 TURN_TASK = "poppy_django.run_turns"
 
 
-def _writer(path: str, moment: str) -> Callable[[str], None]:
-    def write(conversation_id: str) -> None:
+def _writer(path: str, moment: str) -> Callable[..., None]:
+    """A signal receiver writing ``moment`` for the ``conversation_id`` it is sent."""
+
+    def write(*, conversation_id: str, **kwargs: Any) -> None:
         # One short append per line: O_APPEND keeps lines from several processes whole.
         with open(path, "a") as timeline:
             timeline.write(f"{time.time():.6f} {moment} {conversation_id}\n")
@@ -42,21 +44,16 @@ class TimelineConfig(AppConfig):
         if not path:
             return
         for moment in ("message_received", "turn_started", "turn_finished"):
-            write = _writer(path, moment)
-
-            def receiver(*, conversation_id: str, _write: Any = write, **kwargs: Any) -> None:
-                _write(conversation_id)
-
-            getattr(signals, moment).connect(receiver, weak=False)
+            getattr(signals, moment).connect(_writer(path, moment), weak=False)
         dispatched, task_started = _writer(path, "dispatched"), _writer(path, "task_started")
 
         def published(*, headers: dict[str, Any], body: Any, **kwargs: Any) -> None:
             if headers.get("task") == TURN_TASK:
-                dispatched(body[0][0])  # protocol 2: (args, kwargs, embed)
+                dispatched(conversation_id=body[0][0])  # protocol 2: (args, kwargs, embed)
 
         def prerun(*, task: Any, args: tuple[Any, ...], **kwargs: Any) -> None:
             if task.name == TURN_TASK:
-                task_started(args[0])
+                task_started(conversation_id=args[0])
 
         after_task_publish.connect(published, weak=False)
         task_prerun.connect(prerun, weak=False)

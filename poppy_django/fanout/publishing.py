@@ -10,6 +10,7 @@ conversation's nudges on the desk channel, reply pieces on the conversation's ch
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -30,13 +31,15 @@ def conversation_channel(conversation_id: str) -> str:
     return f"poppy-{conversation_id}"
 
 
-def _send(channel: str, event_type: str, data: dict[str, Any], *, desk: bool = False) -> None:
-    """Publish on the bus (readers) or, with ``desk``, with django-eventstream (browsers)."""
+def _send(
+    publish: Callable[[str, str, dict[str, Any]], Any],
+    channel: str,
+    event_type: str,
+    data: dict[str, Any],
+) -> None:
+    """``publish`` (the bus for readers, ``send_event`` for browsers), never failing a write."""
     try:
-        if desk:
-            send_event(channel, event_type, data)
-        else:
-            bus.publish(channel, event_type, data)
+        publish(channel, event_type, data)
     except Exception:
         # A lost nudge is recovered by the readers' watchdog; never fail a write.
         logger.warning("poppy: could not publish %s on %s", event_type, channel, exc_info=True)
@@ -46,9 +49,9 @@ def nudge_on_commit(conversation_id: str, last_seq: int, summary: dict[str, Any]
     """After the surrounding transaction commits, wake the conversation's readers and the desk."""
 
     def publish() -> None:
-        _send(conversation_channel(conversation_id), NUDGE, {"seq": last_seq})
+        _send(bus.publish, conversation_channel(conversation_id), NUDGE, {"seq": last_seq})
         desk_nudge = {"conversation_id": conversation_id, "seq": last_seq, **summary}
-        _send(DESK_CHANNEL, NUDGE, desk_nudge, desk=True)
+        _send(send_event, DESK_CHANNEL, NUDGE, desk_nudge)
 
     transaction.on_commit(publish)
 
@@ -56,5 +59,5 @@ def nudge_on_commit(conversation_id: str, last_seq: int, summary: dict[str, Any]
 def publish_delta(conversation_id: str, message_id: str, text: str) -> None:
     """Relay a piece of a reply being written; it is never stored."""
     channel, delta = conversation_channel(conversation_id), {"message_id": message_id, "text": text}
-    _send(channel, DELTA, delta)
-    _send(channel, DELTA, delta, desk=True)
+    _send(bus.publish, channel, DELTA, delta)
+    _send(send_event, channel, DELTA, delta)
