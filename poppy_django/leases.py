@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.db import connection, connections, models, router
 from django.utils import timezone
@@ -58,9 +58,7 @@ def _take(pk: str, owner: str, owner_field: str, until_field: str) -> bool:
     """One conditional UPDATE: ``owner`` holds the row's lease (or thread) until
     :func:`lease_until` unless another owner holds it unexpired."""
     database = connections[router.db_for_write(Conversation)]
-    until = Conversation._meta.get_field(until_field)
-    if not isinstance(until, models.DateTimeField):
-        raise TypeError(f"Conversation.{until_field} is not a time")
+    until = cast(models.DateTimeField, Conversation._meta.get_field(until_field))
 
     def moment(value: datetime) -> Any:
         return until.get_db_prep_value(value, database)
