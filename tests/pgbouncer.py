@@ -30,6 +30,7 @@ class PgBouncer:
     port: int
     pool_size: int
     directory: Path
+    pid: int
 
     def url(self, database: str, user: str = "postgres") -> str:
         """A ``DATABASE_URL`` reaching ``database`` through this PgBouncer."""
@@ -108,7 +109,7 @@ def running(
             os.chown(path, postgres.pw_uid, postgres.pw_gid)
         argv[1:1] = ["-u", "postgres"]
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    bouncer = PgBouncer(port, pool_size, directory)
+    bouncer = PgBouncer(port, pool_size, directory, process.pid)
     try:
         _wait_until_listening(process, port, directory)
         yield bouncer

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -238,8 +238,14 @@ class Cluster:
             time.sleep(0.2)
         raise RuntimeError(f"{name} did not start: {self.log(name)}")
 
-    def worker(self, name: str, app: str = "example_project") -> subprocess.Popen[bytes]:
-        """Start a Celery worker (solo pool: a kill takes the whole worker down)."""
+    def worker(
+        self, name: str, app: str = "example_project", options: Sequence[str] = ()
+    ) -> subprocess.Popen[bytes]:
+        """Start a Celery worker (solo pool: a kill takes the whole worker down).
+
+        ``options``: more ``celery worker`` options, after the defaults so they win
+        (``["--pool=prefork", "--concurrency=2"]``).
+        """
         process = self._spawn(
             name,
             [
@@ -258,6 +264,7 @@ class Cluster:
                 "-n",
                 f"{name}@%h",
                 f"--loglevel={self.log_level.upper()}",
+                *options,
             ],
         )
         deadline = time.monotonic() + 30
