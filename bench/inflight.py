@@ -35,6 +35,7 @@ import json
 import os
 import resource
 import secrets
+import shutil
 import sys
 import tempfile
 import threading
@@ -480,6 +481,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "inflight.json").write_text(json.dumps(results, indent=2))
     print(f"written: {out / 'inflight.json'}")
+    shutil.rmtree(tmp, ignore_errors=True)  # the processes' logs: kept only when it failed
 
 
 def _header(args: argparse.Namespace) -> str:
