@@ -11,8 +11,10 @@ with the development authority's tokens), ``--workers`` Celery worker processes
 (``--pool``, ``--concurrency``), and the LLM-shaped local model (``bench/llm_endpoint.py``:
 ``--ttft`` seconds to the first token, then ``--rate`` tokens/s for ``--stream-seconds``),
 reached through pydantic-ai's OpenAI chat model (``POPPY_MODEL=openai-chat:local``) as a real
-provider would be. ``--pgbouncer`` puts a private PgBouncer (transaction pooling, ``--pool-size``
-server connections) between every process and PostgreSQL.
+provider would be (``--model scripted``: the example's scripted model instead, turns that
+never wait, for turns/s at saturation). ``--pgbouncer`` puts a private PgBouncer
+(transaction pooling, ``--pool-size`` server connections) between every process and
+PostgreSQL.
 
 For each N: N personal agents (own ES256 keys, real Session Tokens) each start a
 conversation at once (raw HTTP/1.1, a fresh DPoP proof per request), then follow it on SSE
@@ -158,20 +160,26 @@ class Sampler(threading.Thread):
         self.rss_peak = 0.0
         self.pg_peak = 0
         self.open_peak = 0
+        self.ready = threading.Event()  # set once the first sample is taken
 
     def run(self) -> None:
         with psycopg.connect(PG_ADMIN, autocommit=True) as conn, httpx.Client(timeout=5) as http:
+            self.sample(conn, http)
+            self.ready.set()
             while not self.stopped.wait(self.interval):
-                with contextlib.suppress(Exception):
-                    self.open_peak = max(
-                        self.open_peak, http.get(f"{self.stack.llm}/stats").json()["open"]
-                    )
-                self.rss_peak = max(self.rss_peak, rss_mib(self.stack.worker_pids()))
-                (held,) = conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
-                    (self.stack.cluster.name,),
-                ).fetchone()  # type: ignore[misc]
-                self.pg_peak = max(self.pg_peak, int(held))
+                self.sample(conn, http)
+            self.sample(conn, http)  # the moment the last reply came in
+
+    def sample(self, conn: psycopg.Connection[Any], http: httpx.Client) -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            open_now = http.get(f"{self.stack.llm}/stats").json()["open"]
+            self.open_peak = max(self.open_peak, open_now)
+        self.rss_peak = max(self.rss_peak, rss_mib(self.stack.worker_pids()))
+        (held,) = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
+            (self.stack.cluster.name,),
+        ).fetchone()  # type: ignore[misc]
+        self.pg_peak = max(self.pg_peak, int(held))
 
     def stop(self) -> None:
         self.stopped.set()
@@ -360,6 +368,7 @@ def measure(stack: Stack, agents: list[Agent], args: argparse.Namespace) -> dict
     pg_before = stack.postgres_cpu()
     sampler = Sampler(stack)
     sampler.start()
+    sampler.ready.wait(10)
     started = time.perf_counter()
     outcomes = run_batch(stack, agents, "hello, a question for you", args.timeout)
     sampler.stop()
@@ -427,6 +436,8 @@ def started(args: argparse.Namespace, tmp: Path) -> Iterator[Stack]:
         cluster.create()
         tokens = max(1, round(args.rate * args.stream_seconds))
         llm = cluster.llm(ttft=args.ttft, tokens=tokens, rate=args.rate)
+        if args.model == "scripted":  # the example's own offline model: turns that never wait
+            cluster.env.pop("POPPY_MODEL")
         cluster.web("web", port=port)
         options = [f"--pool={args.pool}", f"--concurrency={args.concurrency}"]
         workers = [f"worker{index}" for index in range(args.workers)]
@@ -449,6 +460,12 @@ def main() -> None:
     parser.add_argument("--ttft", type=float, default=5.0, help="model: seconds to first token")
     parser.add_argument("--stream-seconds", type=float, default=5.0, help="model: streaming")
     parser.add_argument("--rate", type=float, default=10.0, help="model: tokens per second")
+    parser.add_argument(
+        "--model",
+        choices=["llm", "scripted"],
+        default="llm",
+        help="llm: the LLM-shaped local model; scripted: the example's scripted model",
+    )
     parser.add_argument("--pool", default="prefork", help="celery worker --pool")
     parser.add_argument("--concurrency", type=int, default=2, help="celery worker -c")
     parser.add_argument("--workers", type=int, default=1, help="Celery worker processes")
@@ -487,6 +504,8 @@ def main() -> None:
 def _header(args: argparse.Namespace) -> str:
     shape = f"{args.workers} worker(s) --pool={args.pool} -c {args.concurrency}"
     model = f"ttft {args.ttft} s + {args.stream_seconds} s at {args.rate} tokens/s"
+    if args.model == "scripted":
+        model = "scripted (no waiting)"
     columns = (
         "     N  answered failed   wall s  turns/s  in flight  RSS MiB  MiB/in-flight  pg conns"
         "  cpu ms/turn web/worker/pg/redis/llm   first delta p50/p99 s"
