@@ -57,7 +57,9 @@ COMPLETIONS_PATH = "/v1/chat/completions"
 #: The words the reply is padded with up to its token count.
 FILLER = ["and", "here", "is", "some", "more", "of", "the", "answer", "you", "asked", "for"]
 
-_MARKER = re.compile(r"#(?P<name>ttft|tokens|rate|429|hang|error|drop)(?:=(?P<value>[\d.]+))?")
+_MARKER = re.compile(
+    r"#(?P<name>ttft|tokens|rate|429|hang|error|drop)(?:=(?P<value>\d+(?:\.\d+)?))?"
+)
 _ARGUMENT = re.compile(r"""(?P<name>[A-Za-z_]\w*)=(?:"(?P<quoted>[^"]*)"|(?P<plain>[^\s,]+))""")
 _ids = itertools.count(1)
 
@@ -496,7 +498,13 @@ def uvicorn_server(app: LlmEndpoint) -> Any:
     import uvicorn
 
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=60
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_keep_alive=60,
+        # Hung streams (#hang) never end by themselves: shutting down cuts them.
+        timeout_graceful_shutdown=1,
     )
     return uvicorn.Server(config)
 
