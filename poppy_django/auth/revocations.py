@@ -28,6 +28,8 @@ from typing import Any
 
 import redis
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 logger = logging.getLogger("poppy_django.auth")
 
@@ -45,6 +47,8 @@ Forget = Callable[[frozenset[str] | None], None]
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
 _listening = threading.Event()
+#: Set to stop the current listener (its Redis changed).
+_stop = threading.Event()
 
 
 def redis_kwargs() -> dict[str, Any] | None:
@@ -93,44 +97,59 @@ def publish(session_ids: Iterable[str], forget: Forget) -> None:
 
 
 def _ensure_listener(forget: Forget) -> None:
-    global _thread
+    global _thread, _stop
     if _thread is not None and _thread.is_alive():
         return
     with _lock:
         if _thread is None or not _thread.is_alive():
+            _stop = threading.Event()
             _thread = threading.Thread(
-                target=_listen_forever, args=(forget,), name="poppy-revocations", daemon=True
+                target=_listen_forever,
+                args=(forget, redis_kwargs() or {}, _stop),
+                name="poppy-revocations",
+                daemon=True,
             )
             _thread.start()
 
 
-def _listen_forever(forget: Forget) -> None:
+@receiver(setting_changed)
+def _stop_on_change(*, setting: str, **kwargs: Any) -> None:
+    """Another Redis (tests): the next status read subscribes to it."""
+    global _thread
+    if setting == "EVENTSTREAM_REDIS":
+        with _lock:
+            _stop.set()
+            _listening.clear()
+            _thread = None
+
+
+def _listen_forever(forget: Forget, kwargs: dict[str, Any], stop: threading.Event) -> None:
     """Hold the subscription, starting again with backoff whenever it fails."""
     delay = RETRY_FIRST
-    while True:
+    while not stop.is_set():
         started = time.monotonic()
         try:
-            _listen(forget)
+            _listen(forget, kwargs, stop)
         except Exception:
             logger.warning("poppy: revocation subscription lost; reconnecting", exc_info=True)
         finally:
-            _listening.clear()
+            if not stop.is_set():
+                _listening.clear()
         delay = RETRY_FIRST if time.monotonic() - started > 10 * RETRY_MAX else delay
-        time.sleep(delay)
+        stop.wait(delay)
         delay = min(delay * 2, RETRY_MAX)
 
 
-def _listen(forget: Forget) -> None:
-    kwargs = redis_kwargs() or {}
+def _listen(forget: Forget, kwargs: dict[str, Any], stop: threading.Event) -> None:
     client = redis.Redis(**kwargs, health_check_interval=10)
     try:
         with client.pubsub() as pubsub:
             pubsub.subscribe(CHANNEL)
-            while True:
+            while not stop.is_set():
                 message = pubsub.get_message(timeout=1.0)
                 if message is None:
                     continue
-                if message["type"] == "subscribe":
+                if message["type"] == "subscribe" and not stop.is_set():
                     forget(None)  # revocations published while unsubscribed are unknown
                     _listening.set()
                 elif message["type"] == "message":

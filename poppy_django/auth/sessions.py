@@ -134,7 +134,7 @@ def revoked(*session_ids: str) -> None:
     now = time.time()
     try:
         shared_cache(CACHE_ALIAS).set_many(
-            {REVOKED_PREFIX + _digest(sid): now for sid in session_ids},
+            {REVOKED_PREFIX + _digest(sid): float(now) for sid in session_ids},
             timeout=REVOKED_MARK_SECONDS,
         )
     except Exception:  # the cache is down: the processes reading it ask the callable
@@ -175,7 +175,7 @@ def status(principal: Principal) -> Status:
         return _ask(principal)
     cached, revoked_at = found_in_cache.get(key), found_in_cache.get(mark)
     if isinstance(cached, tuple) and not (
-        isinstance(revoked_at, float) and revoked_at >= cached[1]
+        isinstance(revoked_at, (int, float)) and revoked_at >= cached[1]
     ):
         found, asked_at = cached
         if asked_at > now:  # stamped by a clock ahead of this one: as before, the cache's TTL
