@@ -123,7 +123,7 @@ class World:
         self.plain = AgentIdentity(domain="plain.example", name="Plain", extensions=())
         self.network.add(self.plain.domain, self.plain.website())
         network.serve_identity(self.plain)
-        self.user = AcmeUser(self.network, ORIGIN, self.plain)
+        self.user = AcmeUser(self.network.client, ORIGIN, self.plain)
         self.http = self.network.client()
         self.browser = UserBrowser()
         self.host = PersonalAgentHost(
