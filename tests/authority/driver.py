@@ -3,7 +3,7 @@
 The conformance suite's ``UserDriver``: everything a personal agent cannot do itself goes
 through the example project's own HTML pages, with Django's login and CSRF (the token read
 from each page), as a person's browser would. ``forget_events`` is the operator running the
-product's own pruning command.
+product's own pruning (``poppy_django.maintenance.prune_events``).
 """
 
 from __future__ import annotations

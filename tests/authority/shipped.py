@@ -20,6 +20,8 @@ import datetime
 import json
 import re
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -34,7 +36,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from personal_agent_protocol.demo.kit import AgentIdentity
 
-from tests.multiprocess.cluster import Cluster, free_port
+from tests.multiprocess.cluster import ROOT, Cluster, free_port
 
 DOMAIN = "acme.example"
 ORIGIN = f"https://{DOMAIN}"
@@ -201,6 +203,7 @@ class ShippedAcme:
         self.acme_tls = self.authority.issue(DOMAIN)
         self.cluster = Cluster(tmp, name=None, log_level="info")
         self.port = 0
+        self.services = ["web", "worker"]
 
     def start(self) -> None:
         self.sites.start()
@@ -228,25 +231,35 @@ class ShippedAcme:
         self.cluster.destroy()
         self.sites.stop()
 
-    @property
-    def routes(self) -> dict[str, int]:
-        return {DOMAIN: self.port, **{i.domain: self.sites.port for i in self.identities}}
+    def another_web(self, name: str) -> int:
+        """A second web process of the same deployment (its port): Acme behind a balancer."""
+        port = free_port()
+        self.cluster.web(name, port=port, tls=self.acme_tls, access_log=True)
+        self.services.append(name)
+        return port
 
-    def client(self, **kwargs: Any) -> httpx.AsyncClient:
-        """An HTTPS client on the test network (a personal agent's, or a person's browser)."""
-        transport = RoutedAsyncTransport(self.routes, self.authority.context())
+    def routes(self, acme_port: int | None = None) -> dict[str, int]:
+        return {
+            DOMAIN: acme_port or self.port,
+            **{i.domain: self.sites.port for i in self.identities},
+        }
+
+    def client(self, *, acme_port: int | None = None, **kwargs: Any) -> httpx.AsyncClient:
+        """An HTTPS client on the test network (a personal agent's, or a person's browser);
+        ``acme_port``: which of Acme's web processes it reaches."""
+        transport = RoutedAsyncTransport(self.routes(acme_port), self.authority.context())
         return httpx.AsyncClient(transport=transport, timeout=40.0, **kwargs)
 
     async def resolve(self, host: str) -> list[str]:
         """The personal agent's resolver: a public address for the names on the network."""
-        if host not in self.routes:
+        if host not in self.routes():
             raise OSError(f"{host} does not resolve")
         return [PUBLIC_ADDRESS]
 
     def log_problems(self) -> list[str]:
         """Every 5xx answer and traceback in the services' logs."""
         problems = []
-        for name in ("web", "worker"):
+        for name in self.services:
             for line in (self.tmp / f"{name}.log").read_text(errors="replace").splitlines():
                 if _SERVER_ERROR.search(line) or "Traceback" in line:
                     problems.append(f"{name}: {line}")
@@ -254,6 +267,46 @@ class ShippedAcme:
 
     def manage(self, *args: str) -> str:
         return self.cluster.manage(*args)
+
+
+#: The operator's shell: prunes every event it may (``maintenance.prune_events``, what
+#: ``poppy_prune_events --older-than 0s`` does) each time it reads a line.
+_PRUNE_LOOP = """
+import sys
+from datetime import timedelta
+from poppy_django.maintenance import prune_events
+for _ in sys.stdin:
+    print(prune_events(timedelta(0)).events, flush=True)
+"""
+
+
+class Operator:
+    """Acme's operator at a ``manage.py shell`` kept open, so pruning runs at once (a new
+    ``manage.py`` process takes seconds to start, by when the suite's turn has answered)."""
+
+    def __init__(self, acme: ShippedAcme) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "shell", "-c", _PRUNE_LOOP],
+            env=acme.cluster.env,
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.lock = threading.Lock()
+
+    def prune(self) -> int:
+        """Prune now; how many events went."""
+        with self.lock:
+            assert self.process.stdin is not None and self.process.stdout is not None
+            self.process.stdin.write("prune\n")
+            self.process.stdin.flush()
+            return int(self.process.stdout.readline())
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=30)
 
 
 @contextlib.contextmanager

@@ -32,7 +32,7 @@ from personal_agent_protocol.conformance import (
 from personal_agent_protocol.demo.kit import AgentIdentity
 
 from tests.authority.driver import AcmeUser
-from tests.authority.shipped import ORIGIN, PASSWORD, shipped_acme
+from tests.authority.shipped import ORIGIN, PASSWORD, Operator, shipped_acme
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(900)]
 
@@ -72,9 +72,10 @@ def test_every_suite_as_shipped(tmp_path: Path) -> None:
     # A second personal agent, listing no extension.
     plain = AgentIdentity(domain="plain.example", name="Plain", extensions=())
     with shipped_acme(tmp_path, [atlas, plain]) as acme:
+        operator = Operator(acme)
 
         def forget(conversation_id: str) -> None:
-            acme.manage("poppy_prune_events", "--older-than", "0s")
+            operator.prune()
 
         async def run() -> Any:
             async with acme.client() as http:
@@ -88,7 +89,10 @@ def test_every_suite_as_shipped(tmp_path: Path) -> None:
                 )
                 return await run_conformance(context, cases=select_cases())
 
-        report = asyncio.run(run())
+        try:
+            report = asyncio.run(run())
+        finally:
+            operator.close()
         problems = acme.log_problems()
 
     REPORT_DIR.mkdir(parents=True, exist_ok=True)
