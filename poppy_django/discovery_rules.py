@@ -99,7 +99,11 @@ def _auth(auth: Any) -> Iterator[Problem]:
                 yield from _text(entry, "name", where, "Name the field.")
                 yield from _text(entry, "label", where, "Label the field.")
                 if not isinstance(entry.get("secret"), bool):
-                    yield Problem(where + "secret", "required, true or false", "Say if secret.")
+                    yield Problem(
+                        where + "secret",
+                        "required, true or false",
+                        "Say whether the field is a secret.",
+                    )
     custom = auth.get("custom_scopes", {})
     if not isinstance(custom, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in custom.items()
@@ -127,7 +131,12 @@ def _apis(apis: Any) -> Iterator[Problem]:
             f'Add "description" (what the API offers a personal agent) to '
             f'POPPY["DISCOVERY"]["APIS"][{i}].',
         )
-        yield from _url(api.get("resource"), where + "resource", "Fix it.", required=False)
+        yield from _url(
+            api.get("resource"),
+            where + "resource",
+            f'Make POPPY["DISCOVERY"]["APIS"][{i}]["resource"] an https URL, or remove it.',
+            required=False,
+        )
 
 
 def _agent(agent: Any) -> Iterator[Problem]:
@@ -140,7 +149,9 @@ def _agent(agent: Any) -> Iterator[Problem]:
         entry = entry if isinstance(entry, dict) else {}
         yield from _text(entry, "type", where, 'Give the protocol a "type".')
         yield from _url(entry.get("endpoint"), where + "endpoint", 'Set POPPY["BASE_URL"].')
-        yield from _url(entry.get("resource"), where + "resource", "Fix it.", required=False)
+        yield from _url(
+            entry.get("resource"), where + "resource", "Make it an https URL.", required=False
+        )
 
 
 def _extensions(extensions: Any) -> Iterator[Problem]:
@@ -150,7 +161,11 @@ def _extensions(extensions: Any) -> Iterator[Problem]:
     for name, entry in extensions.items():
         version = entry.get("version") if isinstance(entry, dict) else None
         if not isinstance(version, str) or not _EXTENSION_VERSION.fullmatch(version):
-            yield Problem(f"extensions.{name}.version", 'a major version such as "1"', "Fix it.")
+            yield Problem(
+                f"extensions.{name}.version",
+                'a major version such as "1"',
+                f'Give extension {name!r} its major version as a string in POPPY["DISCOVERY"].',
+            )
 
 
 def discovery_problems(document: dict[str, Any], served_by: str | None) -> list[Problem]:
@@ -170,7 +185,9 @@ def discovery_problems(document: dict[str, Any], served_by: str | None) -> list[
         )
     organization = document.get("organization")
     if not isinstance(organization, dict):
-        problems.append(Problem("organization", "required", 'Set ["DISCOVERY"]["ORGANIZATION"].'))
+        problems.append(
+            Problem("organization", "required", 'Set POPPY["DISCOVERY"]["ORGANIZATION"].')
+        )
         organization = {}
     problems += _text(
         organization, "name", "organization.", 'Set POPPY["DISCOVERY"]["ORGANIZATION"]["name"].'
@@ -178,7 +195,11 @@ def discovery_problems(document: dict[str, Any], served_by: str | None) -> list[
     domain = organization.get("domain")
     if not is_domain(domain):
         problems.append(
-            Problem("organization.domain", f"{domain!r} is not a DNS name", "Give the domain.")
+            Problem(
+                "organization.domain",
+                f"{domain!r} is not a DNS name",
+                'Set POPPY["DISCOVERY"]["ORGANIZATION"]["domain"] to the host serving it.',
+            )
         )
     elif served_by and str(domain).rstrip(".").lower() != served_by.lower():
         problems.append(
@@ -194,14 +215,22 @@ def discovery_problems(document: dict[str, Any], served_by: str | None) -> list[
     problems += _apis(apis)
     if web is not None:
         endpoint = web.get("browser_session_endpoint") if isinstance(web, dict) else None
-        problems += _url(endpoint, "web.browser_session_endpoint", "Fix it.", required=False)
+        problems += _url(
+            endpoint, "web.browser_session_endpoint", "Make it an https URL.", required=False
+        )
     if document.get("feedback") is not None:
         feedback = document["feedback"]
         endpoint = feedback.get("endpoint") if isinstance(feedback, dict) else None
         problems += _url(endpoint, "feedback.endpoint", "Give the feedback endpoint.")
     problems += _extensions(document.get("extensions", {}))
     if agent is None and not apis and web is None:
-        problems.append(Problem("agent", "one of agent, apis or web is required", "Add one."))
+        problems.append(
+            Problem(
+                "agent",
+                "one of agent, apis or web is required",
+                'Leave agent in (the default) or list POPPY["DISCOVERY"]["APIS"].',
+            )
+        )
     if agent is not None or apis or document.get("feedback") is not None:
         if document.get("auth") is None:
             problems.append(Problem("auth", "required", 'Set POPPY["ISSUER"].'))
@@ -216,8 +245,11 @@ def metadata_problems(metadata: dict[str, Any], document: dict[str, Any]) -> lis
     for name in ("issuer", "token_endpoint", "revocation_endpoint"):
         problems += _url(metadata.get(name), name, "The authority advertises it.")
     for name in ("authorization_endpoint", "device_authorization_endpoint"):
-        problems += _url(metadata.get(name), name, "Fix it.", required=False)
-    auth = document.get("auth") if isinstance(document.get("auth"), dict) else {}
+        problems += _url(
+            metadata.get(name), name, 'Set POPPY["BASE_URL"] to the https origin.', required=False
+        )
+    found = document.get("auth")
+    auth: dict[str, Any] = found if isinstance(found, dict) else {}
     if auth.get("issuer") and metadata.get("issuer") != auth.get("issuer"):
         problems.append(
             Problem(

@@ -276,7 +276,7 @@ import sys
 from datetime import timedelta
 from poppy_django.maintenance import prune_events
 for _ in sys.stdin:
-    print(prune_events(timedelta(0)).events, flush=True)
+    print("pruned", prune_events(timedelta(0)).events, flush=True)
 """
 
 
@@ -286,7 +286,7 @@ class Operator:
 
     def __init__(self, acme: ShippedAcme) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), "shell", "-c", _PRUNE_LOOP],
+            [sys.executable, str(ROOT / "manage.py"), "shell", "-v", "0", "-c", _PRUNE_LOOP],
             env=acme.cluster.env,
             cwd=ROOT,
             stdin=subprocess.PIPE,
@@ -301,7 +301,12 @@ class Operator:
             assert self.process.stdin is not None and self.process.stdout is not None
             self.process.stdin.write("prune\n")
             self.process.stdin.flush()
-            return int(self.process.stdout.readline())
+            while True:  # past what the shell itself prints at start
+                line = self.process.stdout.readline()
+                if not line:
+                    raise RuntimeError("the operator's shell exited")
+                if line.startswith("pruned "):
+                    return int(line.split()[1])
 
     def close(self) -> None:
         if self.process.stdin is not None:

@@ -92,3 +92,30 @@ def test_metadata_over_http_is_served_in_development_and_refused_clearly_without
     assert refused.status_code == 404
     body = json.loads(refused.content)
     assert body["error"] == "not_found" and "https" in body["error_description"]
+
+
+@pytest.mark.parametrize(
+    "apis",
+    [[API], [{"type": "openapi", "url": "/api/schema"}], [{**API, "url": "http://x.example/s"}]],
+)
+def test_the_rules_agree_with_the_public_sdks_models(acme_settings: Any, apis: Any) -> None:
+    """The SDK (a test dependency) accepts exactly the documents the rules pass."""
+    from personal_agent_protocol.models import DiscoveryDocument, OAuthServerMetadata
+    from pydantic import ValidationError
+
+    from poppy_django.authority.metadata import metadata_document
+    from poppy_django.discovery import poppy_document
+    from poppy_django.discovery_rules import discovery_problems, metadata_problems
+
+    discovery(acme_settings, APIS=apis)
+    document = poppy_document(None)
+    ours = discovery_problems(document, DOMAIN)
+    try:
+        DiscoveryDocument.model_validate(document)
+    except ValidationError as refused:
+        theirs = {".".join(map(str, error["loc"])) for error in refused.errors()}
+        assert theirs and {problem.field for problem in ours} == theirs
+    else:
+        assert ours == []
+    OAuthServerMetadata.model_validate(metadata_document(None))
+    assert metadata_problems(metadata_document(None), document) == []
