@@ -10,6 +10,7 @@
   published default.
 - ``POPPY_DEV_AUTHORITY``: the development authority, on by default only with DEBUG on;
   ``POPPY_DEV_AUTHORITY=1`` is the explicit opt-in that runs it with DEBUG off too.
+- ``POPPY_REQUIRE_NONCE=1``: DPoP proofs must carry a server nonce (``TOKENS["REQUIRE_NONCE"]``).
 - ``POPPY_OUTBOUND_ROUTES`` / ``POPPY_OUTBOUND_CA_FILE``: names the authority reaches through
   fixed routes, and a private CA for them (``example_project/outbound.py``).
 """
@@ -217,6 +218,10 @@ POPPY: dict[str, Any] = {
     "SWEEP_SECONDS": float(os.environ.get("POPPY_SWEEP_SECONDS", "5")),
     "TURN_TIMEOUT_SECONDS": float(os.environ.get("POPPY_TURN_TIMEOUT_SECONDS", "120")),
 }
+if os.environ.get("POPPY_REQUIRE_NONCE") == "1":
+    # DPoP proofs must carry a nonce this server issued (RFC 9449 §8), at the token endpoint
+    # and the conversation endpoint: agents retry with the DPoP-Nonce they are sent.
+    POPPY["TOKENS"] = {"REQUIRE_NONCE": True}
 if os.environ.get("POPPY_THROTTLE_RATES"):  # e.g. the benchmarks' '{"message": "100000/s"}'
     POPPY["THROTTLE_RATES"] = json.loads(os.environ["POPPY_THROTTLE_RATES"])
 

@@ -231,10 +231,11 @@ class ShippedAcme:
         self.cluster.destroy()
         self.sites.stop()
 
-    def another_web(self, name: str) -> int:
-        """A second web process of the same deployment (its port): Acme behind a balancer."""
+    def another_web(self, name: str, env: dict[str, str] | None = None) -> int:
+        """Another web process of the same deployment (its port): Acme behind a balancer;
+        ``env``: the example project's environment switches for it alone."""
         port = free_port()
-        self.cluster.web(name, port=port, tls=self.acme_tls, access_log=True)
+        self.cluster.web(name, port=port, tls=self.acme_tls, access_log=True, env=env)
         self.services.append(name)
         return port
 

@@ -296,3 +296,24 @@ def test_sign_out_on_one_process_takes_effect_at_the_next_request_on_another(
     assert revoked.revoked
     assert refused == "sign_in_required"
     assert renewed.signed_in is False  # the Session continues, signed out
+
+
+def test_the_sdk_retries_with_the_token_endpoints_nonce(acme: ShippedAcme) -> None:
+    """A web process that requires DPoP nonces (``POPPY_REQUIRE_NONCE=1``): the SDK is told
+    ``use_dpop_nonce`` with a ``DPoP-Nonce`` and retries with it, at the token endpoint and
+    the conversation endpoint."""
+    port = acme.another_web("web-nonce", {"POPPY_REQUIRE_NONCE": "1"})
+
+    async def scenario() -> tuple[Any, list[Any]]:
+        atlas = Atlas(acme, acme_port=port)
+        await atlas.discover()
+        session = await atlas.session("usr_nonce_0000000000001")
+        return session, await atlas.talk("usr_nonce_0000000000001", session, "nonce please")
+
+    session, events = asyncio.run(scenario())
+    assert session.session_id.startswith("ses_")
+    assert company_texts(events) == ["You said: nonce please"]
+    log = (acme.tmp / "web-nonce.log").read_text()
+    # Told to use a nonce (400 at the token endpoint, 401 at the resource), then retried.
+    assert '"POST /oauth/token HTTP/1.1" 400' in log
+    assert '"POST /poppy/conversations?wait=10 HTTP/1.1" 401' in log
