@@ -12,6 +12,9 @@
   published default.
 - ``POPPY_DEV_AUTHORITY``: the development authority, on by default only with DEBUG on;
   ``POPPY_DEV_AUTHORITY=1`` is the explicit opt-in that runs it with DEBUG off too.
+- ``POPPY_REQUIRE_NONCE=1``: DPoP proofs must carry a server nonce (``TOKENS["REQUIRE_NONCE"]``).
+- ``POPPY_OUTBOUND_ROUTES`` / ``POPPY_OUTBOUND_CA_FILE``: names the authority reaches through
+  fixed routes, and a private CA for them (``example_project/outbound.py``).
 """
 
 from __future__ import annotations
@@ -200,8 +203,15 @@ POPPY: dict[str, Any] = {
     ),
     "DISCOVERY": {
         "ORGANIZATION": {"name": "Acme Outfitters", "domain": "acme.example"},
-        # Acme's own API for personal agents (example_project/shop/api.py).
-        "APIS": [{"type": "openapi", "url": "/api/schema"}],
+        # Acme's own API for personal agents (example_project/shop/api.py); its orders need
+        # the orders:read scope, which the authority offers (POPPY_AUTHORITY below).
+        "APIS": [
+            {
+                "type": "openapi",
+                "url": "/api/schema",
+                "description": "Your Acme orders: list them and read one (scope orders:read).",
+            }
+        ],
     },
     "EXECUTOR": EXECUTOR,
     "HANDOFF_HOOKS": {
@@ -216,6 +226,10 @@ POPPY: dict[str, Any] = {
     "SWEEP_SECONDS": float(os.environ.get("POPPY_SWEEP_SECONDS", "5")),
     "TURN_TIMEOUT_SECONDS": float(os.environ.get("POPPY_TURN_TIMEOUT_SECONDS", "120")),
 }
+if os.environ.get("POPPY_REQUIRE_NONCE") == "1":
+    # DPoP proofs must carry a nonce this server issued (RFC 9449 §8), at the token endpoint
+    # and the conversation endpoint: agents retry with the DPoP-Nonce they are sent.
+    POPPY["TOKENS"] = {"REQUIRE_NONCE": True}
 if os.environ.get("POPPY_THROTTLE_RATES"):  # e.g. the benchmarks' '{"message": "100000/s"}'
     POPPY["THROTTLE_RATES"] = json.loads(os.environ["POPPY_THROTTLE_RATES"])
 
@@ -224,6 +238,13 @@ REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
 
 # The authorization server's pages (device sign-in, connected agents) log Users in here.
 LOGIN_URL = "poppy_authority:login"
+# The scopes Acme's own API needs, offered at sign-in besides poppy:read and poppy:write.
+POPPY_AUTHORITY: dict[str, Any] = {"CUSTOM_SCOPES": {"orders:read": "See your Acme orders"}}
+if os.environ.get("POPPY_OUTBOUND_ROUTES") or os.environ.get("POPPY_OUTBOUND_CA_FILE"):
+    # Names the authority reaches through fixed routes (POPPY_OUTBOUND_ROUTES, a private CA
+    # in POPPY_OUTBOUND_CA_FILE): example_project/outbound.py. The SSRF rules still apply.
+    POPPY_AUTHORITY["RESOLVER"] = "example_project.outbound.resolve"
+    POPPY_AUTHORITY["FETCH_TRANSPORT"] = "example_project.outbound.transport"
 if AUTHORITY and not DEV_AUTHORITY:
     # Production mode: the authority is the issuer, at the public origin (POPPY_ISSUER to
     # name another), signing with a key made once under var/ ($POPPY_AUTHORITY_SIGNING_KEY
@@ -233,7 +254,7 @@ if AUTHORITY and not DEV_AUTHORITY:
         POPPY["BASE_URL"] or "http://127.0.0.1:8000"
     ).rstrip("/")
     _made_once("poppy-authority-signing-key.pem", _new_signing_key)
-    POPPY_AUTHORITY = {"SIGNING_KEY_FILE": str(VAR_DIR / "poppy-authority-signing-key.pem")}
+    POPPY_AUTHORITY["SIGNING_KEY_FILE"] = str(VAR_DIR / "poppy-authority-signing-key.pem")
 
 # The support desk: Poppy's live channels (poppy-desk, poppy-<id>) only for desk staff.
 EVENTSTREAM_CHANNELMANAGER_CLASS = "poppy_django.desk.channels.DeskChannelManager"

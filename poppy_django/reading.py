@@ -34,7 +34,9 @@ def after_seq(conversation: Conversation, cursor: str | None) -> int:
     seq = ids.parse_cursor(conversation.id, cursor)
     if seq is None or seq > conversation.last_seq:
         raise PoppyError("invalid_cursor", "This conversation never issued that cursor.")
-    if seq < conversation.pruned_before_seq:
+    # The last pruned event's id misses nothing (it is where a read of a wholly pruned
+    # conversation leaves off); any earlier one missed what was pruned after it.
+    if seq < conversation.pruned_before_seq - 1:
         raise PoppyError("cursor_expired", "Those events were pruned: read from the beginning.")
     return seq
 
@@ -82,6 +84,14 @@ def owned_state(principal: Principal, conversation_id: str) -> Conversation:
     return owned(principal, conversation_id, read_state)
 
 
+def _start_cursor(conversation: Conversation) -> str | None:
+    """Where a read with no cursor and nothing to return leaves off: after the pruned events
+    (a read always names a cursor, and every event is pruned only once there were some)."""
+    if conversation.pruned_before_seq < 2:
+        return None
+    return ids.event_id(conversation.pk, conversation.pruned_before_seq - 1)
+
+
 def page_of(conversation: Conversation, after: int, cursor: str | None) -> Page:
     """Up to PAGE_SIZE events after ``after``; the cursor stays put when there are none.
 
@@ -110,7 +120,7 @@ def page_of(conversation: Conversation, after: int, cursor: str | None) -> Page:
     return Page(
         conversation_id=conversation.pk,
         events=events,
-        cursor=events[-1]["id"] if events else cursor,
+        cursor=events[-1]["id"] if events else cursor or _start_cursor(conversation),
         has_more=len(rows) > len(events),
         status=conversation.status,
         responder=conversation.responder,

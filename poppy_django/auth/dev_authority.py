@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 
 from poppy_django import addresses
@@ -204,7 +205,7 @@ def new_session_id() -> str:
 
 
 def revoke(session_id: str) -> bool:
-    """End a session: its tokens are refused once the status cache window passes.
+    """End a session: its tokens are refused from the next request on.
 
     Stored in the database, so every process (web, worker, another machine) sees it; False
     when it was already revoked.
@@ -213,7 +214,10 @@ def revoke(session_id: str) -> bool:
 
     if not enabled():
         raise ImproperlyConfigured(disabled_reason())
+    from poppy_django.auth.sessions import revoked
+
     _, created = RevokedSession.objects.get_or_create(session_id=session_id)
+    transaction.on_commit(lambda: revoked(session_id))  # every process, before returning
     return created
 
 

@@ -18,6 +18,13 @@ bound assumes the machines' clocks agree (NTP); an entry stamped ahead of this p
 is used without a memo, bounded by the cache's own expiry as before. 0 asks every request;
 so does an unreachable cache (logged).
 
+The window does not delay a sign-out: the issuer calls :func:`revoked` with the session ids
+before its revocation answers. That marks them in the shared cache (an entry asked before
+the mark is not used) and tells every process to drop its memo of them, waiting for each
+to say so (:mod:`poppy_django.auth.revocations`, over the fan-out bus's Redis). A process
+memoizes only while it hears those messages; while Redis is unreachable it reads the shared
+cache per request, and with that down too asks the callable per request (logged).
+
 A principal without a ``session_id`` is asked about on every request (nothing to key a cache
 by). An exception from the callable is not an answer: the request fails (a JSON 500, logged)
 rather than being let through.
@@ -36,6 +43,7 @@ from typing import Any, Final, Literal
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from poppy_django.auth import revocations
 from poppy_django.auth.principal import Principal
 from poppy_django.conf import poppy_settings
 from poppy_django.process_cache import shared_cache
@@ -47,6 +55,10 @@ logger = logging.getLogger(__name__)
 # a new entry (they would take an ended session's tuple for an active one); during a rolling
 # upgrade each version asks the callable on its own.
 PREFIX = "poppy:session-status:v2:"
+#: When a session was last revoked (``revoked``): cached answers asked before it are stale.
+REVOKED_PREFIX = "poppy:session-status:v2:revoked:"
+#: How long the revocation mark is kept: longer than any window in use.
+REVOKED_MARK_SECONDS = 3600
 CACHE_ALIAS = "default"
 SIGNED_OUT: Final = "signed_out"
 #: Sessions a process remembers at once (least recently used dropped first).
@@ -58,6 +70,8 @@ About = tuple[str, bool, str | None]
 # about -> (status, until): until is the wall-clock time the answer stops being usable.
 _memo: OrderedDict[About, tuple[Status, float]] = OrderedDict()
 _memo_lock = threading.Lock()
+# Bumped by every revocation heard: an answer asked before one is not memoized.
+_generation = 0
 
 
 def _ask(principal: Principal) -> Status:
@@ -79,8 +93,10 @@ def _remembered(about: About, now: float) -> Status | None:
         return entry[0]
 
 
-def _remember(about: About, found: Status, until: float) -> None:
+def _remember(about: About, found: Status, until: float, generation: int) -> None:
     with _memo_lock:
+        if generation != _generation:
+            return  # a revocation was heard meanwhile: this answer may predate it
         _memo[about] = (found, until)
         _memo.move_to_end(about)
         if len(_memo) > MEMO_ENTRIES:
@@ -89,8 +105,41 @@ def _remember(about: About, found: Status, until: float) -> None:
 
 def forget() -> None:
     """Drop the process's memo (settings changed; tests)."""
+    forget_sessions(None)
+
+
+def forget_sessions(session_ids: frozenset[str] | None) -> None:
+    """Drop the memo of ``session_ids`` (None: of every session)."""
+    global _generation
     with _memo_lock:
-        _memo.clear()
+        _generation += 1
+        if session_ids is None:
+            _memo.clear()
+            return
+        for about in [about for about in _memo if about[0] in session_ids]:
+            del _memo[about]
+
+
+def _digest(text: str) -> str:
+    # A hash: the ids are the issuer's text and must not shape cache keys.
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def revoked(*session_ids: str) -> None:
+    """The issuer ended these sessions or revoked their sign-in: from the next request on,
+    no process serves an answer about them asked before now. Call it once the revocation is
+    committed and before answering; it returns once every process heard it (bounded)."""
+    if not session_ids:
+        return
+    now = time.time()
+    try:
+        shared_cache(CACHE_ALIAS).set_many(
+            {REVOKED_PREFIX + _digest(sid): float(now) for sid in session_ids},
+            timeout=REVOKED_MARK_SECONDS,
+        )
+    except Exception:  # the cache is down: the processes reading it ask the callable
+        logger.warning("poppy: a revocation could not be marked in the cache", exc_info=True)
+    revocations.publish(session_ids, forget_sessions)
 
 
 @receiver(setting_changed)
@@ -110,27 +159,34 @@ def status(principal: Principal) -> Status:
     # signed-out tokens.
     about: About = (principal.session_id, principal.signed_in, principal.account_id)
     now = time.time()
-    remembered = _remembered(about, now)
+    generation = _generation
+    # The memo only while this process hears every revocation.
+    memoize = revocations.listening(forget_sessions)
+    remembered = _remembered(about, now) if memoize else None
     if remembered is not None:
         return remembered
     cache = shared_cache(CACHE_ALIAS)
-    # A hash: the ids are the issuer's text and must not shape cache keys.
-    text = "\0".join(map(str, about))
-    key = PREFIX + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    key = PREFIX + _digest("\0".join(map(str, about)))
+    mark = REVOKED_PREFIX + _digest(principal.session_id)
     try:
-        cached = cache.get(key)
+        found_in_cache = cache.get_many([key, mark])
     except Exception:  # the cache is down (a Redis restart): ask, as with no cache
         logger.warning("poppy: session status not cached, the cache failed", exc_info=True)
         return _ask(principal)
-    if isinstance(cached, tuple):
+    cached, revoked_at = found_in_cache.get(key), found_in_cache.get(mark)
+    if isinstance(cached, tuple) and not (
+        isinstance(revoked_at, (int, float)) and revoked_at >= cached[1]
+    ):
         found, asked_at = cached
         if asked_at > now:  # stamped by a clock ahead of this one: as before, the cache's TTL
             return found  # bounds it; its window cannot be placed on this clock
         if now < asked_at + seconds:
-            _remember(about, found, asked_at + seconds)
+            if memoize:
+                _remember(about, found, asked_at + seconds, generation)
             return found
     found = _ask(principal)  # the answer reflects the session as of ``now`` or later
-    _remember(about, found, now + seconds)
+    if memoize:
+        _remember(about, found, now + seconds, generation)
     try:
         cache.set(key, (found, now), timeout=seconds)
     except Exception:

@@ -16,6 +16,7 @@ from authlib.oauth2.rfc6749 import InvalidGrantError, InvalidScopeError
 from django.db import transaction
 from django.utils import timezone
 
+from poppy_django.auth import sessions as session_status
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import AccountMismatchError, InvalidSessionError
 from poppy_django.authority.models import AccountToken, Client, Grant, Session
@@ -127,7 +128,11 @@ def revoke_grants(grants: Any) -> int:
     with transaction.atomic():
         ids = list(grants.filter(revoked_at=None).values_list("pk", flat=True))
         Grant.objects.filter(pk__in=ids).update(revoked_at=timezone.now())
-        Session.objects.filter(grant_id__in=ids).update(grant=None, scope="")
+        signed_in = Session.objects.filter(grant_id__in=ids)
+        session_ids = list(signed_in.values_list("session_id", flat=True))
+        signed_in.update(grant=None, scope="")
+        # Every process drops what it remembered of them before the sign-out answers.
+        transaction.on_commit(lambda: session_status.revoked(*session_ids))
     return len(ids)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
@@ -88,37 +89,57 @@ def auth_capabilities(request: HttpRequest | None) -> dict[str, Any]:
     return capabilities
 
 
-def server_metadata(request: HttpRequest | None) -> dict[str, Any]:
-    """RFC 8414 metadata, checked by Authlib's model of it before it is served."""
+def metadata_document(request: HttpRequest | None) -> dict[str, Any]:
+    """RFC 8414 metadata as this issuer advertises it (unchecked: see :func:`server_metadata`)."""
     algorithms = list(parse_options(poppy_settings.TOKENS).dpop_algorithms)
-    metadata = AuthorizationServerMetadata(
-        {
-            "issuer": issuer(),
-            "token_endpoint": endpoint(request, "token"),
-            "revocation_endpoint": endpoint(request, "revoke"),
-            "device_authorization_endpoint": endpoint(request, "device"),
-            "jwks_uri": endpoint(request, "jwks"),
-            "authorization_endpoint": endpoint(request, "authorize"),
-            "grant_types_supported": [
-                JWT_BEARER,
-                DEVICE_CODE,
-                "authorization_code",
-                "refresh_token",
-            ],
-            "response_types_supported": ["code"],
-            "code_challenge_methods_supported": ["S256"],
-            "authorization_response_iss_parameter_supported": True,
-            "token_endpoint_auth_methods_supported": ["private_key_jwt"],
-            "token_endpoint_auth_signing_alg_values_supported": ["ES256", "RS256"],
-            "revocation_endpoint_auth_methods_supported": ["private_key_jwt"],
-            "revocation_endpoint_auth_signing_alg_values_supported": ["ES256", "RS256"],
-            "scopes_supported": list(scopes()),
-            "dpop_signing_alg_values_supported": algorithms,
-            "poppy_domains": domains(request),
-        }
+    return {
+        "issuer": issuer(),
+        "token_endpoint": endpoint(request, "token"),
+        "revocation_endpoint": endpoint(request, "revoke"),
+        "device_authorization_endpoint": endpoint(request, "device"),
+        "jwks_uri": endpoint(request, "jwks"),
+        "authorization_endpoint": endpoint(request, "authorize"),
+        "grant_types_supported": [
+            JWT_BEARER,
+            DEVICE_CODE,
+            "authorization_code",
+            "refresh_token",
+        ],
+        "response_types_supported": ["code"],
+        "code_challenge_methods_supported": ["S256"],
+        "authorization_response_iss_parameter_supported": True,
+        "token_endpoint_auth_methods_supported": ["private_key_jwt"],
+        "token_endpoint_auth_signing_alg_values_supported": ["ES256", "RS256"],
+        "revocation_endpoint_auth_methods_supported": ["private_key_jwt"],
+        "revocation_endpoint_auth_signing_alg_values_supported": ["ES256", "RS256"],
+        "scopes_supported": list(scopes()),
+        "dpop_signing_alg_values_supported": algorithms,
+        "poppy_domains": domains(request),
+    }
+
+
+def is_https(document: dict[str, Any]) -> bool:
+    """Whether the issuer and every URL the metadata advertises are https."""
+    return all(
+        not (isinstance(value, str) and value.startswith("http://")) for value in document.values()
     )
-    metadata.validate()
-    return dict(metadata)
+
+
+def server_metadata(request: HttpRequest | None) -> dict[str, Any]:
+    """RFC 8414 metadata, checked by Authlib's model of it before it is served.
+
+    Over http (development) every rule but "https only" is checked: Authlib sees the
+    document with its URLs' scheme made https. The view decides what an http document gets.
+    """
+    document = metadata_document(request)
+    judged = {
+        key: "https://" + value.removeprefix("http://")
+        if isinstance(value, str) and value.startswith("http://")
+        else value
+        for key, value in document.items()
+    }
+    AuthorizationServerMetadata(judged).validate()
+    return document
 
 
 @require_safe
@@ -126,7 +147,17 @@ def metadata_view(request: HttpRequest, issuer_path: str = "") -> JsonResponse:
     """``GET /.well-known/oauth-authorization-server[/<issuer path>]`` (RFC 8414 §3.1)."""
     if issuer_path.strip("/") != urlsplit(issuer()).path.strip("/"):
         return error_response("not_found")
-    response = JsonResponse(server_metadata(request))
+    document = server_metadata(request)
+    if not is_https(document) and not settings.DEBUG:
+        # RFC 8414 metadata is https only and personal agents refuse anything else: say so
+        # (check poppy_django.W301/E302 names it too) instead of serving what none can use.
+        return error_response(
+            "not_found",
+            f"No OAuth metadata over http: the issuer {document['issuer']} and its endpoints "
+            'must be https. Serve the project over TLS and set POPPY["BASE_URL"] and '
+            'POPPY["ISSUER"] to its https origin.',
+        )
+    response = JsonResponse(document)
     response["Cache-Control"] = "public, max-age=300"
     response["Access-Control-Allow-Origin"] = "*"
     return response

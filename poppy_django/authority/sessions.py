@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from poppy_django.auth import sessions as session_status
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import InvalidSessionError, TooManySessionsError
 from poppy_django.authority.models import Client, Session
@@ -68,5 +69,11 @@ def renew_session(client: Client, user_id: str, jkt: str, session_id: str) -> Se
 
 
 def end_sessions(sessions: QuerySet[Session]) -> int:
-    """End Sessions now: their tokens are refused from the next request on."""
-    return sessions.filter(ended_at=None).update(ended_at=timezone.now())
+    """End Sessions now: their tokens are refused from the next request on (every process
+    is told once the change commits, before this returns outside a transaction)."""
+    with transaction.atomic():
+        open_sessions = sessions.filter(ended_at=None).select_for_update()
+        ids = list(open_sessions.values_list("session_id", flat=True))
+        ended = Session.objects.filter(session_id__in=ids).update(ended_at=timezone.now())
+        transaction.on_commit(lambda: session_status.revoked(*ids))
+    return ended

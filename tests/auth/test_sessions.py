@@ -12,6 +12,7 @@ import hashlib
 import io
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,8 @@ def test_the_answer_is_cached_per_session(settings: Any, seam: Issuer) -> None:
     for _ in range(3):
         assert read(token, key).status_code == 404
     assert len(ASKED) == 1
-    # Within the window a revocation is not yet seen; another session is asked on its own.
+    # Within the window a change the issuer did not announce (no ``revoked``) is not yet
+    # seen; another session is asked on its own.
     ENDED.add("ses-cached")
     assert read(token, key).status_code == 404
     assert read(seam.token(jkt=key.thumbprint, now=NOW, sid="ses-2"), key).status_code == 404
@@ -150,14 +152,17 @@ def reads(
     cache_seconds(settings, 5)
     backend = shared_cache(CACHE_ALIAS)
     keys: list[str] = []
-    get = backend.get
+    get_many = backend.get_many
 
-    def counting_get(key: str, *args: Any, **kwargs: Any) -> Any:
-        if key.startswith(sessions.PREFIX):
-            keys.append(key)
-        return get(key, *args, **kwargs)
+    def counting_get_many(wanted: list[str], *args: Any, **kwargs: Any) -> Any:
+        keys.extend(
+            key
+            for key in wanted
+            if key.startswith(sessions.PREFIX) and not key.startswith(sessions.REVOKED_PREFIX)
+        )
+        return get_many(wanted, *args, **kwargs)
 
-    monkeypatch.setattr(backend, "get", counting_get)
+    monkeypatch.setattr(backend, "get_many", counting_get_many)
     yield keys
     settings.CACHES = local  # the seam clears local memory after, never the shared Redis
 
@@ -343,3 +348,91 @@ def test_revoke_refuses_a_malformed_session_id(dev: None) -> None:
 
     with pytest.raises(CommandError):
         poppy_token("--revoke", "not a session id")
+
+
+# -- revocations announced by the issuer take effect at the next request -------------------
+
+
+def test_a_revocation_announced_takes_effect_at_the_next_request_inside_the_window(
+    seam: Issuer, reads: list[str], clock: Clock
+) -> None:
+    key = DPoPKey()
+    session_id = fresh_session()
+    token = seam.token(jkt=key.thumbprint, now=NOW, sid=session_id)
+    assert read(token, key).status_code == 404
+    assert read(token, key).status_code == 404
+    assert len(ASKED) == 1  # memoized
+    ENDED.add(session_id)
+    sessions.revoked(session_id)
+    clock.now = NOW + 1
+    assert_refused(read(token, key), 401, "invalid_token")
+    assert len(ASKED) == 2
+
+
+def test_another_processs_shared_answer_asked_before_the_revocation_is_not_used(
+    seam: Issuer, reads: list[str], clock: Clock
+) -> None:
+    key = DPoPKey()
+    session_id = fresh_session()
+    token = seam.token(jkt=key.thumbprint, now=NOW, sid=session_id)
+    assert read(token, key).status_code == 404  # shared as (active, NOW)
+    ENDED.add(session_id)
+    clock.now = NOW + 1
+    sessions.revoked(session_id)
+    sessions.forget()  # another process, its memo empty, finds the shared answer
+    clock.now = NOW + 2
+    assert_refused(read(token, key), 401, "invalid_token")
+    assert len(ASKED) == 2
+
+
+@pytest.fixture
+def bus(settings: Any) -> Iterator[None]:
+    """The fan-out bus's Redis (EVENTSTREAM_REDIS), as in production mode."""
+    import redis
+
+    parts = redis.connection.parse_url(REDIS_CACHE["LOCATION"])
+    settings.EVENTSTREAM_REDIS = {
+        **{k: parts[k] for k in ("host", "port", "db") if k in parts},
+        "socket_connect_timeout": 1,
+    }
+    yield
+
+
+def test_over_redis_a_process_memoizes_only_once_it_hears_revocations(
+    seam: Issuer, reads: list[str], bus: None
+) -> None:
+    from poppy_django.auth import revocations
+
+    key = DPoPKey()
+    session_id = fresh_session()
+    token = seam.token(jkt=key.thumbprint, now=NOW, sid=session_id)
+    deadline = time.monotonic() + 10
+    while not revocations.listening(sessions.forget_sessions):
+        assert time.monotonic() < deadline, "the revocation subscription did not start"
+        assert read(token, key).status_code == 404  # served, from the shared cache
+        time.sleep(0.05)
+    before = len(reads)
+    for _ in range(3):
+        assert read(token, key).status_code == 404
+    assert len(reads) <= before + 1  # memoized once subscribed
+    ENDED.add(session_id)
+    sessions.revoked(session_id)  # published; returns once this process acknowledged it
+    assert_refused(read(token, key), 401, "invalid_token")
+
+
+def test_with_redis_unreachable_nothing_is_memoized(
+    settings: Any, seam: Issuer, reads: list[str]
+) -> None:
+    from poppy_django.auth import revocations
+
+    settings.EVENTSTREAM_REDIS = {"host": "127.0.0.1", "port": 1, "socket_connect_timeout": 0.2}
+    key = DPoPKey()
+    session_id = fresh_session()
+    token = seam.token(jkt=key.thumbprint, now=NOW, sid=session_id)
+    for _ in range(3):
+        assert read(token, key).status_code == 404
+    assert not revocations.listening(sessions.forget_sessions)
+    assert len(reads) == 3  # the shared cache per request, never the memo
+    ENDED.add(session_id)
+    sessions.revoked(session_id)  # cannot be published: logged; the mark still counts
+    assert_refused(read(token, key), 401, "invalid_token")

@@ -1,19 +1,20 @@
 """A customer of Acme at the browser: logs in and approves or disconnects on Acme's pages.
 
 The conformance suite's ``UserDriver``: everything a personal agent cannot do itself goes
-through the example project's own HTML pages, with Django's login and CSRF, as a person's
-browser would.
+through the example project's own HTML pages, with Django's login and CSRF (the token read
+from each page), as a person's browser would. ``forget_events`` is the operator running the
+product's own pruning (``poppy_django.maintenance.prune_events``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from urllib.parse import urlencode
 
 import httpx
-from personal_agent_protocol.demo.kit import AgentIdentity, InProcessNetwork
+from personal_agent_protocol.demo.kit import AgentIdentity
 
 PASSWORD = "correct horse battery staple"
 _CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
@@ -22,9 +23,10 @@ _CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 class Browser:
     """One person's browser session on Acme (cookies kept, redirects not followed)."""
 
-    def __init__(self, network: InProcessNetwork, origin: str) -> None:
-        self.http = network.client()
+    def __init__(self, http: httpx.AsyncClient, origin: str, password: str) -> None:
+        self.http = http
         self.origin = origin
+        self.password = password
 
     async def get(self, path: str) -> httpx.Response:
         return await self.http.get(self.origin + path)
@@ -47,7 +49,7 @@ class Browser:
     async def log_in(self, account: str) -> None:
         page = await self.get("/account/login")
         done = await self.post(
-            "/account/login", page, [("username", account), ("password", PASSWORD)]
+            "/account/login", page, [("username", account), ("password", self.password)]
         )
         assert done.status_code == 302, f"login as {account} failed: {done.status_code}"
 
@@ -55,20 +57,36 @@ class Browser:
 class AcmeUser:
     """The conformance suite's ``UserDriver`` for the example project."""
 
-    capabilities = frozenset({"disconnect", "second_identity", "direct_sign_in"})
     accounts = ("acct-1", "acct-2")
 
     def __init__(
-        self, network: InProcessNetwork, origin: str, other_identity: AgentIdentity
+        self,
+        browser_client: Callable[[], httpx.AsyncClient],
+        origin: str,
+        other_identity: AgentIdentity,
+        *,
+        password: str = PASSWORD,
+        forget: Callable[[str], None] | None = None,
     ) -> None:
-        self.network = network
+        """``browser_client`` makes a person's HTTP client (a new cookie jar each time);
+        ``forget(conversation_id)`` prunes a conversation's events, when the operator can."""
+        self.browser_client = browser_client
         self.origin = origin
+        self.password = password
         self.other_identity: AgentIdentity | None = other_identity
+        self.forget = forget
+        self.capabilities = frozenset(
+            {"disconnect", "second_identity", "direct_sign_in"}
+            | ({"forget_events"} if forget is not None else set())
+        )
+
+    def browser(self) -> Browser:
+        return Browser(self.browser_client(), self.origin, self.password)
 
     async def approve_device(
         self, user_code: str, *, account: str, scopes: Sequence[str] | None = None
     ) -> None:
-        browser = Browser(self.network, self.origin)
+        browser = self.browser()
         await browser.log_in(account)
         consent = await browser.get(f"/device?user_code={user_code}")
         assert consent.status_code == 200 and "Allow" in consent.text, consent.text
@@ -82,7 +100,7 @@ class AcmeUser:
         await asyncio.sleep(seconds)
 
     async def disconnect(self, client_id: str, account: str) -> None:
-        browser = Browser(self.network, self.origin)
+        browser = self.browser()
         await browser.log_in(account)
         page = await browser.get("/account/agents")
         done = await browser.post("/account/agents", page, [("client_id", client_id)])
@@ -92,7 +110,7 @@ class AcmeUser:
         self, authorization_url: str, *, account: str, scopes: Sequence[str] | None = None
     ) -> str:
         """Direct Sign-In: approve on the authorization page; the callback URL it sends to."""
-        browser = Browser(self.network, self.origin)
+        browser = self.browser()
         await browser.log_in(account)
         path = authorization_url.removeprefix(self.origin)
         consent = await browser.get(path)
@@ -109,7 +127,9 @@ class AcmeUser:
         raise NotImplementedError("no Operations extension")
 
     async def forget_events(self, conversation_id: str) -> None:
-        raise NotImplementedError("not a capability of this driver")
+        if self.forget is None:
+            raise NotImplementedError("not a capability of this driver")
+        await asyncio.to_thread(self.forget, conversation_id)
 
     async def performed(self, operation_id: str) -> int:
         raise NotImplementedError("no Operations extension")

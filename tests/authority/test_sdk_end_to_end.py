@@ -1,33 +1,156 @@
-"""An unmodified SDK personal agent finds Acme by its domain and talks to its Company Agent."""
+"""An unmodified SDK personal agent finds Acme by its domain and talks to it, as shipped.
+
+Acme runs as :mod:`tests.authority.shipped` starts it (its own settings and URLs, production
+mode, uvicorn over TLS, a Celery worker, PostgreSQL, Redis); the personal agent is built
+from ``personal-agent-protocol``'s public clients, and the customer consents on Acme's own
+pages. No setting is overridden.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from personal_agent_protocol import (
+    ConversationClient,
     DeviceSignInClient,
     DirectSignInClient,
+    DiscoveryClient,
+    DpopHttpClient,
     Message,
+    SessionClient,
     generate_message_id,
 )
 from personal_agent_protocol.accounts import AccountTokenClient, AccountTokenContext
+from personal_agent_protocol.demo.kit import AgentIdentity, PersonalAgentHost
 from personal_agent_protocol.errors import ConversationError, SessionError
+from personal_agent_protocol.reactor import build_pap_reactor
+from reactor import PluginManifest  # type: ignore[import-untyped]
 
-from poppy_django.authority.models import Client, Session
-from tests.authority.conftest import DOMAIN, ORIGIN, TENANT, World
+from tests.authority.conftest import RealClock, UserBrowser
+from tests.authority.driver import AcmeUser
+from tests.authority.shipped import DOMAIN, ORIGIN, PASSWORD, ShippedAcme, shipped_acme
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
+TENANT = "tests"
+ATLAS = AgentIdentity(domain="atlas.example", name="Atlas")
+PLAIN = AgentIdentity(domain="plain.example", name="Plain", extensions=())
 
 
-def test_discovery_from_the_domain_alone(world: World) -> None:
-    company = asyncio.run(world.discover())
+@pytest.fixture(scope="module")
+def acme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShippedAcme]:
+    with shipped_acme(Path(tmp_path_factory.mktemp("acme")), [ATLAS, PLAIN]) as running:
+        yield running
+        problems = running.log_problems()
+    assert not problems, "\n".join(problems[:40])
+
+
+class Atlas:
+    """A personal agent built from the SDK's public clients, on the test network."""
+
+    def __init__(self, acme: ShippedAcme, *, acme_port: int | None = None) -> None:
+        self.acme = acme
+        self.http = acme.client(acme_port=acme_port)
+        self.browser = UserBrowser()
+        host = PersonalAgentHost(ATLAS, RealClock(), browser=self.browser)  # type: ignore[arg-type]
+        self.reactor, _ = build_pap_reactor(
+            http_client=self.http,
+            address_resolver=acme.resolve,
+            plugins=[(PluginManifest(name="atlas-host", version="1"), host)],
+        )
+        self.user = AcmeUser(acme.client, ORIGIN, PLAIN, password=PASSWORD)
+        self.sessions = SessionClient(reactor=self.reactor, http_client=self.http)
+        self.transport = DpopHttpClient(reactor=self.reactor, http_client=self.http)
+        self.conversations = ConversationClient(transport=self.transport)
+
+    async def discover(self) -> Any:
+        self.company = await DiscoveryClient(reactor=self.reactor).discover(DOMAIN)
+        self.metadata = self.company.oauth_metadata
+        return self.company
+
+    def who(self, user: str) -> dict[str, str]:
+        return {"tenant_id": TENANT, "pairwise_user_id": user, "issuer": self.metadata.issuer}
+
+    async def session(self, user: str, session_id: str | None = None) -> Any:
+        arguments = {
+            "client_id": ATLAS.client_id,
+            "pairwise_user_id": user,
+            "issuer": self.metadata.issuer,
+            "token_endpoint": self.metadata.token_endpoint,
+            "tenant_id": TENANT,
+        }
+        if session_id is None:
+            return await self.sessions.start(**arguments)
+        return await self.sessions.renew(**arguments, session_id=session_id)
+
+    @property
+    def endpoint(self) -> str:
+        return str(self.company.document.agent.protocols[0].endpoint)
+
+    async def talk(self, user: str, token: Any, text: str) -> list[Any]:
+        """Start a conversation and read (waiting) until the Company Agent's turn is done."""
+        message = Message(id=generate_message_id(self.reactor), sender="agent", text=text)
+        started = await self.conversations.start(
+            self.endpoint, message, token=token, wait=10, **self.who(user)
+        )
+        events, cursor = list(started.events), started.cursor
+        while not (events[-1].type == "state" and events[-1].status != "working"):
+            page = await self.conversations.read_events(
+                self.endpoint,
+                started.conversation_id,
+                token=token,
+                cursor=cursor,
+                wait=10,
+                **self.who(user),
+            )
+            events += page.events
+            cursor = page.cursor
+        return events
+
+    async def device_sign_in(
+        self, user: str, session: Any, account: str, scopes: tuple[str, ...]
+    ) -> Any:
+        device = DeviceSignInClient(reactor=self.reactor, http_client=self.http)
+        started = await device.begin(
+            device_authorization_endpoint=self.metadata.device_authorization_endpoint,
+            token_endpoint=self.metadata.token_endpoint,
+            issuer=self.metadata.issuer,
+            client_id=ATLAS.client_id,
+            scopes=scopes,
+            tenant_id=TENANT,
+            pairwise_user_id=user,
+            session_id=session.session_id,
+            organization=self.company.document.organization,
+            poppy_domains=self.metadata.poppy_domains,
+        )
+        await self.user.approve_device(started.user_code, account=account, scopes=list(scopes))
+        while True:  # polled at the interval the authority asks for
+            await asyncio.sleep(started.poll_interval)
+            polled = await device.poll(started.reference)
+            if polled.status == "complete":
+                return polled
+
+
+def company_texts(events: list[Any]) -> list[str]:
+    return [e.message.text for e in events if e.type == "message" and e.message.role == "company"]
+
+
+def test_discovery_from_the_domain_alone(acme: ShippedAcme) -> None:
+    async def scenario() -> Any:
+        return await Atlas(acme).discover()
+
+    company = asyncio.run(scenario())
     document = company.document
     assert document.protocol_version == "0.2"
     assert document.organization.domain == DOMAIN
     assert document.auth.issuer == ORIGIN
-    assert world.endpoint == f"{ORIGIN}/poppy/conversations"
+    assert "orders:read" in document.auth.device.scopes
+    assert str(document.agent.protocols[0].endpoint) == f"{ORIGIN}/poppy/conversations"
+    [api] = document.apis
+    assert (api.type, str(api.url)) == ("openapi", f"{ORIGIN}/api/schema") and api.description
     metadata = company.oauth_metadata
     assert metadata.issuer == ORIGIN
     assert metadata.poppy_domains == [DOMAIN]
@@ -36,184 +159,137 @@ def test_discovery_from_the_domain_alone(world: World) -> None:
     assert "ES256" in metadata.dpop_signing_alg_values_supported
 
 
-def test_a_session_then_a_conversation_answered_by_the_company_agent(world: World) -> None:
+def test_a_session_then_a_conversation_answered_by_the_company_agent(acme: ShippedAcme) -> None:
     async def scenario() -> tuple[Any, list[Any]]:
-        await world.discover()
-        user = "usr_atlas_user_0000000001"
-        session = await world.session(user)
-        return session, await world.talk(user, session, "hello acme")
+        atlas = Atlas(acme)
+        await atlas.discover()
+        session = await atlas.session("usr_atlas_user_0000000001")
+        return session, await atlas.talk("usr_atlas_user_0000000001", session, "hello acme")
 
     session, events = asyncio.run(scenario())
     assert session.token_type == "DPoP"
-    assert session.signed_in is False
-    assert session.scope == ""
+    assert session.signed_in is False and session.scope == ""
     assert 0 < session.expires_in <= 300
-    replies = [
-        e.message.text for e in events if e.type == "message" and e.message.role == "company"
-    ]
-    assert replies == ["You said: hello acme"]
-    stored = Session.objects.get(session_id=session.session_id)
-    assert stored.user_id == "usr_atlas_user_0000000001"
-    assert stored.client.client_id == world.atlas.client_id
-    assert stored.account_id is None
+    assert company_texts(events) == ["You said: hello acme"]
 
 
 def test_renewal_keeps_the_session_and_another_users_renewal_is_invalid_session(
-    world: World,
+    acme: ShippedAcme,
 ) -> None:
-    async def scenario() -> tuple[Any, Any, SessionError]:
-        await world.discover()
-        first = await world.session("usr_owner_00000000000001")
-        renewed = await world.renew("usr_owner_00000000000001", first.session_id)
+    async def scenario() -> tuple[Any, Any, SessionError, Any]:
+        atlas = Atlas(acme)
+        await atlas.discover()
+        first = await atlas.session("usr_owner_00000000000001")
+        renewed = await atlas.session("usr_owner_00000000000001", first.session_id)
         with pytest.raises(SessionError) as refused:
-            await world.renew("usr_stranger_000000000001", first.session_id)
-        return first, renewed, refused.value
+            await atlas.session("usr_stranger_000000000001", first.session_id)
+        other = await atlas.session("usr_owner_00000000000001")
+        return first, renewed, refused.value, other
 
-    first, renewed, refused = asyncio.run(scenario())
+    first, renewed, refused, other = asyncio.run(scenario())
     assert renewed.session_id == first.session_id
     assert renewed.access_token.get_secret_value() != first.access_token.get_secret_value()
     assert refused.code == "invalid_session"
-    assert Session.objects.count() == 1
+    assert other.session_id != first.session_id  # parallel sessions of one User are distinct
 
 
-def test_parallel_sessions_of_one_user_are_distinct(world: World) -> None:
-    async def scenario() -> list[Any]:
-        await world.discover()
-        user = "usr_parallel_000000000001"
-        return list(await asyncio.gather(world.session(user), world.session(user)))
-
-    first, second = asyncio.run(scenario())
-    assert first.session_id != second.session_id
-    assert Client.objects.get().client_id == world.atlas.client_id
-
-
-def test_device_sign_in_on_the_companys_page_then_signed_in_reads(
-    world: World, customers: None
-) -> None:
-    async def scenario() -> tuple[Any, Any, int]:
-        await world.discover()
+def test_device_sign_in_on_the_companys_page_then_the_accounts_orders(acme: ShippedAcme) -> None:
+    async def scenario() -> tuple[Any, Any, list[Any], Any, Any]:
+        atlas = Atlas(acme)
+        await atlas.discover()
         user = "usr_device_user_00000001"
-        session = await world.session(user)
-        metadata = world.company.oauth_metadata
-        device = DeviceSignInClient(reactor=world.reactor, http_client=world.http)
-        started = await device.begin(
-            device_authorization_endpoint=metadata.device_authorization_endpoint,
-            token_endpoint=metadata.token_endpoint,
-            issuer=metadata.issuer,
-            client_id=world.atlas.client_id,
-            scopes=("poppy:read", "poppy:write"),
-            tenant_id=TENANT,
-            pairwise_user_id=user,
-            session_id=session.session_id,
-            organization=world.company.document.organization,
-            poppy_domains=metadata.poppy_domains,
+        session = await atlas.session(user)
+        polled = await atlas.device_sign_in(user, session, "acct-1", ("poppy:read", "orders:read"))
+        events = await atlas.talk(user, polled.token, "my orders please")
+        orders = f"{ORIGIN}/api/orders"
+        signed_in = await atlas.transport.request(
+            "GET", orders, token=polled.token, **atlas.who(user)
         )
-        await world.user.approve_device(started.user_code, account="acct-1", scopes=["poppy:read"])
-        await asyncio.sleep(started.poll_interval)
-        polled = await device.poll(started.reference)
-        return session, polled, await world.talk(user, polled.token, "my orders please")
+        signed_out = await atlas.transport.request("GET", orders, token=session, **atlas.who(user))
+        return session, polled, events, signed_in, signed_out
 
-    session, polled, answer = asyncio.run(scenario())
-    assert polled.status == "complete"
+    session, polled, events, signed_in, signed_out = asyncio.run(scenario())
     assert polled.token.signed_in is True
     assert polled.token.session_id == session.session_id
-    assert polled.token.scopes == ("poppy:read",)
-    stored = Session.objects.get(session_id=session.session_id)
-    assert stored.account_id == "acct-1" and stored.scope == "poppy:read"
-    # The Company Agent reads acct-1's orders for the signed-in Session.
-    replies = [
-        e.message.text for e in answer if e.type == "message" and e.message.role == "company"
-    ]
+    assert set(polled.token.scopes) == {"poppy:read", "orders:read"}
+    replies = company_texts(events)
     assert replies and "A-1" in replies[-1] and "B-1" not in replies[-1]
+    # Acme's own API (listed in poppy.json) with the orders:read scope its authority offers.
+    assert signed_in.status_code == 200
+    assert {order["id"] for order in signed_in.json()} == {"A-1", "A-2"}
+    assert signed_out.status_code == 403
 
 
-def test_direct_sign_in_with_pkce_in_the_users_browser(world: World, customers: None) -> None:
+def test_direct_sign_in_with_pkce_in_the_users_browser(acme: ShippedAcme) -> None:
     async def scenario() -> tuple[Any, Any, list[Any]]:
-        await world.discover()
+        atlas = Atlas(acme)
+        await atlas.discover()
         user = "usr_direct_user_00000001"
-        session = await world.session(user)
-        metadata = world.company.oauth_metadata
-        direct = DirectSignInClient(reactor=world.reactor, http_client=world.http)
+        session = await atlas.session(user)
+        direct = DirectSignInClient(reactor=atlas.reactor, http_client=atlas.http)
         await direct.begin(
-            authorization_endpoint=metadata.authorization_endpoint,
-            token_endpoint=metadata.token_endpoint,
-            issuer=metadata.issuer,
-            client_id=world.atlas.client_id,
-            redirect_uri=world.atlas.metadata["redirect_uris"][0],
+            authorization_endpoint=atlas.metadata.authorization_endpoint,
+            token_endpoint=atlas.metadata.token_endpoint,
+            issuer=atlas.metadata.issuer,
+            client_id=ATLAS.client_id,
+            redirect_uri=ATLAS.metadata["redirect_uris"][0],
             scopes=("poppy:read", "poppy:write"),
             tenant_id=TENANT,
             pairwise_user_id=user,
             session_id=session.session_id,
         )
-        callback = await world.user.approve_authorization(world.browser.urls[-1], account="acct-2")
+        # The customer approves on /oauth/authorize, logged in on Acme's page.
+        callback = await atlas.user.approve_authorization(atlas.browser.urls[-1], account="acct-2")
         done = await direct.complete(callback)
-        return session, done, await world.talk(user, done.token, "my orders please")
+        return session, done, await atlas.talk(user, done.token, "my orders please")
 
     session, done, events = asyncio.run(scenario())
     assert done.token.signed_in and done.token.session_id == session.session_id
     assert set(done.token.scopes) == {"poppy:read", "poppy:write"}
     assert done.account_token_reference is not None
-    replies = [
-        e.message.text for e in events if e.type == "message" and e.message.role == "company"
-    ]
+    replies = company_texts(events)
     assert replies and "B-1" in replies[-1] and "A-1" not in replies[-1]
-    assert Session.objects.get(session_id=session.session_id).grant.method == "direct"
 
 
-async def _device_sign_in(world: World, user: str, session: Any, account: str) -> Any:
-    metadata = world.company.oauth_metadata
-    device = DeviceSignInClient(reactor=world.reactor, http_client=world.http)
-    started = await device.begin(
-        device_authorization_endpoint=metadata.device_authorization_endpoint,
-        token_endpoint=metadata.token_endpoint,
-        issuer=metadata.issuer,
-        client_id=world.atlas.client_id,
-        scopes=("poppy:read", "poppy:write"),
-        tenant_id=TENANT,
-        pairwise_user_id=user,
-        session_id=session.session_id,
-        organization=world.company.document.organization,
-        poppy_domains=metadata.poppy_domains,
-    )
-    await world.user.approve_device(started.user_code, account=account)
-    await asyncio.sleep(started.poll_interval)
-    return await device.poll(started.reference)
-
-
-def test_sign_out_stops_every_session_from_the_account_token_at_the_next_request(
-    world: World, customers: None, acme_settings: Any
+def test_sign_out_on_one_process_takes_effect_at_the_next_request_on_another(
+    acme: ShippedAcme,
 ) -> None:
-    acme_settings.POPPY = {
-        **acme_settings.POPPY,
-        "SESSION_STATUS": "poppy_django.authority.status.session_is_active",
-        "SESSION_STATUS_CACHE_SECONDS": 0,
-    }
+    """As shipped (the 5 s session-status cache on): the sign-out answered by one web
+    process, the very next read served by another that had the signed-in answer memoized."""
+    other_port = acme.another_web("web2")
     user = "usr_sign_out_000000000001"
 
     async def scenario() -> tuple[Any, str, Any]:
-        await world.discover()
-        session = await world.session(user)
-        polled = await _device_sign_in(world, user, session, "acct-1")
-        message = Message(id=generate_message_id(world.reactor), sender="agent", text="hello")
-        started = await world.conversations.start(  # served signed in: the account's
-            world.endpoint, message, token=polled.token, wait=10, **world.who(user)
+        atlas = Atlas(acme)
+        revoker = Atlas(acme, acme_port=other_port)
+        await atlas.discover()
+        await revoker.discover()
+        session = await atlas.session(user)
+        polled = await atlas.device_sign_in(user, session, "acct-1", ("poppy:read",))
+        message = Message(id=generate_message_id(atlas.reactor), sender="agent", text="hello")
+        started = await atlas.conversations.start(  # served signed in: memoized here
+            atlas.endpoint, message, token=polled.token, wait=10, **atlas.who(user)
+        )
+        await atlas.conversations.read_events(
+            atlas.endpoint, started.conversation_id, token=polled.token, **atlas.who(user)
         )
         context = AccountTokenContext(
-            token_endpoint=world.company.oauth_metadata.token_endpoint,
-            issuer=world.company.oauth_metadata.issuer,
-            client_id=world.atlas.client_id,
+            token_endpoint=revoker.metadata.token_endpoint,
+            issuer=revoker.metadata.issuer,
+            client_id=ATLAS.client_id,
             tenant_id=TENANT,
             pairwise_user_id=user,
-            revocation_endpoint=world.company.oauth_metadata.revocation_endpoint,
+            revocation_endpoint=revoker.metadata.revocation_endpoint,
         )
-        revoked = await AccountTokenClient(reactor=world.reactor, http_client=world.http).revoke(
+        # The Account Token (kept in Atlas's vault) revoked through the other web process.
+        revoked = await AccountTokenClient(reactor=atlas.reactor, http_client=revoker.http).revoke(
             polled.account_token_reference, context=context
         )
-        with pytest.raises(ConversationError) as refused:  # the token is signed out now
-            await world.conversations.read_events(
-                world.endpoint, started.conversation_id, token=polled.token, **world.who(user)
+        with pytest.raises(ConversationError) as refused:
+            await atlas.conversations.read_events(
+                atlas.endpoint, started.conversation_id, token=polled.token, **atlas.who(user)
             )
-        renewed = await world.renew(user, session.session_id)
+        renewed = await atlas.session(user, session.session_id)
         return revoked, refused.value.code, renewed
 
     revoked, refused, renewed = asyncio.run(scenario())
@@ -222,14 +298,22 @@ def test_sign_out_stops_every_session_from_the_account_token_at_the_next_request
     assert renewed.signed_in is False  # the Session continues, signed out
 
 
-def test_the_sdk_retries_with_the_token_endpoints_nonce(world: World, acme_settings: Any) -> None:
-    acme_settings.POPPY = {
-        **acme_settings.POPPY,
-        "TOKENS": {**acme_settings.POPPY["TOKENS"], "REQUIRE_NONCE": True},
-    }
+def test_the_sdk_retries_with_the_token_endpoints_nonce(acme: ShippedAcme) -> None:
+    """A web process that requires DPoP nonces (``POPPY_REQUIRE_NONCE=1``): the SDK is told
+    ``use_dpop_nonce`` with a ``DPoP-Nonce`` and retries with it, at the token endpoint and
+    the conversation endpoint."""
+    port = acme.another_web("web-nonce", {"POPPY_REQUIRE_NONCE": "1"})
 
-    async def scenario() -> Any:
-        await world.discover()
-        return await world.session("usr_nonce_0000000000001")
+    async def scenario() -> tuple[Any, list[Any]]:
+        atlas = Atlas(acme, acme_port=port)
+        await atlas.discover()
+        session = await atlas.session("usr_nonce_0000000000001")
+        return session, await atlas.talk("usr_nonce_0000000000001", session, "nonce please")
 
-    assert asyncio.run(scenario()).session_id.startswith("ses_")
+    session, events = asyncio.run(scenario())
+    assert session.session_id.startswith("ses_")
+    assert company_texts(events) == ["You said: nonce please"]
+    log = (acme.tmp / "web-nonce.log").read_text()
+    # Told to use a nonce (400 at the token endpoint, 401 at the resource), then retried.
+    assert '"POST /oauth/token HTTP/1.1" 400' in log
+    assert '"POST /poppy/conversations?wait=10 HTTP/1.1" 401' in log

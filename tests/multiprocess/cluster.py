@@ -203,7 +203,9 @@ class Cluster:
         self.processes[name] = process
         return process
 
-    def _server_argv(self, port: int) -> list[str]:
+    def _server_argv(
+        self, port: int, tls: tuple[Path, Path] | None = None, access_log: bool = False
+    ) -> list[str]:
         common = ["--host", "127.0.0.1", "--port", str(port), "--workers"]
         common += [str(self.server_workers), "--log-level", self.log_level, "--backlog", "8192"]
         if self.server == "granian":
@@ -219,20 +221,38 @@ class Cluster:
                 *common,
                 self.app,
             ]
+        if tls is not None:
+            common += ["--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1])]
         return [
             *[sys.executable, "-m", "uvicorn", self.app, *common],
-            *["--no-access-log", "--timeout-keep-alive", "60"],
+            *([] if access_log else ["--no-access-log"]),
+            *["--timeout-keep-alive", "60"],
         ]
 
-    def web(self, name: str, *, port: int | None = None, env: dict[str, str] | None = None) -> str:
-        """Start a web process (``env``: overrides for it alone); its base URL once it answers."""
+    def web(
+        self,
+        name: str,
+        *,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        tls: tuple[Path, Path] | None = None,
+        access_log: bool = False,
+    ) -> str:
+        """Start a web process (``env``: overrides for it alone); its base URL once it answers.
+
+        ``tls``: (certificate, key) PEM files, served over https (uvicorn only);
+        ``access_log``: log every request (a test reading the log for 5xx answers).
+        """
+        if tls is not None and self.server != "uvicorn":
+            raise ValueError("tls is served by uvicorn only")
         port = port or free_port()
-        self._spawn(name, self._server_argv(port), env)
-        url = f"http://127.0.0.1:{port}"
+        self._spawn(name, self._server_argv(port, tls, access_log), env)
+        url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.HTTPError):
-                httpx.get(f"{url}/poppy/conversations/x", timeout=1)
+                # Readiness only: the certificate names the public host, not 127.0.0.1.
+                httpx.get(f"{url}/poppy/conversations/x", timeout=1, verify=False)
                 return url
             self.check_alive(name)
             time.sleep(0.2)

@@ -209,6 +209,23 @@ def test_a_cursor_into_pruned_events_is_expired(agent):
     assert_error(agent.read(conversation_id, f"?cursor=evt_{key}_7"), 400, "invalid_cursor")
 
 
+def test_a_wholly_pruned_conversation_reads_empty_with_a_cursor_that_reads_on(agent):
+    """A read always names a cursor (personal agents require one): with every event pruned
+    it is the last pruned event's, which misses nothing and is not expired."""
+    conversation_id = quiet_start(agent)
+    add_company_messages(conversation_id, 2)  # seq 1..3
+    events = agent.read(conversation_id).json()["events"]
+    Event.objects.filter(conversation_id=conversation_id).delete()
+    Conversation.objects.filter(pk=conversation_id).update(pruned_before_seq=4)
+    fresh = agent.read(conversation_id).json()
+    assert fresh["events"] == [] and fresh["cursor"] == events[-1]["id"]
+    assert agent.read(conversation_id, f"?cursor={fresh['cursor']}").json()["events"] == []
+    add_company_messages(conversation_id, 1)
+    later = agent.read(conversation_id, f"?cursor={fresh['cursor']}").json()
+    assert [e["id"] for e in later["events"]] != [] and later["cursor"] != fresh["cursor"]
+    assert_error(agent.read(conversation_id, f"?cursor={events[1]['id']}"), 410, "cursor_expired")
+
+
 @pytest.mark.parametrize(
     "wait", ["-1", "-0.5", "nan", "NaN", "inf", "-inf", "Infinity", "abc", "", "1e400", "0x10"]
 )
