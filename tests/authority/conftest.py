@@ -17,6 +17,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.asgi import get_asgi_application
+from django.core.cache import caches
 from personal_agent_protocol import (
     ConversationClient,
     DiscoveryClient,
@@ -94,7 +95,10 @@ def customers(django_user_model: Any) -> None:
 
 @pytest.fixture(autouse=True)
 def _sites() -> Iterator[None]:
+    """No site, and nothing the authority remembers in its cache (failed clients, fetch and
+    guess counts), carried from one test to the next."""
     network.reset()
+    caches["default"].clear()
     yield
     network.reset()
     process_cache.forget()
