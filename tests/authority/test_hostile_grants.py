@@ -83,7 +83,9 @@ def test_another_clients_replay_of_a_rotated_token_revokes_nothing(hand: HandAge
     stranger = HandAgent("stranger.example")
     stranger_session = stranger.start_session().json()["session_id"]
     form = {"grant_type": "refresh_token", "refresh_token": first, "session_id": stranger_session}
-    answer = stranger.post("/oauth/token", {**form, **stranger.client_form()}, dpop=stranger.proof())
+    answer = stranger.post(
+        "/oauth/token", {**form, **stranger.client_form()}, dpop=stranger.proof()
+    )
     assert answer.json()["error"] == "invalid_grant"
     assert Grant.objects.get().revoked_at is None
     assert refresh(hand, second, session_id).status_code == 200
@@ -201,9 +203,12 @@ def test_a_broken_code_challenge_goes_back_as_invalid_request(
     hand: HandAgent, challenge: str
 ) -> None:
     person = browser("acct-1")
-    query = authorize_query(hand, "v" * 43) + "&" + "code_challenge=" + challenge.replace(
-        "\x00", "%00"
-    ).replace("+", "%2B").replace("=", "%3D")
+    query = (
+        authorize_query(hand, "v" * 43)
+        + "&"
+        + "code_challenge="
+        + challenge.replace("\x00", "%00").replace("+", "%2B").replace("=", "%3D")
+    )
     answer = post(person, query, {"decision": "approve", "scope": ["poppy:read"]})
     assert answer.status_code == 302 and "error=invalid_request" in answer["Location"]
 
@@ -246,7 +251,9 @@ def test_wrong_user_codes_are_limited_per_user_and_logged_without_the_code(
     assert "Allow" not in limited.content.decode()
     logged = [r.getMessage() for r in caplog.records if "wrong user code" in r.getMessage()]
     assert len(logged) == 5
-    assert not any(code in line or code.replace("-", "") in line for code in wrong for line in logged)
+    assert not any(
+        code in line or code.replace("-", "") in line for code in wrong for line in logged
+    )
     # Another user at another address is not held up by this one's guesses.
     other = _guess(browser("acct-2"), codes["user_code"], address="203.0.113.9")
     assert other.status_code == 200 and "Allow" in other.content.decode()
