@@ -203,7 +203,7 @@ def fetch_json(url: str) -> dict[str, Any]:
         raise FetchError(f"the fetch took longer than {seconds:g} s")
     if isinstance(outcome.error, FetchError):
         raise outcome.error
-    if isinstance(outcome.error, httpx.HTTPError | OSError):
+    if isinstance(outcome.error, httpx.HTTPError | httpx.InvalidURL | OSError | ValueError):
         raise FetchError("the fetch failed") from outcome.error
     if outcome.error is not None:
         raise outcome.error
