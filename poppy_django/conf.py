@@ -119,6 +119,9 @@ DEFAULTS: dict[str, Any] = {
     # How often each process's watchdog checks, in one query for all its waiting readers,
     # for events whose wake-up was lost (a failed publish), and wakes those readers.
     "WAKE_FALLBACK_SECONDS": 10.0,
+    # The first part of this deployment's namespace on a Redis server shared with others
+    # (pub/sub channels are server-wide): "<prefix>:<EVENTSTREAM_REDIS db>".
+    "REDIS_PREFIX": "poppy",
     # The endpoint's DRF classes (import strings): who is calling, may they, how often.
     "AUTHENTICATION_CLASSES": ["poppy_django.rest_framework.EndpointAuthentication"],
     "PERMISSION_CLASSES": ["poppy_django.permissions.IsPoppyCaller"],
@@ -298,6 +301,7 @@ class PoppySettings:
     STREAM_KEEPALIVE_SECONDS = Setting(number)
     STREAM_MAX_SECONDS = Setting(number)
     WAKE_FALLBACK_SECONDS = Setting(number)
+    REDIS_PREFIX = Setting(text)
     AUTHENTICATION_CLASSES = Setting(items)
     PERMISSION_CLASSES = Setting(items)
     THROTTLE_CLASSES = Setting(items)

@@ -7,11 +7,14 @@ JWKS staff stored is never fetched.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.core.cache import caches
 from django.utils import timezone
 
 from poppy_django.auth.jwk import JWKError, PublicKey, public_key_for
@@ -26,10 +29,22 @@ logger = logging.getLogger("poppy_django.authority")
 _PRIVATE_MEMBERS = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
 #: A kid missing from a cached JWKS triggers a refetch at most this often (key rotation).
 REFETCH_AFTER = timedelta(seconds=60)
+#: Cache keys: a client whose metadata failed lately, and the fetches per host this minute.
+FAILED_PREFIX = "poppy:authority:client-failed:"
+FETCH_RATE_PREFIX = "poppy:authority:fetches:"
+#: What a client_id may hold: printable ASCII URL characters, no "%" (no percent-encoding).
+_URL_TEXT = re.compile(r"[A-Za-z0-9\-._~:/@!$&'()*+,;=]+")
+#: A host name in lower case: dot-separated labels of letters, digits and hyphens.
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_HOST = re.compile(rf"(?:{_LABEL}\.)*{_LABEL}")
 
 
 class ClientRefused(UnauthorizedClient):
     """The client is unknown, blocked, or its metadata cannot be used."""
+
+
+class FetchLimited(FetchError):
+    """This host's fetches are used up for the minute (``FETCHES_PER_HOST_PER_MINUTE``)."""
 
 
 def _https_same_host(url: Any, host: str) -> bool:
@@ -65,10 +80,80 @@ def validate_jwks(jwks: dict[str, Any]) -> None:
             raise FetchError("the JWKS holds a private or symmetric key")
 
 
+def normal_client_id(value: Any) -> str | None:
+    """``value`` if it is a client_id in normal form, else None.
+
+    Staff block a client by its id, so one client must have one spelling: https in lower
+    case, a lower-case host without a trailing dot, no port but a non-default one, no user
+    information, query, fragment or percent-encoding, and a path of non-empty segments
+    that are not ``.`` or ``..`` and does not end in ``/``. Anything else (``?v=2``, a
+    trailing ``/``, ``HTTPS://``, ``:443``, a NUL) is refused rather than normalized.
+    """
+    if not isinstance(value, str) or not 0 < len(value) <= 512 or not _URL_TEXT.fullmatch(value):
+        return None
+    try:
+        parts = urlsplit(value)
+        host, port = parts.hostname, parts.port
+    except ValueError:  # malformed brackets or port
+        return None
+    if parts.scheme != "https" or not host or not _HOST.fullmatch(host):
+        return None
+    authority = host if port in (None, 443) else f"{host}:{port}"
+    segments = parts.path.split("/")[1:]
+    if (
+        parts.netloc != authority
+        or not parts.path.startswith("/")
+        or any(segment in ("", ".", "..") for segment in segments)
+        or f"https://{authority}{parts.path}" != value
+    ):
+        return None
+    return value
+
+
+def _cache() -> Any:
+    return caches[str(authority_settings().REPLAY_CACHE)]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _failed_recently(client_id: str) -> bool:
+    return _cache().get(FAILED_PREFIX + _digest(client_id)) is not None
+
+
+def _remember_failure(client_id: str) -> None:
+    seconds = authority_settings().CLIENT_FAILURE_CACHE_SECONDS
+    if seconds:
+        _cache().set(FAILED_PREFIX + _digest(client_id), 1, timeout=float(seconds))
+
+
+def _may_fetch(url: str) -> bool:
+    """Count a fetch from ``url``'s host; False past ``FETCHES_PER_HOST_PER_MINUTE``."""
+    limit = authority_settings().FETCHES_PER_HOST_PER_MINUTE
+    if limit is None:
+        return True
+    cache, key = _cache(), FETCH_RATE_PREFIX + _digest(urlsplit(url).hostname or "")
+    cache.add(key, 0, timeout=60)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 1, timeout=60)
+        count = 1
+    return int(count) <= int(limit)
+
+
+def _fetch(url: str) -> dict[str, Any]:
+    if not _may_fetch(url):
+        raise FetchLimited("too many fetches from this host this minute")
+    return fetch_json(url)
+
+
 def _refresh(client: Client) -> None:
-    metadata = fetch_json(client.client_id)
+    """Fetch the client's metadata and JWKS; saved if the client is stored already."""
+    metadata = _fetch(client.client_id)
     validate_metadata(client.client_id, metadata)
-    jwks = fetch_json(metadata["jwks_uri"])
+    jwks = _fetch(metadata["jwks_uri"])
     validate_jwks(jwks)
     client.metadata = metadata
     client.jwks = jwks
@@ -76,7 +161,8 @@ def _refresh(client: Client) -> None:
     name = metadata.get("client_name")
     if isinstance(name, str) and name and not client.name:
         client.name = name[:200]
-    client.save(update_fields=["metadata", "jwks", "fetched_at", "name"])
+    if client.pk is not None:
+        client.save(update_fields=["metadata", "jwks", "fetched_at", "name"])
 
 
 def _stored_by_staff(client: Client) -> bool:
@@ -93,30 +179,59 @@ def _stale(client: Client) -> bool:
 
 
 def client_for(client_id: Any) -> Client:
-    """The allowed :class:`Client` for ``client_id``, its metadata current; else refused."""
-    if not isinstance(client_id, str) or not client_id or len(client_id) > 512:
-        raise ClientRefused("The client is not identified.")
-    parts = urlsplit(client_id)
-    if parts.scheme != "https" or not parts.hostname or parts.fragment or parts.username:
-        raise ClientRefused("A client_id is an https URL.")
+    """The allowed :class:`Client` for ``client_id``, its metadata current; else refused.
+
+    A client not seen before comes back unsaved (``pk`` None): nothing is stored for a
+    caller that has not proven to be the client. Store it with :func:`remember` once it
+    has authenticated (or its User approved it). A client whose metadata could not be
+    used is refused unfetched for ``CLIENT_FAILURE_CACHE_SECONDS``.
+    """
+    if normal_client_id(client_id) is None:
+        raise ClientRefused("A client_id is an https URL in normal form.")
+    assert isinstance(client_id, str)
     client = Client.objects.filter(client_id=client_id).first()
     registered_only = authority_settings().CLIENTS == "registered"
     if client is None:
         if registered_only:
             raise ClientRefused("The client is not registered with this company.")
-        # get_or_create: two first requests of one client at once make one row.
-        client, _ = Client.objects.get_or_create(client_id=client_id)
+        client = Client(client_id=client_id)
     if client.status != Client.Status.ALLOWED:
         raise ClientRefused("The client is not allowed at this company.")
     if registered_only and not client.registered:
         raise ClientRefused("The client is not registered with this company.")
     if _stale(client):
+        if _failed_recently(client_id):
+            raise ClientRefused("The client's metadata could not be used.")
         try:
             _refresh(client)
+        except FetchLimited:
+            if client.pk is None or not client.jwks.get("keys"):
+                raise ClientRefused("The client's metadata cannot be fetched now.") from None
+            logger.info("Client metadata of %s not refreshed: fetches limited", client_id)
         except FetchError as exc:
             logger.info("Client metadata of %s refused: %s", client_id, exc)
+            _remember_failure(client_id)
             raise ClientRefused("The client's metadata could not be used.") from None
     return client
+
+
+def remember(client: Client) -> Client:
+    """Store a client that proved itself (its assertion verified, or its User approved).
+
+    Two first requests of one client at once store one row (``get_or_create``).
+    """
+    if client.pk is not None:
+        return client
+    stored, _ = Client.objects.get_or_create(
+        client_id=client.client_id,
+        defaults={
+            "metadata": client.metadata,
+            "jwks": client.jwks,
+            "fetched_at": client.fetched_at,
+            "name": client.name,
+        },
+    )
+    return stored
 
 
 def client_key(client: Client, kid: Any, alg: str) -> PublicKey | None:
@@ -127,7 +242,8 @@ def client_key(client: Client, kid: Any, alg: str) -> PublicKey | None:
         if fetched is None or timezone.now() - fetched > REFETCH_AFTER:
             try:
                 _refresh(client)
-            except FetchError:
+            except FetchError as exc:
+                logger.info("Client keys of %s not refreshed: %s", client.client_id, exc)
                 return None
             key = _find_key(client.jwks, kid, alg)
     return key

@@ -40,6 +40,12 @@ DEFAULTS: dict[str, Any] = {
     # Device Sign-In: how long its codes live and how often the agent may poll.
     "DEVICE_CODE_SECONDS": 600,
     "DEVICE_INTERVAL_SECONDS": 5,
+    # Wrong user codes tolerated on the device page per logged-in user and per client
+    # address within DEVICE_CODE_FAILURE_WINDOW_SECONDS (RFC 8628 §5.1); past them the page
+    # takes no code until the window has passed. None: no limit.
+    "DEVICE_CODE_FAILURES_PER_USER": 10,
+    "DEVICE_CODE_FAILURES_PER_ADDRESS": 50,
+    "DEVICE_CODE_FAILURE_WINDOW_SECONDS": 900,
     # Import string of account_id(user) -> str: the account a Django user signs in to;
     # None: the username.
     "ACCOUNT_ID": None,
@@ -47,6 +53,11 @@ DEFAULTS: dict[str, Any] = {
     "FETCH_TIMEOUT_SECONDS": 5,
     "FETCH_MAX_BYTES": 100 * 1024,
     "CLIENT_METADATA_CACHE_SECONDS": 3600,
+    # How long a client whose metadata could not be fetched or used is refused unfetched.
+    "CLIENT_FAILURE_CACHE_SECONDS": 300,
+    # Metadata and JWKS fetches per client host per minute (None: no limit); past it a
+    # stored client keeps its cached metadata and an unknown one is refused.
+    "FETCHES_PER_HOST_PER_MINUTE": 20,
     # Import string of a zero-argument factory returning an httpx transport (tests route
     # their personal agents' sites through it); None: httpx's default transport.
     "FETCH_TRANSPORT": None,

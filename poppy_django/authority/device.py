@@ -8,12 +8,16 @@ some or all of the requested scopes (never more).
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import secrets
 from datetime import timedelta
+from typing import Any
 
 from authlib.oauth2.rfc6749 import AccessDeniedError, InvalidGrantError, InvalidScopeError
 from authlib.oauth2.rfc8628 import AuthorizationPendingError, ExpiredTokenError, SlowDownError
 from authlib.oauth2.rfc8628.endpoint import create_string_user_code
+from django.core.cache import caches
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -21,6 +25,11 @@ from poppy_django.authority import grants
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.metadata import scopes as offered_scopes
 from poppy_django.authority.models import Client, DeviceAuthorization, Grant, Session
+
+logger = logging.getLogger("poppy_django.authority")
+
+#: Cache key prefix of the wrong user codes counted per user and per address.
+GUESS_PREFIX = "poppy:authority:user-code-failures:"
 
 
 def requested_scope(scope: str | None) -> str:
@@ -72,6 +81,60 @@ def pending(user_code: str) -> DeviceAuthorization | None:
         )
         .first()
     )
+
+
+class Guesser:
+    """Who is typing user codes on the device page: their wrong codes, counted in the cache.
+
+    A user code is short (RFC 8628 §5.1): it stays unguessable only while wrong tries are
+    limited, per logged-in user and per client address, within a window. A wrong try is
+    logged (who and how many; never the code: a near miss would give part of one away).
+    """
+
+    def __init__(self, user: str, address: str) -> None:
+        options = authority_settings()
+        self._window = int(options.DEVICE_CODE_FAILURE_WINDOW_SECONDS)
+        self.user, self.address = user, address
+        self._limits = {
+            self._key("user", user): options.DEVICE_CODE_FAILURES_PER_USER,
+            self._key("address", address): options.DEVICE_CODE_FAILURES_PER_ADDRESS,
+        }
+
+    @staticmethod
+    def _key(kind: str, value: str) -> str:
+        return f"{GUESS_PREFIX}{kind}:{hashlib.sha256(value.encode()).hexdigest()}"
+
+    @staticmethod
+    def _cache() -> Any:
+        return caches[str(authority_settings().REPLAY_CACHE)]
+
+    def over_limit(self) -> bool:
+        """Whether this user or address has used up its wrong codes for the window."""
+        counts = self._cache().get_many(list(self._limits))
+        return any(
+            limit is not None and int(counts.get(key, 0)) >= int(limit)
+            for key, limit in self._limits.items()
+        )
+
+    def wrong_code(self) -> None:
+        """Count (and log) one wrong or expired code."""
+        cache, counts = self._cache(), []
+        for key in self._limits:
+            cache.add(key, 0, timeout=self._window)
+            try:
+                counts.append(int(cache.incr(key)))
+            except ValueError:  # expired between add and incr
+                cache.add(key, 1, timeout=self._window)
+                counts.append(1)
+        logger.warning(
+            "Device Sign-In: a wrong user code from user %s at %s (%d by the user, %d from "
+            "the address in the last %d s)",
+            self.user,
+            self.address or "an unknown address",
+            counts[0],
+            counts[1],
+            self._window,
+        )
 
 
 def decide(record: DeviceAuthorization, account_id: str | None, approved: list[str]) -> None:

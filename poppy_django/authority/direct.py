@@ -3,7 +3,8 @@
 The authorization page validates the client and its exact redirect URI before anything
 else (an unknown one is an error page, never a redirect), then the User logs in with the
 project's Django auth and approves some or all of the requested scopes. The code is short
-lived, bound to the redirect URI and the S256 challenge, and exchanged once.
+lived, bound to the redirect URI and the S256 challenge, and exchanged once: presented
+again, it revokes the sign-in its first use made (RFC 6749 §4.1.2).
 """
 
 from __future__ import annotations
@@ -65,21 +66,26 @@ def exchange(
             .first()
         )
         if (
-            record is None
-            or record.used_at is not None
-            or record.expires_at <= timezone.now()
-            or record.redirect_uri != form.get("redirect_uri")
-            or not 43 <= len(verifier) <= 128
-            or not hmac.compare_digest(create_s256_code_challenge(verifier), record.code_challenge)
+            record is not None
+            and record.used_at is None
+            and record.expires_at > timezone.now()
+            and record.redirect_uri == form.get("redirect_uri")
+            and 43 <= len(verifier) <= 128
+            and hmac.compare_digest(create_s256_code_challenge(verifier), record.code_challenge)
         ):
-            raise InvalidGrantError("The authorization code is not valid.")
-        record.used_at = timezone.now()
-        record.save(update_fields=["used_at"])
-        return grants.consented(
-            client,
-            session_id,
-            account_id=record.account_id,
-            scope=record.scope,
-            method=Grant.Method.DIRECT,
-            jkt=jkt,
-        )
+            session, account_token = grants.consented(
+                client,
+                session_id,
+                account_id=record.account_id,
+                scope=record.scope,
+                method=Grant.Method.DIRECT,
+                jkt=jkt,
+            )
+            record.used_at = timezone.now()
+            record.grant = session.grant
+            record.save(update_fields=["used_at", "grant"])
+            return session, account_token
+        if record is not None and record.used_at is not None and record.grant_id is not None:
+            # Presented again: whoever holds it now, its sign-in is revoked (committed).
+            grants.revoke_grants(Grant.objects.filter(pk=record.grant_id))
+    raise InvalidGrantError("The authorization code is not valid.")

@@ -1,9 +1,11 @@
 """Sign-ins (grants) and their Account Tokens: signing Sessions in, rotation, sign-out.
 
 An Account Token is a long-lived refresh credential, returned once and kept here only as a
-hash. Each refresh rotates it: the old one is ``invalid_grant`` from then on. Revoking any
-token of a grant revokes the grant, and every Session signed in from it continues signed
-out (its tokens are refused at the next request through the session-status seam).
+hash. Each refresh rotates it: the old one is ``invalid_grant`` from then on, and presenting
+it again revokes the whole sign-in (RFC 9700 §4.14.2: one of the two holders of the token
+family is an attacker, and we cannot tell which). Revoking any token of a grant revokes the
+grant, and every Session signed in from it continues signed out (its tokens are refused at
+the next request through the session-status seam).
 """
 
 from __future__ import annotations
@@ -99,7 +101,10 @@ def narrowed_scope(granted: str, requested: str | None) -> str:
 def refresh(
     client: Client, token: str, session_id: str, requested: str | None, jkt: str
 ) -> tuple[Session, str]:
-    """Sign a Session in with an Account Token; the Session and the rotated token."""
+    """Sign a Session in with an Account Token; the Session and the rotated token.
+
+    A rotated token presented again (by this client) revokes its sign-in, then is refused.
+    """
     with transaction.atomic():
         current = (
             AccountToken.objects.select_for_update()
@@ -107,20 +112,22 @@ def refresh(
             .filter(token_hash=token_hash(token))
             .first()
         )
-        if (
-            current is None
-            or current.rotated_at is not None
-            or current.grant.revoked_at is not None
-            or current.grant.client_id != client.pk
-        ):
-            raise InvalidGrantError("The Account Token is not valid.")
-        grant = current.grant
-        session = locked_session(client, session_id)
-        scope = narrowed_scope(grant.scope, requested)
-        sign_in(session, grant, scope, jkt)
-        current.rotated_at = timezone.now()
-        current.save(update_fields=["rotated_at"])
-        return session, new_account_token(grant)
+        live = (
+            current is not None
+            and current.grant.client_id == client.pk
+            and current.grant.revoked_at is None
+        )
+        if live and current is not None and current.rotated_at is None:
+            grant = current.grant
+            session = locked_session(client, session_id)
+            scope = narrowed_scope(grant.scope, requested)
+            sign_in(session, grant, scope, jkt)
+            current.rotated_at = timezone.now()
+            current.save(update_fields=["rotated_at"])
+            return session, new_account_token(grant)
+        if live and current is not None:  # rotated, and presented again: revoked (committed)
+            revoke_grants(Grant.objects.filter(pk=current.grant_id))
+    raise InvalidGrantError("The Account Token is not valid.")
 
 
 def revoke_grants(grants: Any) -> int:

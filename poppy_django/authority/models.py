@@ -108,6 +108,10 @@ class AuthorizationCode(models.Model):
     scope = models.CharField(max_length=1000)
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True)
+    #: The sign-in its exchange made: revoked if the code is presented again.
+    grant = models.ForeignKey(
+        "Grant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     def __str__(self) -> str:
         return f"code for {self.account_id}"

@@ -6,6 +6,8 @@ templates (``poppy_authority/*.html``, overridable like any app template).
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any
 from urllib.parse import urlencode
 
@@ -19,10 +21,15 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from poppy_django.authority import device, direct, grants, metadata
-from poppy_django.authority.clients import client_for
+from poppy_django.authority.clients import client_for, normal_client_id, remember
 from poppy_django.authority.metadata import scopes
 from poppy_django.authority.models import Grant
 from poppy_django.conf import poppy_settings
+
+logger = logging.getLogger("poppy_django.authority")
+
+#: An S256 code challenge: base64url of a SHA-256 digest (RFC 7636 §4.2), 43 characters.
+_S256_CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")
 
 
 def _organization() -> str:
@@ -34,12 +41,21 @@ def _organization() -> str:
 @login_required
 @require_http_methods(["GET", "POST"])
 def device_page(request: HttpRequest) -> HttpResponse:
-    """Enter the code a personal agent showed, then approve (some) scopes or deny."""
+    """Enter the code a personal agent showed, then approve (some) scopes or deny.
+
+    Wrong codes are counted per user and per client address (RFC 8628 §5.1): past the
+    limit the page takes no code for a while, so user codes cannot be guessed through it.
+    """
     code = (request.POST.get("user_code") or request.GET.get("user_code") or "").strip()
-    record = device.pending(code) if code else None
     context: dict[str, Any] = {"organization": _organization(), "user_code": code}
+    guesser = device.Guesser(str(request.user.pk), request.META.get("REMOTE_ADDR", ""))
+    if code and guesser.over_limit():
+        context["error"] = "Too many wrong codes. Try again later."
+        return render(request, "poppy_authority/device.html", context, status=429)
+    record = device.pending(code) if code else None
     if record is None:
         if code:
+            guesser.wrong_code()
             context["error"] = "That code is unknown or has expired."
         return render(request, "poppy_authority/device.html", context, status=200)
     decision = request.POST.get("decision") if request.method == "POST" else None
@@ -68,8 +84,8 @@ def connections_page(request: HttpRequest) -> HttpResponse:
     account = grants.account_id_of(request.user)
     active = Grant.objects.filter(account_id=account, revoked_at=None).select_related("client")
     if request.method == "POST":
-        client_id = request.POST.get("client_id", "")
-        count = grants.revoke_grants(active.filter(client__client_id=client_id))
+        client_id = normal_client_id(request.POST.get("client_id", ""))
+        count = grants.revoke_grants(active.filter(client__client_id=client_id)) if client_id else 0
         if count:
             messages.success(request, "The agent is disconnected: it is signed out everywhere.")
         return HttpResponseRedirect(reverse("poppy_authority:connections"))
@@ -107,7 +123,7 @@ def authorize_page(request: HttpRequest) -> HttpResponse:
     if params.get("response_type") != "code":
         return _redirect_with(redirect_uri, error="unsupported_response_type", state=state)
     challenge = params.get("code_challenge", "")
-    if params.get("code_challenge_method") != "S256" or not 43 <= len(challenge) <= 128:
+    if params.get("code_challenge_method") != "S256" or not _S256_CHALLENGE.fullmatch(challenge):
         return _redirect_with(redirect_uri, error="invalid_request", state=state)
     try:
         wanted = device.requested_scope(params.get("scope"))
@@ -117,8 +133,13 @@ def authorize_page(request: HttpRequest) -> HttpResponse:
         approved = [s for s in wanted.split() if s in request.POST.getlist("scope")]
         if request.POST.get("decision") != "approve" or not approved:
             return _redirect_with(redirect_uri, error="access_denied", state=state)
+        # The User approved the client: it is stored from here on.
         code = direct.issue_code(
-            client, redirect_uri, challenge, grants.account_id_of(request.user), " ".join(approved)
+            remember(client),
+            redirect_uri,
+            challenge,
+            grants.account_id_of(request.user),
+            " ".join(approved),
         )
         return _redirect_with(redirect_uri, code=code, state=state)
     offered = scopes()

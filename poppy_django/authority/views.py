@@ -6,6 +6,7 @@ one); every answer is JSON, and the ones carrying or refusing credentials are ``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -21,9 +22,9 @@ from poppy_django.addresses import public_origin
 from poppy_django.auth.options import parse_options
 from poppy_django.authority import device, direct, grants, metadata, sessions
 from poppy_django.authority.assertions import verify_client_assertion, verify_session_assertion
-from poppy_django.authority.clients import client_for
+from poppy_django.authority.clients import client_for, remember
 from poppy_django.authority.conf import authority_settings
-from poppy_django.authority.errors import no_store, oauth_error_response
+from poppy_django.authority.errors import InvalidSessionError, no_store, oauth_error_response
 from poppy_django.authority.keys import ALGORITHM, public_jwks, signing_key
 from poppy_django.authority.models import Client, Session
 from poppy_django.authority.proofs import verify_token_request_proof
@@ -33,6 +34,8 @@ from poppy_django.errors import error_response
 
 JWT_BEARER = metadata.JWT_BEARER
 FORM_TYPE = "application/x-www-form-urlencoded"
+#: What a session_id this authority issued can look like (``ses_`` and base64url).
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def _post_only(
@@ -55,13 +58,18 @@ def _post_only(
 def _form(request: HttpRequest) -> dict[str, str]:
     if request.content_type != FORM_TYPE:
         raise InvalidRequestError("The body must be application/x-www-form-urlencoded.")
-    return {name: request.POST.get(name, "") for name in request.POST}
+    form = {name: request.POST.get(name, "") for name in request.POST}
+    if any("\x00" in text for item in form.items() for text in item):
+        # No parameter of OAuth holds a NUL, and PostgreSQL could not compare one.
+        raise InvalidRequestError("A form parameter holds a NUL character.")
+    return form
 
 
 def _authenticated_client(form: dict[str, str]) -> Client:
+    """The client the form's assertion proves; stored only from here on."""
     client = client_for(form.get("client_id"))
     verify_client_assertion(form, client, metadata.issuer())
-    return client
+    return remember(client)
 
 
 def _session_token_response(
@@ -93,6 +101,8 @@ def _session_id(form: dict[str, str]) -> str:
     session_id = form.get("session_id")
     if not session_id:
         raise InvalidRequestError("The session_id to sign in is missing.")
+    if not _SESSION_ID.fullmatch(session_id):
+        raise InvalidSessionError("The Session is unknown or has ended.")
     return session_id
 
 
@@ -100,9 +110,8 @@ def _jwt_bearer(request: HttpRequest, form: dict[str, str], client: Client) -> J
     """Start a Session (no ``session_id``) or renew one, for the assertion's User."""
     user_id = verify_session_assertion(form.get("assertion"), client, metadata.issuer())
     jkt = _proof_key(request)
-    session_id = form.get("session_id")
-    if session_id:
-        session = sessions.renew_session(client, user_id, jkt, session_id)
+    if form.get("session_id"):
+        session = sessions.renew_session(client, user_id, jkt, _session_id(form))
     else:
         session = sessions.start_session(client, user_id, jkt)
     return _session_token_response(request, session)

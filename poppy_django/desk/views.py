@@ -25,7 +25,7 @@ from poppy_django import approvals, event_log, ids, service
 from poppy_django.desk import queue, transcript
 from poppy_django.desk.permissions import desk_permission
 from poppy_django.errors import PoppyError, error_response
-from poppy_django.fanout import DESK_CHANNEL, conversation_channel
+from poppy_django.fanout import conversation_channel, desk_channel
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Event, Status
 
 #: A browser-made request id (``crypto.randomUUID()`` or the page's fallback).
@@ -210,7 +210,7 @@ def events_json(request: HttpRequest, conversation_id: str, admin_site: AdminSit
 @desk_permission
 def queue_stream(request: HttpRequest, admin_site: AdminSite) -> HttpResponseBase:
     """django-eventstream's browser stream of the desk channel (every conversation's nudges)."""
-    response: HttpResponseBase = eventstream_events(request, channels=[DESK_CHANNEL])
+    response: HttpResponseBase = eventstream_events(request, channels=[desk_channel()])
     return response
 
 
@@ -221,7 +221,7 @@ def conversation_stream(
 ) -> HttpResponseBase:
     """The desk channel (nudges with request ids) and the conversation's (reply pieces)."""
     conversation = _conversation_or_404(conversation_id)
-    channels = [DESK_CHANNEL, conversation_channel(conversation.id)]
+    channels = [desk_channel(), conversation_channel(conversation.id)]
     response: HttpResponseBase = eventstream_events(request, channels=channels)
     return response
 

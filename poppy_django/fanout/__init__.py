@@ -10,20 +10,20 @@ where a waiting reader receives it, :mod:`.watchdog` catches the lost ones.
 from poppy_django.fanout.listening import ConversationListener, Delta, listen
 from poppy_django.fanout.publishing import (
     DELTA,
-    DESK_CHANNEL,
     NUDGE,
     conversation_channel,
+    desk_channel,
     nudge_on_commit,
     publish_delta,
 )
 
 __all__ = [
     "DELTA",
-    "DESK_CHANNEL",
     "NUDGE",
     "ConversationListener",
     "Delta",
     "conversation_channel",
+    "desk_channel",
     "listen",
     "nudge_on_commit",
     "publish_delta",

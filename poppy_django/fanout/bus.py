@@ -1,5 +1,11 @@
 """Poppy's own wake-up bus: one Redis pub/sub channel between processes, or this process.
 
+Redis pub/sub ignores the database number (a channel is server-wide), so the channel is
+named after the deployment's namespace, ``POPPY["REDIS_PREFIX"]`` and the database number
+of ``EVENTSTREAM_REDIS`` (``poppy:6:fanout``): two deployments sharing one Redis server
+with different database numbers (or prefixes) never receive each other's wake-ups or text
+deltas, nor log about them.
+
 A conversation's nudges and text deltas are published to every process; a process with
 waiting readers holds one subscription per event loop and hands each message to that
 loop's readers of the conversation. Without ``EVENTSTREAM_REDIS`` (the embedded default) a
@@ -28,10 +34,10 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from poppy_django.conf import poppy_settings
+
 logger = logging.getLogger("poppy_django.fanout")
 
-#: The Redis pub/sub channel every process publishes to and subscribes to.
-REDIS_CHANNEL = "poppy:fanout"
 #: Messages an inbox holds for its reader before it says some were dropped.
 MAX_PENDING = 100
 #: Reconnection backoff of the subscription, in seconds.
@@ -124,6 +130,19 @@ def _inboxes_of(key: str) -> list[Inbox]:
         return list(_registry.get(key, ()))
 
 
+# Namespace --------------------------------------------------------------------------------
+
+
+def namespace() -> str:
+    """This deployment's name on its Redis server: ``<REDIS_PREFIX>:<database number>``."""
+    return f"{poppy_settings.REDIS_PREFIX}:{int((_redis_kwargs() or {}).get('db') or 0)}"
+
+
+def redis_channel() -> str:
+    """The pub/sub channel this deployment's processes publish to and subscribe to."""
+    return f"{namespace()}:fanout"
+
+
 # Publishing -------------------------------------------------------------------------------
 
 
@@ -131,7 +150,7 @@ def publish(key: str, message_type: str, data: dict[str, Any]) -> None:
     """Deliver a message to every waiting reader of ``key``, in any process; may raise."""
     if _redis_kwargs():
         message = json.dumps({"key": key, "type": message_type, "data": data})
-        _publisher().publish(REDIS_CHANNEL, message)
+        _publisher().publish(redis_channel(), message)
         return
     item = Item(message_type, data)
     for inbox in _inboxes_of(key):
@@ -204,7 +223,7 @@ async def _subscribe(loop: asyncio.AbstractEventLoop) -> None:
     client = redis.asyncio.Redis(**kwargs)
     try:
         async with client.pubsub() as pubsub:
-            await pubsub.subscribe(REDIS_CHANNEL)
+            await pubsub.subscribe(redis_channel())
             while True:
                 message = await pubsub.get_message(timeout=HEALTH_CHECK_SECONDS)
                 if message is None:

@@ -5,6 +5,11 @@ commits) or a piece of a reply being written: a woken reader always re-reads the
 so a lost nudge loses nothing (the watchdog catches it). The support desk's browser streams
 are django-eventstream's views, so what they show is sent with its ``send_event``: every
 conversation's nudges on the desk channel, reply pieces on the conversation's channel.
+
+django-eventstream publishes every deployment's events on one server-wide Redis channel
+(``events_channel``, its own) and hands each to the listeners of the event's channel name,
+so the names carry this deployment's namespace (``poppy-desk@poppy:6``): a desk never
+streams another deployment's conversations.
 """
 
 from __future__ import annotations
@@ -23,12 +28,16 @@ logger = logging.getLogger("poppy_django.fanout")
 #: The type of a nudge and of a text delta.
 NUDGE = "poppy.nudge"
 DELTA = "poppy.delta"
-#: The desk's channel: every conversation's changes, for staff browsers.
-DESK_CHANNEL = "poppy-desk"
+
+
+def desk_channel() -> str:
+    """The desk's channel: every conversation's changes, for staff browsers."""
+    return f"poppy-desk@{bus.namespace()}"
 
 
 def conversation_channel(conversation_id: str) -> str:
-    return f"poppy-{conversation_id}"
+    """A conversation's channel: its key on the bus, its desk stream's channel name."""
+    return f"poppy-{conversation_id}@{bus.namespace()}"
 
 
 def _send(
@@ -51,7 +60,7 @@ def nudge_on_commit(conversation_id: str, last_seq: int, summary: dict[str, Any]
     def publish() -> None:
         _send(bus.publish, conversation_channel(conversation_id), NUDGE, {"seq": last_seq})
         desk_nudge = {"conversation_id": conversation_id, "seq": last_seq, **summary}
-        _send(send_event, DESK_CHANNEL, NUDGE, desk_nudge)
+        _send(send_event, desk_channel(), NUDGE, desk_nudge)
 
     transaction.on_commit(publish)
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from django.core.cache import caches
 
 from poppy_django import process_cache
 from poppy_django.auth import dpop
@@ -77,7 +78,10 @@ def customers(django_user_model: Any) -> None:
 
 @pytest.fixture(autouse=True)
 def _sites() -> Iterator[None]:
+    """No site, and nothing the authority remembers in its cache (failed clients, fetch and
+    guess counts), carried from one test to the next."""
     network.reset()
+    caches["default"].clear()
     yield
     network.reset()
     process_cache.forget()

@@ -85,7 +85,7 @@ def test_join_reply_leave_with_correlation(desk: Client, agent: PersonalAgent, p
     assert joined.payload == {"status": "idle", "responder": "human"}
     assert joined.meta == {"request_id": join_id, "by": "sam"}
     # The desk's live channel carries the request id; the conversation's channel does not.
-    desk_nudges = [d for c, t, d in published if c == fanout.DESK_CHANNEL]
+    desk_nudges = [d for c, t, d in published if c == fanout.desk_channel()]
     assert {
         "conversation_id": conversation_id,
         "seq": joined.seq,

@@ -19,7 +19,7 @@ import redis
 from django.test import override_settings
 
 from poppy_django.fanout import bus
-from poppy_django.fanout.bus import MAX_PENDING, REDIS_CHANNEL, Inbox, open_inboxes
+from poppy_django.fanout.bus import MAX_PENDING, Inbox, open_inboxes
 
 KEY = "poppy-bus-test"
 
@@ -152,7 +152,7 @@ def test_a_message_published_by_another_process_reaches_the_reader(redis_kwargs,
     """Another process publishes with its own client: what arrives is the message itself."""
 
     def subscribed() -> bool:
-        return bool(server.pubsub_numsub(REDIS_CHANNEL)[0][1])
+        return bool(server.pubsub_numsub(bus.redis_channel())[0][1])
 
     async def scenario():
         inbox = Inbox(KEY)
@@ -163,8 +163,8 @@ def test_a_message_published_by_another_process_reaches_the_reader(redis_kwargs,
             assert await inbox.receive(timeout=20) == (True, [])
             assert subscribed()
             message = {"key": KEY, "type": "poppy.test", "data": {"n": 1}}
-            server.publish(REDIS_CHANNEL, json.dumps(message))
-            server.publish(REDIS_CHANNEL, json.dumps({**message, "key": "poppy-other"}))
+            server.publish(bus.redis_channel(), json.dumps(message))
+            server.publish(bus.redis_channel(), json.dumps({**message, "key": "poppy-other"}))
             return await inbox.receive(timeout=20)
         finally:
             inbox.close()
@@ -181,7 +181,7 @@ def test_malformed_messages_are_ignored(redis_kwargs, server):
         try:
             await inbox.receive(timeout=20)  # subscribed
             for junk in ("not json", "[]", json.dumps({"key": KEY, "type": "x", "data": 3})):
-                server.publish(REDIS_CHANNEL, junk)
+                server.publish(bus.redis_channel(), junk)
             bus.publish(KEY, "poppy.test", {"n": 2})
             return await inbox.receive(timeout=20)
         finally:
