@@ -138,7 +138,7 @@ class ActionRecordAdmin(SuperuserOnlyAdmin):
 
 @admin.register(SupportDesk)
 class SupportDeskAdmin(ReadOnlyAdmin):
-    """"Support desk" on the admin's home page, for staff who may handle conversations."""
+    """ "Support desk" on the admin's home page, for staff who may handle conversations."""
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return can_handle(request.user)

@@ -28,6 +28,7 @@ from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefuncti
 from django.conf import settings
 from django.core.exceptions import (
     BadRequest,
+    DisallowedHost,
     ImproperlyConfigured,
     MiddlewareNotUsed,
     PermissionDenied,
@@ -43,6 +44,7 @@ from django.utils.module_loading import import_string
 
 from poppy_django.conf import endpoint_prefix, poppy_settings
 from poppy_django.errors import error_response
+from poppy_django.setup_problems import host_refusal, server_error_description
 
 logger = logging.getLogger(__name__)
 
@@ -274,11 +276,20 @@ def exception_response(request: HttpRequest, exc: Exception) -> HttpResponseBase
         return error_response("forbidden", status=403)
     if isinstance(exc, RequestDataTooBig):
         return error_response("request_too_large")
+    if isinstance(exc, DisallowedHost):
+        return error_response("invalid_request", host_refusal(exc))
     if isinstance(exc, SuspiciousOperation | BadRequest):
         return error_response("invalid_request")
     got_request_exception.send(sender=None, request=request)
-    logger.error("poppy: %s %s failed", request.method, request.path, exc_info=exc)
-    return error_response("server_error")
+    hint = server_error_description(exc)
+    logger.error(
+        "poppy: %s %s failed%s",
+        request.method,
+        request.path,
+        f": {hint}" if hint else "",
+        exc_info=exc,
+    )
+    return error_response("server_error", hint)
 
 
 def as_json(response: HttpResponseBase) -> HttpResponseBase:

@@ -8,7 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import (
+    Case,
+    Count,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
 from django.db.models.fields.json import KT
 
 from poppy_django.desk.wording import stalled_annotation

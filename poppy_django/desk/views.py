@@ -244,7 +244,9 @@ def events_json(request: HttpRequest, conversation_id: str, admin_site: AdminSit
 
 def _action_log(conversation_id: str) -> list[ActionRecord]:
     """The conversation's latest actions, newest first."""
-    return list(ActionRecord.objects.filter(conversation_id=conversation_id).order_by("-created_at")[:50])
+    return list(
+        ActionRecord.objects.filter(conversation_id=conversation_id).order_by("-created_at")[:50]
+    )
 
 
 # Live stream ------------------------------------------------------------------------------
