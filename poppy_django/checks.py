@@ -484,9 +484,7 @@ def check_auth(app_configs: Any = None, **kwargs: Any) -> Messages:
 def register() -> None:
     """Called from ``PoppyDjangoConfig.ready()``: the core, the auth and the desk checks."""
     from poppy_django.desk.checks import check_channel_manager
-    from poppy_django.setup_problems import check_migrations
 
     checks.register(check_settings, checks.Tags.compatibility)
-    checks.register(check_migrations, checks.Tags.database)
     checks.register(check_auth, checks.Tags.security)
     checks.register(check_channel_manager, checks.Tags.security)

@@ -3,16 +3,14 @@
 A project that forgot ``manage.py migrate`` fails at its first query; without this module the
 endpoint answered ``500 server_error`` and logged an ``OperationalError`` whose message was
 withheld, so "no such table" appeared nowhere. :func:`unmigrated_hint` recognises that case
-(a database error while migrations are unapplied) for the first-request error and the log;
-:func:`check_migrations` is the same as a system check (``manage.py check --database
-default``). :func:`host_refusal` words Django's ``DisallowedHost`` for the endpoint's JSON.
+(a database error while migrations are unapplied) for the first-request error and the log.
+(Not a system check: ``migrate`` runs the database checks first, so one that fails on an
+unmigrated database would stop the very command that fixes it.) :func:`host_refusal` words
+Django's ``DisallowedHost`` for the endpoint's JSON.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.core import checks
 from django.core.exceptions import DisallowedHost
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
@@ -51,27 +49,3 @@ def server_error_description(exc: BaseException) -> str | None:
 def host_refusal(exc: DisallowedHost) -> str:
     """Django's refusal in words: the host, and the setting that lists the allowed ones."""
     return f"{exc} (DEBUG is False, so only the hosts in ALLOWED_HOSTS are served)."
-
-
-def check_migrations(
-    app_configs: Any = None, databases: Any = None, **kwargs: Any
-) -> list[checks.CheckMessage]:
-    """``poppy_django.E010`` (with ``--database``): the database lacks the app's tables."""
-    errors: list[checks.CheckMessage] = []
-    for alias in databases or ():
-        try:
-            connections[alias].ensure_connection()
-        except DatabaseError:
-            continue  # unreachable: Django's own database checks say so
-        missing = [name for name in unapplied_migrations(alias) if name.startswith("poppy_django.")]
-        if missing:
-            errors.append(
-                checks.Error(
-                    f"The database {alias!r} lacks poppy_django's tables "
-                    f"({', '.join(missing)} unapplied): every request to the endpoint "
-                    "would fail.",
-                    hint=f"{MIGRATE[0].upper()}{MIGRATE[1:]}.",
-                    id="poppy_django.E010",
-                )
-            )
-    return errors
