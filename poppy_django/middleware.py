@@ -71,6 +71,22 @@ def on_endpoint(request: HttpRequest) -> bool:
     return is_endpoint_path(request.path_info)
 
 
+#: The discovery documents personal agents read before anything else (``/.well-known/``).
+_DISCOVERY_PREFIX = "/.well-known/poppy"
+
+
+def _discovery_host_refused(request: HttpRequest) -> HttpResponseBase | None:
+    """A discovery request for a host not in ``ALLOWED_HOSTS``: the JSON error saying so
+    (Django's own answer is an HTML 400 that names nothing a personal agent can show)."""
+    if not request.path_info.startswith(_DISCOVERY_PREFIX):
+        return None
+    try:
+        request.get_host()
+    except DisallowedHost as exc:
+        return error_response("invalid_request", host_refusal(exc))
+    return None
+
+
 class PoppyEndpointMiddleware:
     sync_capable = True
     async_capable = True
@@ -89,6 +105,8 @@ class PoppyEndpointMiddleware:
             return self._acall(request)
         if on_endpoint(request):
             return as_json(async_to_sync(self._endpoint)(request))
+        if (refused := _discovery_host_refused(request)) is not None:
+            return refused
         response = self.get_response(request)
         assert isinstance(response, HttpResponseBase)
         return response
@@ -96,6 +114,8 @@ class PoppyEndpointMiddleware:
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         if on_endpoint(request):
             return as_json(await self._endpoint(request))
+        if (refused := _discovery_host_refused(request)) is not None:
+            return refused
         response = await self.get_response(request)  # type: ignore[misc]
         return response
 
