@@ -105,6 +105,9 @@ def describe_failure(exc: BaseException) -> str:
     schema_only = _schema_only_message(exc)
     if schema_only is not None:
         return f"{name}: {schema_only}"
+    provider = _provider_facts(exc)
+    if provider:
+        return f"{name} ({provider}; message withheld)"
     diag = getattr(exc, "diag", None) or getattr(exc.__cause__, "diag", None)
     if diag is not None:
         facts = [
@@ -150,6 +153,34 @@ def _schema_only_message(exc: BaseException) -> str | None:
     if message.startswith("table ") and " has no column named " not in message:
         return None
     return message if message.startswith(_SQLITE_SCHEMA_MESSAGES) else None
+
+
+def _provider_facts(exc: BaseException) -> str:
+    """What a model provider's failure says without a User's words: the model, the HTTP
+    status and the provider's error code and type (pydantic-ai's ``ModelAPIError`` and
+    ``ModelHTTPError`` carry them), from the exception or the ones it was raised from.
+
+    They tell a wrong model name (404, ``model_not_found``) from an outage (5xx), a key
+    problem (401) or an API mismatch (404 on the path: ``openai:`` is the Responses API,
+    ``openai-chat:`` chat completions); docs/troubleshooting.md says how.
+    """
+    facts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 5:
+        seen.add(id(current))
+        for label, attribute in (
+            ("model", "model_name"),
+            ("HTTP", "status_code"),
+            ("provider code", "provider_error_code"),
+            ("provider type", "provider_error_type"),
+        ):
+            value = getattr(current, attribute, None)
+            already = any(fact.startswith(f"{label} ") for fact in facts)
+            if isinstance(value, str | int) and not isinstance(value, bool) and not already:
+                facts.append(f"{label} {str(value)[:100]}")
+        current = current.__cause__ or current.__context__
+    return ", ".join(facts)
 
 
 def _driver_kind(exc: BaseException) -> str | None:
