@@ -12,42 +12,15 @@ import sys
 import threading
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests.device_page import approve_device_code
 from tests.multiprocess.cluster import ROOT, cluster, free_port
 
 pytestmark = pytest.mark.timeout(240)
 
-CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 #: The example project's seeded customer (shop migration 0003).
 ACCOUNT, PASSWORD = "acct-1", "acme-demo"
-
-
-def approve_on_the_device_page(base: str, user_code: str) -> None:
-    """What the User does in a browser: log in, open the link, allow poppy:read."""
-    with httpx.Client(base_url=base, timeout=30) as browser:
-
-        def post(path: str, page: httpx.Response, form: dict[str, str]) -> httpx.Response:
-            token = CSRF.search(page.text)
-            assert token, page.text
-            return browser.post(
-                path,
-                data={"csrfmiddlewaretoken": token.group(1), **form},
-                headers={"Referer": str(page.url), "Origin": base},
-            )
-
-        login = browser.get("/account/login")
-        done = post("/account/login", login, {"username": ACCOUNT, "password": PASSWORD})
-        assert done.status_code == 302, done.text
-        consent = browser.get(f"/device?user_code={user_code}")
-        assert consent.status_code == 200 and "Allow" in consent.text, consent.text
-        answer = post(
-            "/device",
-            consent,
-            {"user_code": user_code, "decision": "approve", "scope": "poppy:read"},
-        )
-        assert "is connected" in answer.text, answer.text
 
 
 def test_poppy_chat_signs_in_through_the_authority(tmp_path: Path) -> None:
@@ -86,7 +59,7 @@ def test_poppy_chat_signs_in_through_the_authority(tmp_path: Path) -> None:
                 seen.append(lines.get(timeout=60))
             code = re.search(r"enter the code (\S+)\]", seen[-1])
             assert code, seen
-            approve_on_the_device_page(base, code.group(1))
+            approve_device_code(base, code.group(1), ACCOUNT, PASSWORD, "poppy:read")
             assert chat.wait(timeout=120) == 0, "".join(seen)
         finally:
             if chat.poll() is None:
