@@ -1,13 +1,22 @@
-"""Read-only admin lists of what is stored; the Conversation admin also mounts the desk."""
+"""Read-only admin lists of what is stored; the Conversation admin also mounts the desk.
+
+Staff see Conversations (and, with the desk permission, the desk). The other models are the
+app's internals (the event log, receipts, agent threads, action records): their lists are
+for superusers debugging, so staff who handle conversations are not shown them.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin
-from django.http import HttpRequest
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 
+from poppy_django.desk import queue, wording
 from poppy_django.desk.admin import DeskAdminMixin
+from poppy_django.desk.permissions import can_handle
 from poppy_django.models import (
     ActionRecord,
     AgentThread,
@@ -15,6 +24,7 @@ from poppy_django.models import (
     Conversation,
     Event,
     MessageReceipt,
+    SupportDesk,
 )
 
 
@@ -31,17 +41,58 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class SuperuserOnlyAdmin(ReadOnlyAdmin):
+    """An internal model: listed for superusers only, whatever permissions staff hold."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_active and request.user.is_superuser)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_active and request.user.is_superuser)
+
+
+class DeskStateFilter(admin.SimpleListFilter):
+    """The desk's own tabs ("waiting for a person", "with a person"…): one vocabulary."""
+
+    title = "state"
+    parameter_name = "desk"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(item.key, item.label) for item in queue.FILTERS]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        chosen = queue.FILTERS_BY_KEY.get(self.value() or "")
+        if chosen is None:
+            return queryset
+        return queryset.filter(pk__in=Conversation.objects.filter(chosen.condition).values("pk"))
+
+
 @admin.register(Conversation)
 class ConversationAdmin(DeskAdminMixin, ReadOnlyAdmin):
-    list_display = ["id", "status", "responder", "client_id", "account_id", "parent", "updated_at"]
-    list_filter = ["status", "responder"]
+    list_display = [
+        "id",
+        "state",
+        "client_id",
+        "account_id",
+        "parent",
+        "created_at",
+        "handoff_requested_at",
+        "updated_at",
+    ]
+    list_filter = [DeskStateFilter, "responder"]
     search_fields = ["id", "client_id", "account_id"]
     raw_id_fields = ["parent"]
     list_select_related = ["parent"]
+    date_hierarchy = "created_at"
+
+    @admin.display(description="state", ordering="status")
+    def state(self, conversation: Conversation) -> str:
+        """The desk's words, not the wire's status (``idle`` while a person holds it)."""
+        return wording.status_label(conversation.status, conversation.responder)
 
 
 @admin.register(Event)
-class EventAdmin(ReadOnlyAdmin):
+class EventAdmin(SuperuserOnlyAdmin):
     list_display = ["conversation", "seq", "type", "role", "created_at"]
     list_filter = ["type"]
     search_fields = ["conversation__id", "message_id"]
@@ -50,7 +101,7 @@ class EventAdmin(ReadOnlyAdmin):
 
 
 @admin.register(MessageReceipt)
-class MessageReceiptAdmin(ReadOnlyAdmin):
+class MessageReceiptAdmin(SuperuserOnlyAdmin):
     list_display = ["message_id", "conversation", "client_id", "status_code", "created_at"]
     search_fields = ["message_id", "conversation__id"]
     list_select_related = ["conversation"]
@@ -58,7 +109,7 @@ class MessageReceiptAdmin(ReadOnlyAdmin):
 
 
 @admin.register(AgentThread)
-class AgentThreadAdmin(ReadOnlyAdmin):
+class AgentThreadAdmin(SuperuserOnlyAdmin):
     list_display = ["conversation", "actor_id", "last_position", "updated_at"]
     search_fields = ["conversation__id", "actor_id"]
     list_select_related = ["conversation"]
@@ -66,7 +117,7 @@ class AgentThreadAdmin(ReadOnlyAdmin):
 
 
 @admin.register(AgentThreadEntry)
-class AgentThreadEntryAdmin(ReadOnlyAdmin):
+class AgentThreadEntryAdmin(SuperuserOnlyAdmin):
     """A thread's entries, a page at a time (a long thread has thousands)."""
 
     list_display = ["thread", "position", "role", "created_at"]
@@ -77,9 +128,27 @@ class AgentThreadEntryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ActionRecord)
-class ActionRecordAdmin(ReadOnlyAdmin):
+class ActionRecordAdmin(SuperuserOnlyAdmin):
     list_display = ["tool", "status", "summary", "conversation", "created_at"]
     list_filter = ["status", "tool"]
     search_fields = ["conversation__id", "tool"]
     list_select_related = ["conversation"]
     raw_id_fields = ["conversation"]
+
+
+@admin.register(SupportDesk)
+class SupportDeskAdmin(ReadOnlyAdmin):
+    """ "Support desk" on the admin's home page, for staff who may handle conversations."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return can_handle(request.user)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_handle(request.user)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return HttpResponseRedirect(
+            reverse(f"{self.admin_site.name}:poppy_django_conversation_desk")
+        )

@@ -12,6 +12,10 @@ without calling Django when ``Content-Length`` declares more than ``POPPY["MAX_B
 and counts a body sent without a length (chunked) as it arrives: at the first byte over
 the limit it answers 413 and tells Django the client went away, so the rest is never read.
 Every other path is passed through untouched.
+
+It also speaks the ASGI **lifespan** protocol, which Django's handler refuses (uvicorn then
+prints "ASGI 'lifespan' protocol appears unsupported." at every start): startup and
+shutdown are acknowledged, so servers start quietly with their default ``--lifespan auto``.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ class PoppyBodyLimit:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
         if scope["type"] != "http" or not is_endpoint_path(_path_info(scope)):
             await self.app(scope, receive, send)
             return
@@ -51,6 +58,17 @@ class PoppyBodyLimit:
             await _refuse(send, limit)
             return
         await self.app(scope, *_counting(receive, send, limit))
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """Acknowledge startup and shutdown: nothing to prepare, Django sets itself up lazily."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
 
 
 def _counting(receive: Receive, send: Send, limit: int) -> tuple[Receive, Send]:

@@ -471,6 +471,42 @@ def _production_checks() -> Messages:
     return errors
 
 
+#: How long ``check --deploy`` waits for the broker to answer.
+BROKER_CHECK_TIMEOUT = 2
+
+
+def check_broker(app_configs: Any = None, **kwargs: Any) -> Messages:
+    """W008 (``check --deploy``): this process cannot reach its Celery broker.
+
+    A deploy check because it opens a connection: a wrong ``CELERY_BROKER_URL`` in the web
+    process costs no message (the recovery sweep answers them) but makes every turn late.
+    """
+    if poppy_dict_problem() is not None or not _executor_is(CELERY_EXECUTOR):
+        return []
+    url = celery_broker_url()
+    if not url:
+        return []  # E006
+    from celery import current_app
+
+    from poppy_django.broker_health import consequence, redacted
+    from poppy_django.observe import describe_failure
+
+    try:
+        with current_app.connection_for_write(url, connect_timeout=BROKER_CHECK_TIMEOUT) as conn:
+            conn.ensure_connection(max_retries=1, timeout=BROKER_CHECK_TIMEOUT)
+    except Exception as exc:
+        return [
+            checks.Warning(
+                f"This process cannot reach its Celery broker {redacted(url)} "
+                f"({describe_failure(exc)}): every turn dispatch fails, so {consequence()}.",
+                hint="Set CELERY_BROKER_URL to the broker the workers use (the same Redis URL), "
+                "and check that it is up and reachable from this machine.",
+                id=_id("W008"),
+            )
+        ]
+    return []
+
+
 def check_auth(app_configs: Any = None, **kwargs: Any) -> Messages:
     """The auth checks (E1xx, W1xx), once the POPPY dict is readable (else E004 says why)."""
     if poppy_dict_problem() is not None:
@@ -490,3 +526,4 @@ def register() -> None:
     checks.register(check_discovery, checks.Tags.compatibility)
     checks.register(check_auth, checks.Tags.security)
     checks.register(check_channel_manager, checks.Tags.security)
+    checks.register(check_broker, checks.Tags.compatibility, deploy=True)

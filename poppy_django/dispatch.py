@@ -6,14 +6,10 @@ approvals) depends only on the setting, not on the executors or the turn machine
 
 from __future__ import annotations
 
-import logging
-
 from django.db import transaction
 
+from poppy_django.broker_health import health
 from poppy_django.conf import poppy_settings
-
-#: The name operators know this warning by (docs/logging.md).
-logger = logging.getLogger("poppy_django.turns")
 
 
 def dispatch_on_commit(conversation_id: str) -> None:
@@ -22,13 +18,12 @@ def dispatch_on_commit(conversation_id: str) -> None:
     def dispatch() -> None:
         try:
             poppy_settings.EXECUTOR.dispatch(conversation_id)
-        except Exception:
+        except Exception as exc:
             # The message is committed and the conversation is ``working``: the workers'
-            # recovery sweep takes it up, so the acknowledgement stands.
-            logger.warning(
-                "poppy: could not dispatch %s; the recovery sweep will",
-                conversation_id,
-                exc_info=True,
-            )
+            # recovery sweep takes it up, so the acknowledgement stands. Said once per
+            # interval, naming the broker and what it costs (broker_health).
+            health.failed(conversation_id, exc)
+        else:
+            health.succeeded()
 
     transaction.on_commit(dispatch)

@@ -42,6 +42,7 @@ from rest_framework.views import APIView
 from poppy_django import observe
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError, error_response
+from poppy_django.setup_problems import host_refusal, server_error_description
 from poppy_django.threads import in_thread
 
 logger = logging.getLogger("poppy_django.views")
@@ -152,12 +153,15 @@ def wire_exception_response(exc: Exception, request: HttpRequest | None = None) 
     if isinstance(exc, exceptions.APIException):
         return _api_exception_response(exc)
     if isinstance(exc, DisallowedHost):
-        return error_response("invalid_request", "This host is not served here.")
+        return error_response("invalid_request", host_refusal(exc))
     if isinstance(exc, Http404):
         return error_response("not_found", "There is nothing at this path.")
     method, path = (request.method, request.path) if request is not None else ("?", "?")
-    logger.exception("poppy: %s %s failed", method, path, exc_info=exc)
-    return error_response("server_error")
+    hint = server_error_description(exc)
+    logger.exception(
+        "poppy: %s %s failed%s", method, path, f": {hint}" if hint else "", exc_info=exc
+    )
+    return error_response("server_error", hint)
 
 
 def _api_exception_response(exc: exceptions.APIException) -> HttpResponseBase:

@@ -80,4 +80,6 @@ class CeleryExecutor:
     def dispatch(conversation_id: str) -> None:
         from poppy_django.tasks import run_turns_task
 
-        run_turns_task.delay(conversation_id)
+        # One try, no publish retries (Celery's default retries took 1.7 s of the request
+        # with the broker down): a dispatch that fails costs nothing, the sweep answers it.
+        run_turns_task.apply_async((conversation_id,), retry=False)

@@ -28,6 +28,7 @@ from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefuncti
 from django.conf import settings
 from django.core.exceptions import (
     BadRequest,
+    DisallowedHost,
     ImproperlyConfigured,
     MiddlewareNotUsed,
     PermissionDenied,
@@ -43,6 +44,7 @@ from django.utils.module_loading import import_string
 
 from poppy_django.conf import endpoint_prefix, poppy_settings
 from poppy_django.errors import error_response
+from poppy_django.setup_problems import host_refusal, server_error_description
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +71,22 @@ def on_endpoint(request: HttpRequest) -> bool:
     return is_endpoint_path(request.path_info)
 
 
+#: The discovery documents personal agents read before anything else (``/.well-known/``).
+_DISCOVERY_PREFIX = "/.well-known/poppy"
+
+
+def _discovery_host_refused(request: HttpRequest) -> HttpResponseBase | None:
+    """A discovery request for a host not in ``ALLOWED_HOSTS``: the JSON error saying so
+    (Django's own answer is an HTML 400 that names nothing a personal agent can show)."""
+    if not request.path_info.startswith(_DISCOVERY_PREFIX):
+        return None
+    try:
+        request.get_host()
+    except DisallowedHost as exc:
+        return error_response("invalid_request", host_refusal(exc))
+    return None
+
+
 class PoppyEndpointMiddleware:
     sync_capable = True
     async_capable = True
@@ -87,6 +105,8 @@ class PoppyEndpointMiddleware:
             return self._acall(request)
         if on_endpoint(request):
             return as_json(async_to_sync(self._endpoint)(request))
+        if (refused := _discovery_host_refused(request)) is not None:
+            return refused
         response = self.get_response(request)
         assert isinstance(response, HttpResponseBase)
         return response
@@ -94,6 +114,8 @@ class PoppyEndpointMiddleware:
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         if on_endpoint(request):
             return as_json(await self._endpoint(request))
+        if (refused := _discovery_host_refused(request)) is not None:
+            return refused
         response = await self.get_response(request)  # type: ignore[misc]
         return response
 
@@ -274,11 +296,20 @@ def exception_response(request: HttpRequest, exc: Exception) -> HttpResponseBase
         return error_response("forbidden", status=403)
     if isinstance(exc, RequestDataTooBig):
         return error_response("request_too_large")
+    if isinstance(exc, DisallowedHost):
+        return error_response("invalid_request", host_refusal(exc))
     if isinstance(exc, SuspiciousOperation | BadRequest):
         return error_response("invalid_request")
     got_request_exception.send(sender=None, request=request)
-    logger.error("poppy: %s %s failed", request.method, request.path, exc_info=exc)
-    return error_response("server_error")
+    hint = server_error_description(exc)
+    logger.error(
+        "poppy: %s %s failed%s",
+        request.method,
+        request.path,
+        f": {hint}" if hint else "",
+        exc_info=exc,
+    )
+    return error_response("server_error", hint)
 
 
 def as_json(response: HttpResponseBase) -> HttpResponseBase:

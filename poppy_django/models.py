@@ -218,6 +218,7 @@ class AgentThreadEntry(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name_plural = "agent thread entries"
         constraints = [
             models.UniqueConstraint(
                 fields=["thread", "position"], name="poppy_thread_entry_position"
@@ -287,6 +288,20 @@ class ActionRecord(models.Model):
         if self.error:
             outcome["error"] = self.error
         return outcome
+
+
+class SupportDesk(Conversation):
+    """The desk's entry on the admin index: a proxy whose admin list opens the desk.
+
+    No table of its own; staff who may handle conversations see "Support desk" beside
+    "Conversations" on the admin's home page (:class:`poppy_django.admin.SupportDeskAdmin`).
+    """
+
+    class Meta:
+        proxy = True
+        verbose_name = "support desk"
+        verbose_name_plural = "support desk"
+        default_permissions = ()
 
 
 class RevokedSession(models.Model):

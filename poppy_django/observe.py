@@ -102,11 +102,19 @@ def describe_failure(exc: BaseException) -> str:
         name = f"{module}.{name}"
     if isinstance(exc, ImproperlyConfigured):  # configuration text, written by developers
         return f"{name}: {exc}"
+    schema_only = _schema_only_message(exc)
+    if schema_only is not None:
+        return f"{name}: {schema_only}"
+    provider = _provider_facts(exc)
+    if provider:
+        return f"{name} ({provider}; message withheld)"
     diag = getattr(exc, "diag", None) or getattr(exc.__cause__, "diag", None)
     if diag is not None:
         facts = [
             f"{label} {value}"
             for label, value in (
+                # The driver's class names the kind (psycopg.errors.UndefinedTable).
+                ("", _driver_kind(exc)),
                 ("SQLSTATE", getattr(diag, "sqlstate", None)),
                 ("table", getattr(diag, "table_name", None)),
                 ("column", getattr(diag, "column_name", None)),
@@ -114,8 +122,74 @@ def describe_failure(exc: BaseException) -> str:
             )
             if value
         ]
-        return f"{name} ({', '.join(facts)}; message withheld)"
+        return f"{name} ({', '.join(fact.strip() for fact in facts)}; message withheld)"
     return f"{name} (message withheld)"
+
+
+#: SQLite's messages that name only schema objects or the database's own state (never a
+#: row's data): "no such table: poppy_django_conversation" is what tells an operator to
+#: migrate, so it is kept.
+_SQLITE_SCHEMA_MESSAGES = (
+    "no such table: ",
+    "no such column: ",
+    "table ",  # "table x has no column named y"
+    "database is locked",
+    "unable to open database file",
+    "attempt to write a readonly database",
+    "disk I/O error",
+)
+
+
+def _schema_only_message(exc: BaseException) -> str | None:
+    """An SQLite error's message when it is one of the schema-only kinds, else None."""
+    import sqlite3
+
+    original = exc if isinstance(exc, sqlite3.Error) else exc.__cause__
+    if not isinstance(original, sqlite3.OperationalError) or len(original.args) != 1:
+        return None
+    message = str(original.args[0])
+    if "\n" in message or len(message) > 200:
+        return None
+    if message.startswith("table ") and " has no column named " not in message:
+        return None
+    return message if message.startswith(_SQLITE_SCHEMA_MESSAGES) else None
+
+
+def _provider_facts(exc: BaseException) -> str:
+    """What a model provider's failure says without a User's words: the model, the HTTP
+    status and the provider's error code and type (pydantic-ai's ``ModelAPIError`` and
+    ``ModelHTTPError`` carry them), from the exception or the ones it was raised from.
+
+    They tell a wrong model name (404, ``model_not_found``) from an outage (5xx), a key
+    problem (401) or an API mismatch (404 on the path: ``openai:`` is the Responses API,
+    ``openai-chat:`` chat completions); docs/troubleshooting.md says how.
+    """
+    facts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 5:
+        seen.add(id(current))
+        for label, attribute in (
+            ("model", "model_name"),
+            ("HTTP", "status_code"),
+            ("provider code", "provider_error_code"),
+            ("provider type", "provider_error_type"),
+        ):
+            value = getattr(current, attribute, None)
+            already = any(fact.startswith(f"{label} ") for fact in facts)
+            if isinstance(value, str | int) and not isinstance(value, bool) and not already:
+                facts.append(f"{label} {str(value)[:100]}")
+        current = current.__cause__ or current.__context__
+    return ", ".join(facts)
+
+
+def _driver_kind(exc: BaseException) -> str | None:
+    """The database driver's exception class under Django's wrapper, when it is another."""
+    cause = exc.__cause__
+    if cause is None or getattr(cause, "diag", None) is None:
+        return None
+    kind = type(cause)
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def withheld_traceback(exc: BaseException) -> str:

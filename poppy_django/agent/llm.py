@@ -23,6 +23,7 @@ itself — it never depends on pydantic-ai passing it through.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections.abc import AsyncIterable
@@ -51,7 +52,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model, infer_model
 
 from poppy_django.agent.model_api import CallTool, EmitText, ModelTurn
-from poppy_django.agent.tools import Tool
+from poppy_django.agent.tools import Tool, describe_invalid_arguments
 
 #: Between the texts of two model responses (e.g. before and after a tool call).
 RESPONSE_SEPARATOR = "\n\n"
@@ -117,7 +118,7 @@ class PydanticAIModel:
         if failure is not None:
             raise failure
         if message.error is not None:
-            raise message.error
+            raise _naming_the_model(message.error, self.model_name)
 
     def _drive(
         self, turn: ModelTurn, inbox: SimpleQueue[_Message], cancel: CancellationToken
@@ -147,6 +148,16 @@ class PydanticAIModel:
                 event_stream_handler=_TextRelay(inbox),
                 cancellation_token=cancel,
             )
+
+
+def _naming_the_model(error: BaseException, model: str | Model) -> BaseException:
+    """The model's name on a failure that lacks it (``UnexpectedModelBehavior``): the turn's
+    log line then says which model failed (:func:`poppy_django.observe.describe_failure`)."""
+    if getattr(error, "model_name", None) is None:
+        name = model if isinstance(model, str) else model.model_name
+        with contextlib.suppress(AttributeError):  # an exception type that takes no attributes
+            error.model_name = name  # type: ignore[attr-defined]
+    return error
 
 
 def _instructions(turn: ModelTurn) -> str:
@@ -190,7 +201,7 @@ def _pydantic_tool(tool: Tool, inbox: SimpleQueue[_Message]) -> PydanticTool[Non
         try:
             validated = tool.validate(arguments)
         except ValidationError as error:
-            raise ModelRetry(_describe_invalid(error)) from error
+            raise ModelRetry(describe_invalid_arguments(tool.name, error)) from error
         result: Future[Any] = Future()
         inbox.put(_Call(tool.name, validated, result))
         return await asyncio.wrap_future(result)
@@ -203,15 +214,6 @@ def _pydantic_tool(tool: Tool, inbox: SimpleQueue[_Message]) -> PydanticTool[Non
         # One call at a time, in the model's order, as the calling thread runs them anyway.
         sequential=True,
     )
-
-
-def _describe_invalid(error: ValidationError) -> str:
-    """What the model reads to correct its arguments (pydantic's text carries URLs)."""
-    problems = "; ".join(
-        f"{'.'.join(str(part) for part in item['loc']) or 'arguments'}: {item['msg']}"
-        for item in error.errors(include_url=False)
-    )
-    return f"Invalid arguments: {problems}."
 
 
 class _TextRelay:

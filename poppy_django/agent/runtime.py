@@ -25,6 +25,7 @@ from poppy_django.agent.tools import (
     SCOPE_ROLE_PREFIX,
     Component,
     ToolContext,
+    describe_invalid_arguments,
 )
 from poppy_django.auth import Actor, Principal
 from poppy_django.conf import poppy_settings
@@ -142,7 +143,7 @@ class Toolbox:
         try:
             validated = tool.validate(arguments)
         except ValidationError as exc:
-            return {"error": f"Invalid arguments for {name}: {exc.errors(include_url=False)}"}
+            return {"error": describe_invalid_arguments(name, exc)}
         if tool.kind == "read":
             return tool.function(self.ctx, **validated)
         self._occurrences[name] += 1

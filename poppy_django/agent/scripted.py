@@ -175,7 +175,7 @@ def _call(
     result = call_tool(name, arguments)
     refused = isinstance(result, dict) and set(result) == {"error"}
     if refused:  # no such tool offered, or invalid arguments: say so rather than nothing
-        emit_text(f"Sorry, I could not use {name}: {result['error']}")
+        emit_text(f"Sorry, I could not do that: {result['error']}")
     elif reply and (tool is None or tool.kind == "read"):
         emit_text(_summary(result))
 

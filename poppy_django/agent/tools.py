@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from poppy_django.auth import Actor
 
@@ -147,3 +147,29 @@ def _input_model(tool_name: str, function: Callable[..., Any]) -> type[BaseModel
         f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields
     )
     return model
+
+
+def describe_invalid_arguments(tool_name: str, error: ValidationError) -> str:
+    """A refused call in a sentence a person can read (it may reach the personal agent):
+    "track_parcel needs number." or "track_parcel: quantity must be a whole number."
+
+    pydantic's own ``errors()`` is a list of dicts (``[{'type': 'missing', 'loc': ...}]``)
+    and its ``str()`` carries URLs; neither is for a User's eyes.
+    """
+    missing: list[str] = []
+    wrong: list[str] = []
+    for item in error.errors(include_url=False, include_input=False):
+        name = ".".join(str(part) for part in item["loc"]) or "its arguments"
+        if item["type"] == "missing":
+            missing.append(name)
+        elif item["type"] == "extra_forbidden":
+            wrong.append(f"{name} is not one of its parameters")
+        else:
+            wrong.append(f"{name}: {str(item['msg'])[:1].lower()}{str(item['msg'])[1:]}")
+    sentences: list[str] = []
+    if missing:
+        listed = ", ".join(missing[:-1]) + " and " + missing[-1] if len(missing) > 1 else missing[0]
+        sentences.append(f"{tool_name} needs {listed}.")
+    if wrong:
+        sentences.append(f"{tool_name} cannot take {'; '.join(wrong)}.")
+    return " ".join(sentences) or f"{tool_name} cannot take these arguments."

@@ -89,13 +89,17 @@ _TOKEN_OPTIONS: Any = {
 
 
 class _Refused(Exception):
-    """Internal: a failed check. ``reason`` is logged; for invalid_token it is also told."""
+    """Internal: a failed check. ``reason`` is logged; for invalid_token it is also told, and
+    so it is when ``told`` (a reason naming only public facts that tell the fix)."""
 
-    def __init__(self, code: str, reason: str, *, scope: str | None = None) -> None:
+    def __init__(
+        self, code: str, reason: str, *, scope: str | None = None, told: bool = False
+    ) -> None:
         super().__init__(reason)
         self.code = code
         self.reason = reason
         self.scope = scope
+        self.told = told
 
 
 def _number(value: Any) -> TypeGuard[int | float]:
@@ -252,7 +256,8 @@ class DPoPVerifier:
             return self._verify(request, self.clock())
         except _Refused as refused:
             logger.debug("Refused a Poppy request (%s): %s", refused.code, refused.reason)
-            description = refused.reason if refused.code == "invalid_token" else None
+            told = refused.code == "invalid_token" or refused.told
+            description = refused.reason if told else None
             raise self.refusal(refused.code, scope=refused.scope, description=description) from None
 
     def refusal(
@@ -354,8 +359,16 @@ class DPoPVerifier:
             raise _Refused("invalid_dpop_proof", "htm does not match the method")
         htu = claims.get("htu")
         try:
-            if not isinstance(htu, str) or normalize_htu(htu) != normalize_htu(request["url"]):
-                raise _Refused("invalid_dpop_proof", "htu does not match the URL")
+            expected = normalize_htu(request["url"])
+            if not isinstance(htu, str) or normalize_htu(htu) != expected:
+                # The URL this server is at is public, and a wrong POPPY["BASE_URL"] (or a
+                # proxy's missing headers) is the usual cause: say which URL was expected.
+                raise _Refused(
+                    "invalid_dpop_proof",
+                    f"htu does not match the URL: this server expected {expected} (its public "
+                    'URL: POPPY["BASE_URL"], else the request\'s host and scheme)',
+                    told=True,
+                )
         except ValueError:
             raise _Refused("invalid_dpop_proof", "htu is not an http(s) URL") from None
         iat = claims.get("iat")

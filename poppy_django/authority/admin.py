@@ -4,6 +4,7 @@ device codes exist here only as hashes, which are not displayed."""
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -14,8 +15,35 @@ from poppy_django.authority.models import Client, Grant, Session
 from poppy_django.authority.sessions import end_sessions
 
 
+class ClientForm(forms.ModelForm):
+    """The Clients form, saying what each field does for a personal agent."""
+
+    class Meta:
+        model = Client
+        fields = ["client_id", "name", "status", "registered", "metadata", "jwks"]
+        help_texts = {
+            "client_id": "The personal agent's HTTPS client_id URL, exactly as its assertions "
+            "name it (their iss and sub), e.g. https://agent.example/client.",
+            "name": "Shown to Users on the consent and connected-agents pages. Empty: the "
+            "client_name of its metadata.",
+            "status": "Blocked: new Sessions are refused and the block action ends its current "
+            "ones.",
+            "registered": 'Pre-registered by staff. Needed when POPPY_AUTHORITY["CLIENTS"] is '
+            '"registered". With a JWKS below (and no fetch time), the metadata is never '
+            "fetched: how to admit a client whose client_id cannot be fetched (a test agent "
+            "on loopback, a partner's staging).",
+            "metadata": "The client metadata document (client_id, jwks_uri, redirect_uris for "
+            "Direct Sign-In, token_endpoint_auth_method private_key_jwt). Fetched from the "
+            "client_id unless pre-registered; Direct Sign-In needs redirect_uris here.",
+            "jwks": 'The public keys its assertions are signed with: {"keys": [{"kty": "EC", '
+            '"crv": "P-256", "x": "…", "y": "…", "kid": "…", "alg": "ES256"}]}. Paste it to '
+            "pre-register (poppy_chat --print-jwks prints one); never a private key.",
+        }
+
+
 @admin.register(Client)
 class ClientAdmin(admin.ModelAdmin):
+    form = ClientForm
     list_display = ("client_id", "name", "status", "registered", "fetched_at")
     list_filter = ("status", "registered")
     search_fields = ("client_id", "name")

@@ -8,9 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Case, Count, F, IntegerField, Q, QuerySet, Value, When
+from django.db.models import (
+    Case,
+    Count,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.fields.json import KT
 
-from poppy_django.models import ActionStatus, Conversation, Responder, Status
+from poppy_django.desk.wording import stalled_annotation
+from poppy_django.models import ActionStatus, Conversation, Event, EventType, Responder, Status
 
 
 @dataclass(frozen=True)
@@ -54,7 +67,10 @@ def search(queryset: QuerySet[Conversation], text: str) -> QuerySet[Conversation
 
 
 def conversations(filter_key: str | None = None, text: str = "") -> QuerySet[Conversation]:
-    """The queue's rows: filtered, searched, waiting first (oldest first), then by activity."""
+    """The queue's rows: filtered, searched, waiting first (oldest first), then by activity.
+
+    Each row also carries its last message's text (``last_text``, for its first words) and
+    whether it waits for a worker none has taken it up (``stalled``)."""
     chosen = chosen_filter(filter_key)
     ids = Conversation.objects.filter(chosen.condition).values("pk")
     queryset = search(Conversation.objects.filter(pk__in=ids), text)
@@ -63,6 +79,12 @@ def conversations(filter_key: str | None = None, text: str = "") -> QuerySet[Con
             When(status=Status.QUEUED, then=Value(0)), default=Value(1), output_field=IntegerField()
         ),
         approvals=Count("actions", filter=Q(actions__status=ActionStatus.AWAITING_APPROVAL)),
+        last_text=Subquery(
+            Event.objects.filter(conversation=OuterRef("pk"), type=EventType.MESSAGE)
+            .order_by("-seq")
+            .values(text=KT("payload__message__text"))[:1]
+        ),
+        stalled=stalled_annotation(),
     ).order_by("waiting", F("handoff_requested_at").asc(nulls_last=True), "-updated_at", "id")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.admin import AdminSite
@@ -22,7 +23,9 @@ from django.views.decorators.http import require_GET, require_POST
 from django_eventstream.views import events as eventstream_events
 
 from poppy_django import approvals, event_log, ids, service
-from poppy_django.desk import queue, transcript
+from poppy_django.broker_health import health
+from poppy_django.conf import poppy_settings
+from poppy_django.desk import queue, transcript, wording
 from poppy_django.desk.permissions import desk_permission
 from poppy_django.errors import PoppyError, error_response
 from poppy_django.fanout import conversation_channel, desk_channel
@@ -57,6 +60,26 @@ def _context(request: HttpRequest, admin_site: AdminSite, title: str) -> dict[st
         "title": title,
         "opts": Conversation._meta,
         "queue_url": _url(admin_site, QUEUE),
+        **_health(),
+    }
+
+
+def _health() -> dict[str, Any]:
+    """What keeps turns from running, for the desk's banner: conversations no worker took
+    up (no worker running?) and this process failing to reach its broker."""
+    problem = health.problem()
+    return {
+        "stalled_count": Conversation.objects.filter(wording.stalled_annotation()).count(),
+        "lease_seconds": f"{poppy_settings.LEASE_SECONDS:g}",
+        "broker_problem": (
+            {
+                "broker": problem.broker,
+                "since": wording.when(datetime.fromtimestamp(problem.since, tz=UTC)),
+                "consequence": problem.consequence,
+            }
+            if problem
+            else None
+        ),
     }
 
 
@@ -73,9 +96,12 @@ def state(conversation: Conversation) -> dict[str, Any]:
     return {
         "id": conversation.id,
         "status": conversation.status,
+        "status_label": wording.status_label(conversation.status, conversation.responder),
+        "stalled": wording.stalled(conversation.id),
         "responder": conversation.responder,
         "assignee": conversation.assignee,
         "handoff_requested_at": requested.isoformat() if requested else None,
+        "handoff_requested_display": wording.when(requested),
         "last_seq": conversation.last_seq,
         "direct": conversation.is_direct,
         "closed": conversation.status == Status.CLOSED,
@@ -93,7 +119,11 @@ def queue_page(request: HttpRequest, admin_site: AdminSite) -> HttpResponse:
     text = request.GET.get("q", "")
     rows = list(queue.conversations(chosen.key, text)[: queue.LIMIT])
     # A conversation's page is ``<queue url><id>/`` (see urls.py).
-    context: dict[str, Any] = {"rows": rows, "desk_url": _url(admin_site, QUEUE)}
+    context: dict[str, Any] = {
+        "rows": rows,
+        "desk_url": _url(admin_site, QUEUE),
+        "lease_seconds": f"{poppy_settings.LEASE_SECONDS:g}",
+    }
     if request.GET.get("partial") == "rows":
         return render(request, "poppy_django/desk/queue_rows.html", context)
     counts = queue.counts()
@@ -129,7 +159,8 @@ def conversation_page(
     window = list(newest_first[: EVENTS_PAGE + 1])
     shown = window[:EVENTS_PAGE][::-1]
     page_url = _url(admin_site, CONVERSATION, conversation.id)
-    context = _context(request, admin_site, f"Conversation {conversation.id}")
+    title = f"Conversation with {wording.who(conversation.account_id, conversation.user_id)}"
+    context = _context(request, admin_site, title)
     context.update(
         conversation=conversation,
         state=state(conversation),
@@ -139,7 +170,7 @@ def conversation_page(
         highlight=highlight,
         approvals=list(approvals.awaiting(conversation.id)),
         running=list(approvals.running(conversation.id)),
-        actions=list(conversation.actions.order_by("-created_at")[:50]),
+        actions=_action_log(conversation.id),
         directs=list(conversation.direct_conversations.order_by("created_at")),
         page_url=page_url,
         stream_url=_url(admin_site, CONVERSATION_STREAM, conversation.id),
@@ -193,13 +224,28 @@ def events_json(request: HttpRequest, conversation_id: str, admin_site: AdminSit
         },
         request=request,
     )
+    # The action log changes with the approvals (approved, then succeeded or failed): it is
+    # re-rendered with them, or it would keep the status the page was loaded with.
+    actions_html = render_to_string(
+        "poppy_django/desk/action_log.html", {"actions": _action_log(conversation.id)}
+    )
+    health_html = render_to_string("poppy_django/desk/health.html", _health())
     return JsonResponse(
         {
             "conversation": state(conversation),
             "events": events,
             "has_more": len(page) > EVENTS_PAGE,
             "approvals_html": approvals_html,
+            "actions_html": actions_html,
+            "health_html": health_html,
         }
+    )
+
+
+def _action_log(conversation_id: str) -> list[ActionRecord]:
+    """The conversation's latest actions, newest first."""
+    return list(
+        ActionRecord.objects.filter(conversation_id=conversation_id).order_by("-created_at")[:50]
     )
 
 

@@ -63,11 +63,22 @@ def post(token: str | None, signed: str | None, *, scheme: str = "DPoP", path: s
     return Client().post(path, data=body(), content_type="application/json", **headers)
 
 
-def assert_refused(response: Any, status: int, code: str) -> None:
+#: What a proof for another URL is told: the URL this server expected (a wrong BASE_URL).
+HTU_REFUSAL = (
+    f"htu does not match the URL: this server expected {ENDPOINT_URL} (its public URL: "
+    'POPPY["BASE_URL"], else the request\'s host and scheme)'
+)
+
+
+def assert_refused(
+    response: Any, status: int, code: str, *, description: str | None = None
+) -> None:
     assert response.status_code == status, response.content
     body = response.json()
     assert set(body) == {"error", "error_description"} and body["error"] == code
-    if code == "invalid_token":  # which claim failed and why
+    if description is not None:
+        assert body["error_description"] == description
+    elif code == "invalid_token":  # which claim failed and why
         assert body["error_description"] not in ("", dpop.DESCRIPTIONS[code])
     else:
         assert body["error_description"] == dpop.DESCRIPTIONS[code]
@@ -82,7 +93,8 @@ def test_broken_proof_over_http(case: str, pinned: Issuer, pa_key: DPoPKey) -> N
     before = rows()
     token = pinned.token(jkt=pa_key.thumbprint, now=NOW)
     token, signed = PROOF_CASES[case](pinned, pa_key, token)
-    assert_refused(post(token, signed), 401, "invalid_dpop_proof")
+    told = HTU_REFUSAL if case.startswith("wrong htu") or case == "no htu" else None
+    assert_refused(post(token, signed), 401, "invalid_dpop_proof", description=told)
     assert rows() == before
 
 
@@ -129,7 +141,8 @@ def test_proof_for_another_route_is_refused(pinned: Issuer, pa_key: DPoPKey) -> 
     # A proof for the start URL replayed against the messages URL of that conversation.
     signed = proof(pa_key, "POST", ENDPOINT_URL, token, now=NOW)
     response = post(token, signed, path=f"{PATH}/{conversation_id}/messages")
-    assert_refused(response, 401, "invalid_dpop_proof")
+    expected = HTU_REFUSAL.replace(ENDPOINT_URL, f"{ENDPOINT_URL}/{conversation_id}/messages")
+    assert_refused(response, 401, "invalid_dpop_proof", description=expected)
     assert rows() == before
 
 

@@ -5,6 +5,7 @@ live uvicorn server on its own PostgreSQL database: a handoff handled end to end
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,7 +67,7 @@ def settled(page, count: int) -> None:
 def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> None:
     sync_api = pytest.importorskip("playwright.sync_api")
     executable = chromium()
-    _, base = server
+    running, base = server
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     agent = HttpAgent()
 
@@ -96,6 +97,9 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
             row = f'tr[data-conversation-id="{conversation_id}"]'
             page.wait_for_selector(f"{row}.poppy-status-queued", timeout=15_000)
             assert "waiting for a person" in page.text_content(row)
+            # Known by whom it is with and its last words, not only by its id.
+            assert "user mp-user-" in page.text_content(f"{row} .poppy-who-link")
+            assert page.text_content(f"{row} .poppy-first-words").startswith("You said: hello")
             # How long they have waited, counted live in the row ("12 s", "3 min").
             page.wait_for_function(
                 f"/^\\d+ (s|min)$/.test(document.querySelector('{row} .poppy-waited')"
@@ -115,11 +119,22 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
             waiting = page.locator(".poppy-kind-state .poppy-state-line", has_text="Waiting")
             assert waiting.count() == 1
             assert page.locator(".poppy-kind-state .poppy-event-head").count() == 0
+            assert page.text_content("[data-field=status_label]") == "waiting for a person"
+            waiting_since = page.text_content("[data-field=handoff_requested_at]")
+            # Formatted as "Started" is, with how long ago: not a raw ISO timestamp.
+            assert re.search(r"\(\d+ (s|min) ago\)$", waiting_since), waiting_since
+            assert not re.search(r"\d{4}-\d\d-\d\dT", waiting_since), waiting_since
+            assert not page.is_disabled("button[data-action=join]")
             page.click("button[data-action=join]")
             settled(page, 1)
             page.wait_for_function(
                 "document.querySelector('[data-field=assignee]').textContent === 'sam'"
             )
+            # Joined: the status says so (the wire's "idle" is not what staff read), and
+            # Join is disabled while Sam holds the conversation.
+            assert page.text_content("[data-field=status_label]") == "with a person"
+            assert page.is_disabled("button[data-action=join]")
+            assert page.text_content("[data-field=handoff_requested_at]") == "—"
             reply = "Hi, I am Sam from Acme. How can I help?"
             page.fill("#poppy-reply-text", reply)
             page.click("form[data-form=reply] button")
@@ -127,6 +142,9 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
             reply_request_id = page.get_attribute(".poppy-request >> nth=0", "data-request-id")
             assert reply_request_id
             page.wait_for_selector(f'.poppy-event[data-request-id="{reply_request_id}"]')
+            # The request ids are the desk's bookkeeping: none is printed in the transcript.
+            assert page.locator("[data-transcript] .poppy-rid").count() == 0
+            assert reply_request_id[:8] not in page.text_content("[data-transcript]")
 
             # The personal agent reads the person's message over HTTP, and nothing staff-only.
             events = agent.wait_for(
@@ -153,12 +171,35 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
             )
             page.wait_for_selector(".poppy-kind-company:has-text('Monday to Friday')")
             assert page.text_content("[data-field=responder]") == "agent"
+            assert not page.is_disabled("button[data-action=join]")  # left: Join again
             assert page.text_content("[data-diagnostics-count]") == "0"
             assert page.locator(".poppy-request[data-state=failed]").count() == 0
 
             # The docs' picture (docs/img/desk.png) is refreshed from this one by hand: a
             # test run leaves the checkout as it found it.
             page.screenshot(path=str(ARTIFACTS / "desk.png"), full_page=True)
+
+            # An action awaiting approval (as a tool with needs_approval=True records it):
+            # Approve, and "Actions in this conversation" follows it to its outcome
+            # without a reload (it kept "awaiting approval" until one).
+            running.manage(
+                "shell",
+                "-c",
+                "from poppy_django.models import ActionRecord\n"
+                f"ActionRecord.objects.create(conversation_id='{conversation_id}', "
+                "call_key='browser-approval', tool='cancel_order', "
+                "arguments={'order_id': 'A-2'}, summary='Cancel order A-2', "
+                "status='awaiting_approval', actor_id='acct-1', account_id='acct-1', "
+                "roles=['personal_agent', 'scope:poppy:read', 'scope:poppy:write'])",
+            )
+            page.reload()
+            page.wait_for_selector("#poppy-desk[data-ready='1']")
+            log = "[data-action-log] li[data-status={}]"
+            page.wait_for_selector(log.format("awaiting_approval"))
+            page.click("button[data-decision=approve]")
+            page.wait_for_selector(log.format("succeeded"), timeout=15_000)
+            assert "by sam" in page.text_content("[data-action-log]")
+            assert page.locator(log.format("awaiting_approval")).count() == 0
 
             # A link to one event opens the conversation with it highlighted.
             first = agent.all_events(base, conversation_id)[0]["id"]

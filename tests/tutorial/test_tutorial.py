@@ -27,6 +27,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.device_page import approve_device_code
 from tests.multiprocess.cluster import Cluster, free_port
 
 pytestmark = [pytest.mark.tutorial, pytest.mark.timeout(900)]
@@ -182,9 +183,9 @@ def assert_shown(expected: str, output: str) -> None:
 class Session:
     """``poppy_chat`` interactive, fed line by line, its output read as it comes."""
 
-    def __init__(self, reader: Reader) -> None:
+    def __init__(self, reader: Reader, command: str = "python manage.py poppy_chat") -> None:
         self.process = reader.start(
-            "python manage.py poppy_chat",
+            command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -320,3 +321,23 @@ def test_the_tutorial_works_as_written(reader: Reader) -> None:
     with psycopg.connect(reader.env["DATABASE_URL"]) as connection:
         row = connection.execute("SELECT day, account FROM bakery_cakereservation").fetchall()
     assert row == [("friday", "customer-7")]
+    reader.stop_all()
+
+    # 8: the project's own authorization server; a personal agent signs in through it,
+    # with poppy_chat and with raw HTTP.
+    reader.shell(blocks["install-authority"])
+    for name in ("settings-authority", "urls-authority"):
+        reader.apply_file(blocks[name])
+    reader.shell(blocks["migrate-authority"])
+    reader.serve(blocks["serve-production"])
+    signing_in = Session(reader, reader.text(blocks["chat-authority"]).strip())
+    signing_in.expect("enter the code ")
+    code = re.search(r"enter the code (\S+)\]", signing_in.seen)
+    assert code, signing_in.seen
+    approve_device_code(
+        f"http://127.0.0.1:{port}", code[1], "customer-7", "bake-me-a-cake", "poppy:write"
+    )
+    signing_in.play(reader.text(blocks["chat-authority-output"]))
+    assert signing_in.process.wait(timeout=PATIENCE) == 0, signing_in.seen
+    reader.apply_file(blocks["raw-agent"])
+    assert_shown(reader.text(blocks["raw-agent-output"]), reader.shell(blocks["raw-agent-run"]))

@@ -4,7 +4,14 @@
 ``--token`` (or ``$POPPY_TOKEN``) the token must be bound to ``--key`` (a PEM of the DPoP key);
 without one, the development authority of this project mints a token for a fresh key
 (``--user``, ``--account``, ``--scope``). Lines starting with ``/`` are commands: ``/handoff``,
-``/close``, ``/quit``. ``--message`` sends one message, prints the reply and exits.
+``/close``, ``/signin``, ``/quit``. ``--message`` sends one message, prints the reply and exits.
+
+``--authority`` makes it a personal agent of the authorization server instead: it starts a
+Session at the endpoint's origin (``--origin``) as ``--client-id`` with its client key
+(``--client-key``, else a new one), renews it as it expires, and ``/signin`` (or
+``--sign-in``) signs the User in with Device Sign-In. ``--register`` pre-registers the client
+with this project's authority first (its JWKS, so no metadata is fetched); ``--print-jwks``
+prints the JWKS to paste into the admin's Clients form for another company.
 
 Interactively, replies (a person's at the desk too) are printed as they arrive, while you
 type. When no reply comes for a while the command says what it is waiting for (most often:
@@ -22,6 +29,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -41,6 +49,7 @@ try:
         PoppyClientError,
         new_message_id,
     )
+    from poppy_django.signin_client import AuthorityClient, ClientIdentity
 except ModuleNotFoundError as error:
     if error.name != "httpx":
         raise
@@ -70,6 +79,26 @@ class Command(BaseCommand):
         parser.add_argument("--insecure", action="store_true", help="Skip TLS verification.")
         parser.add_argument("--wait", type=float, default=30.0, help="Long-poll seconds.")
         parser.add_argument(
+            "--authority",
+            action="store_true",
+            help="Sign in through the authorization server (Sessions, Device Sign-In).",
+        )
+        parser.add_argument("--origin", help="--authority: where its metadata is served.")
+        parser.add_argument("--client-key", help="--authority: PEM of the client's ES256 key.")
+        parser.add_argument(
+            "--register",
+            action="store_true",
+            help="--authority: pre-register the client with this project's authority first.",
+        )
+        parser.add_argument(
+            "--print-jwks", action="store_true", help="Print the client's JWKS and exit."
+        )
+        parser.add_argument(
+            "--sign-in",
+            action="store_true",
+            help="--authority: sign the User in (Device Sign-In, --scope) before talking.",
+        )
+        parser.add_argument(
             "--timeout",
             type=float,
             default=120.0,
@@ -85,7 +114,24 @@ class Command(BaseCommand):
         url = options["url"] or self._default_url()
         key = self._key(options["key"])
         token = options["token"] or os.environ.get("POPPY_TOKEN")
-        if not token:
+        session: _AuthoritySession | None = None
+        if options["authority"] or options["print_jwks"]:
+            identity = ClientIdentity(options["client_id"], self._client_key(options["client_key"]))
+            if options["print_jwks"]:
+                self.stdout.write(json.dumps(identity.jwks(), indent=2))
+                return
+            if options["register"]:
+                self._register(identity)
+            origin = options["origin"] or _origin(url)
+            authority = AuthorityClient(origin, identity, key, verify=not options["insecure"])
+            session = _AuthoritySession(authority, options["user"], self.stdout)
+            try:
+                token = session.start()
+                if options["sign_in"]:
+                    token = session.sign_in(options["scopes"])
+            except PoppyClientError as exc:
+                raise CommandError(f"The authority refused: {exc}") from exc
+        elif not token:
             try:
                 token = dev_authority.mint_token(
                     user=options["user"],
@@ -104,6 +150,7 @@ class Command(BaseCommand):
             wait=options["wait"],
             timeout=options["timeout"],
             conversation_id=options["conversation"],
+            session=session,
         )
         try:
             if options["message"] is not None:
@@ -136,6 +183,35 @@ class Command(BaseCommand):
         base = poppy_settings.BASE_URL or dev_authority.DEFAULT_ORIGIN
         return endpoint_url(base)
 
+    def _client_key(self, path: str | None) -> ec.EllipticCurvePrivateKey:
+        if not path:
+            return ec.generate_private_key(ec.SECP256R1())
+        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise CommandError("--client-key must be an EC P-256 private key (PEM).")
+        return key
+
+    def _register(self, identity: ClientIdentity) -> None:
+        """Pre-register the client as staff would on the admin's Clients form: registered,
+        allowed, with its JWKS stored, so the authority never fetches its metadata."""
+        from django.apps import apps
+
+        if not apps.is_installed("poppy_django.authority"):
+            raise CommandError("--register needs poppy_django.authority in INSTALLED_APPS.")
+        from poppy_django.authority.models import Client
+
+        Client.objects.update_or_create(
+            client_id=identity.client_id,
+            defaults={
+                "registered": True,
+                "status": Client.Status.ALLOWED,
+                "jwks": identity.jwks(),
+                "fetched_at": None,
+                "name": "poppy_chat",
+            },
+        )
+        self.stdout.write(f"[registered {identity.client_id} with this project's authority]")
+
     def _key(self, path: str | None) -> DPoPKey:
         if not path:
             return DPoPKey()
@@ -143,6 +219,59 @@ class Command(BaseCommand):
         if not isinstance(key, ec.EllipticCurvePrivateKey):
             raise CommandError("--key must be an EC P-256 private key (PEM).")
         return DPoPKey(key)
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+class _AuthoritySession:
+    """The personal agent's Session at the authority: started, renewed before it expires,
+    signed in with Device Sign-In."""
+
+    #: Renew when less than this share of the token's lifetime is left.
+    RENEW_AT = 0.2
+
+    def __init__(self, authority: AuthorityClient, user: str, out: Any) -> None:
+        self.authority = authority
+        self.user = user
+        self.out = out
+        self.session_id = ""
+        self.token = ""
+        self._expires_at = 0.0
+        self._lifetime = 0.0
+
+    def _take(self, answer: dict[str, Any]) -> str:
+        self.session_id = str(answer["session_id"])
+        self.token = str(answer["access_token"])
+        self._lifetime = float(answer.get("expires_in", 300))
+        self._expires_at = time.monotonic() + self._lifetime
+        return self.token
+
+    def start(self) -> str:
+        token = self._take(self.authority.start_session(self.user))
+        self.out.write(
+            f"[Session {self.session_id} started at {self.authority.issuer}, signed out]"
+        )
+        return token
+
+    def current(self) -> str:
+        """The token to send now: renewed (same Session) when it is about to expire."""
+        if time.monotonic() > self._expires_at - self.RENEW_AT * self._lifetime:
+            self._take(self.authority.renew(self.user, self.session_id))
+        return self.token
+
+    def sign_in(self, scopes: list[str]) -> str:
+        started = self.authority.begin_device_sign_in(scopes or ["poppy:read"])
+        link = started.verification_uri_complete or started.verification_uri
+        self.out.write(f"[to sign in, open {link} and enter the code {started.user_code}]")
+        self.out.flush()
+        answer = self.authority.wait_for_device_sign_in(started, self.session_id)
+        token = self._take(answer)
+        self.out.write(f"[signed in; scope: {answer.get('scope') or '(none)'}]")
+        self.out.flush()
+        return token
 
 
 def _lines(stream: TextIO) -> Iterator[str]:
@@ -170,8 +299,13 @@ class _Chat:
         wait: float,
         timeout: float,
         conversation_id: str | None,
+        session: _AuthoritySession | None = None,
     ) -> None:
         self.client = client
+        #: With --authority: the Session whose (renewed) token each request carries.
+        self.session = session
+        #: Who answered last (agent or human): a person handing back is said.
+        self.responder = "agent"
         self.out = out
         self.stream = stream
         self.wait = wait
@@ -189,7 +323,12 @@ class _Chat:
         #: the previous turn's, so they do not say the company side rests.
         self._awaiting: str | None = None
 
+    def _fresh_token(self) -> None:
+        if self.session is not None:
+            self.client.token = self.session.current()
+
     def say(self, text: str) -> None:
+        self._fresh_token()
         message_id = new_message_id()
         with self._lock:
             self.status = "working"  # until the events after this message say otherwise
@@ -230,6 +369,13 @@ class _Chat:
         self.client.http.close()
 
     def command(self, line: str) -> None:
+        if line.startswith("/signin"):
+            if self.session is None:
+                self.out.write("/signin needs --authority (a Session at the authority).")
+                return
+            self.client.token = self.session.sign_in(line.split()[1:])
+            return
+        self._fresh_token()
         if self.conversation_id is None:
             self.out.write("No conversation yet: say something first.")
             return
@@ -238,7 +384,7 @@ class _Chat:
         elif line == "/close":
             answer = self.client.close(self.conversation_id)
         else:
-            self.out.write("Commands: /handoff, /close, /quit.")
+            self.out.write("Commands: /handoff, /close, /signin [scopes], /quit.")
             return
         self.out.write(f"[{answer.get('status')}/{answer.get('responder')}]")
         self.out.flush()
@@ -268,6 +414,7 @@ class _Chat:
     def _poll(self) -> bool | None:
         """One long-poll: whether the company side rests (None: nothing came)."""
         assert self.conversation_id is not None
+        self._fresh_token()
         page = self.client.events(self.conversation_id, self.cursor, self.wait)
         with self._lock:
             self.cursor = page.get("cursor") or self.cursor
@@ -340,13 +487,17 @@ class _Chat:
                 self.out.write("[a person has joined]")
             elif status == "closed":
                 self.out.write("[closed]")
+            elif event.get("responder") == "agent" and self.responder == "human":
+                self.out.write("[the person handed the conversation back to the Company Agent]")
+            self.responder = str(event.get("responder") or self.responder)
             if self._awaiting is not None:  # the previous turn's state
                 return False
             self.status = status
             return status in RESTING_STATES
         elif kind == "authorization":
             scope = f" ({event['scope']})" if event.get("scope") else ""
-            self.out.write(f"[{event.get('error')}{scope}: get a new token and continue]")
+            hint = "/signin and continue" if self.session else "get a new token and continue"
+            self.out.write(f"[{event.get('error')}{scope}: {hint}]")
             return True
         elif kind:
             self.out.write(f"[{kind}: {json.dumps(event)}]")

@@ -160,6 +160,10 @@
             tbody.innerHTML = rows.innerHTML;
             tickWaits();
           }
+          var health = fresh.querySelector("[data-health]");
+          if (health && root.querySelector("[data-health]")) {
+            root.querySelector("[data-health]").innerHTML = health.innerHTML;
+          }
           if (tabs && root.querySelector("[data-tabs]")) {
             root.querySelector("[data-tabs]").innerHTML = tabs.innerHTML;
           }
@@ -193,6 +197,8 @@
     var diagnostics = root.querySelector("[data-diagnostics]");
     var diagnosticsCount = root.querySelector("[data-diagnostics-count]");
     var approvalsList = root.querySelector("[data-approvals]");
+    var actionLog = root.querySelector("[data-action-log]");
+    var health = root.querySelector("[data-health]");
     var csrf = root.querySelector("input[name=csrfmiddlewaretoken]").value;
     var lastSeq = parseInt(root.getAttribute("data-last-seq"), 10) || 0;
     var state = parse(document.getElementById("poppy-state").textContent) || {};
@@ -202,18 +208,46 @@
     var fetching = null;
     var again = false;
 
+    var me = root.getAttribute("data-user");
+
+    /* "Waiting since": the date as the server formats it, then how long ago, ticking. */
+    function showWaitingSince(cell, next) {
+      cell.textContent = "";
+      if (!next.handoff_requested_at) {
+        cell.textContent = "—";
+        return;
+      }
+      var since = document.createElement("time");
+      since.setAttribute("data-since", next.handoff_requested_at);
+      cell.appendChild(document.createTextNode(next.handoff_requested_display + " ("));
+      cell.appendChild(since);
+      cell.appendChild(document.createTextNode(" ago)"));
+      tickWaits();
+    }
+
     function applyState(next) {
+      var waitingChanged = next.handoff_requested_at !== state.handoff_requested_at;
       state = next;
-      ["status", "responder", "assignee", "handoff_requested_at"].forEach(function (name) {
+      ["status_label", "responder", "assignee"].forEach(function (name) {
         var cell = root.querySelector('[data-field="' + name + '"]');
         if (cell) {
           cell.textContent = next[name] || "—";
         }
       });
+      var waiting = root.querySelector('[data-field="handoff_requested_at"]');
+      if (waiting && waitingChanged) {
+        showWaitingSince(waiting, next);
+      }
+      root.querySelectorAll("[data-stalled]").forEach(function (element) {
+        element.hidden = !next.stalled;
+      });
       root.querySelectorAll("[data-needs]").forEach(function (button) {
         var need = button.getAttribute("data-needs");
         var ok = !next.closed;
-        if (need === "human") {
+        if (need === "joinable") {
+          // Joined already: Join again would change nothing.
+          ok = ok && !(next.responder === "human" && next.assignee === me);
+        } else if (need === "human") {
           ok = ok && next.responder === "human";
         } else if (need === "queued") {
           ok = ok && next.status === "queued";
@@ -339,6 +373,8 @@
             }
           });
           approvalsList.innerHTML = page.approvals_html; // escaped by the server
+          actionLog.innerHTML = page.actions_html; // escaped by the server
+          health.innerHTML = page.health_html; // escaped by the server
           applyState(page.conversation);
           if (page.events.length && nearBottom) {
             transcript.lastElementChild.scrollIntoView({ block: "end" });
@@ -470,6 +506,8 @@
     window.setInterval(refill, 20000); // belt and braces under a silent stream
 
     applyState(state);
+    tickWaits();
+    window.setInterval(tickWaits, 5000);
     highlight();
     root.setAttribute("data-ready", "1");
   }

@@ -1,0 +1,160 @@
+"""A newcomer's set-up mistakes (issue 27): each answer or log line names the fix."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core import checks
+from django.test import Client
+
+from poppy_django.broker_health import REPORT_INTERVAL, BrokerHealth, redacted
+from tests.multiprocess.cluster import ROOT, free_port
+
+SECRET = "my-private-words-7f3a"
+
+#: Posts one message to the example project in a fresh process whose SQLite database was
+#: never migrated, and prints the answer.
+_UNMIGRATED = f"""
+import json
+from django.test import Client
+from poppy_django.auth.fake import fake_authorization
+answer = Client(HTTP_HOST="localhost").post(
+    "/poppy/conversations",
+    data=json.dumps({{"message": {{"id": "m1", "sender": "agent", "text": "{SECRET}"}}}}),
+    content_type="application/json",
+    HTTP_AUTHORIZATION=fake_authorization("https://pa.example/c", "u1"),
+)
+print("ANSWER", answer.status_code, answer.content.decode())
+"""
+
+
+def test_forgetting_migrate_is_answered_and_logged_with_the_fix(tmp_path: Path) -> None:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
+    }
+    env.update(
+        POPPY_SQLITE_NAME=str(tmp_path / "never-migrated.sqlite3"),
+        DJANGO_SETTINGS_MODULE="tests.settings",
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", _UNMIGRATED],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    answer = next(line for line in result.stdout.splitlines() if line.startswith("ANSWER"))
+    _, status, body = answer.split(" ", 2)
+    assert status == "500"
+    error = json.loads(body)
+    assert error["error"] == "server_error"
+    assert "run `python manage.py migrate`" in error["error_description"]
+    assert "contenttypes.0001_initial" in error["error_description"]  # which, and how many
+    # The log says the same, and keeps SQLite's "no such table" (schema, not data)...
+    assert "run `python manage.py migrate`" in result.stderr, result.stderr
+    assert "OperationalError: no such table: poppy_django_" in result.stderr, result.stderr
+    # ...and never what the User wrote.
+    assert SECRET not in result.stderr + result.stdout
+
+
+# -- a broker the web process cannot reach ------------------------------------------------
+
+
+@pytest.fixture
+def unreachable_broker(settings) -> str:
+    """Turns in Celery, and a broker URL (with credentials) where nothing listens."""
+    url = f"redis://:hunter2@127.0.0.1:{free_port()}/0"
+    settings.CELERY_BROKER_URL = url
+    settings.POPPY = {**settings.POPPY, "EXECUTOR": "poppy_django.executors.CeleryExecutor"}
+    return url
+
+
+def test_redacted_broker_urls_keep_no_credentials() -> None:
+    assert redacted("redis://:hunter2@cache:6380/2") == "redis://cache:6380/2"
+    assert redacted("amqp://user:pw@rabbit/vhost") == "amqp://rabbit/vhost"
+    assert redacted("redis://cache:6379/0") == "redis://cache:6379/0"
+
+
+def test_failed_dispatches_are_told_once_per_interval(unreachable_broker, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="poppy_django.turns")
+    health = BrokerHealth()
+    error = ConnectionRefusedError(111, f"Connection refused {SECRET}")
+    for number in range(5):
+        health.failed(f"cnv_{number}", error)
+    lines = [r.getMessage() for r in caplog.records if r.name == "poppy_django.turns"]
+    assert len(lines) == 1, lines  # not one per message
+    (line,) = lines
+    broker = unreachable_broker.replace(":hunter2@", "")
+    assert f"could not hand cnv_0 to the Celery broker {broker}" in line
+    assert "hunter2" not in line and SECRET not in line
+    assert "recovery sweep answers it, up to 35 s late" in line
+    assert "check CELERY_BROKER_URL" in line
+    problem = health.problem()
+    assert problem is not None and problem.failures == 5
+    # Past the interval, one more line with the count since the last.
+    health._reported_at -= REPORT_INTERVAL
+    health.failed("cnv_5", error)
+    assert "5 dispatches failed since the last report" in caplog.records[-1].getMessage()
+    health.succeeded()
+    assert "works again" in caplog.records[-1].getMessage()
+    assert health.problem() is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_is_acknowledged_and_the_broker_named(unreachable_broker, caplog) -> None:
+    from poppy_django.broker_health import health
+    from tests.conftest import PersonalAgent
+
+    caplog.set_level(logging.INFO, logger="poppy_django.turns")
+    try:
+        response = PersonalAgent().start(SECRET)
+        assert response.status_code == 201, response.content  # recorded: the sweep answers it
+        assert health.problem() is not None
+    finally:
+        health.succeeded()
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "could not hand cnv_" in logged and "127.0.0.1" in logged
+    assert "hunter2" not in logged and SECRET not in logged
+
+
+def test_deploy_check_names_the_unreachable_broker(unreachable_broker) -> None:
+    messages = [
+        m for m in checks.run_checks(include_deployment_checks=True) if m.id == "poppy_django.W008"
+    ]
+    assert len(messages) == 1
+    assert unreachable_broker.replace(":hunter2@", "") in messages[0].msg
+    assert "hunter2" not in messages[0].msg
+    assert "CELERY_BROKER_URL" in messages[0].hint
+    assert (
+        not [  # a plain `check` opens no connection
+            m for m in checks.run_checks() if m.id == "poppy_django.W008"
+        ]
+    )
+
+
+# -- DEBUG=False and a host not in ALLOWED_HOSTS -------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "path", ["/poppy/conversations", "/poppy/conversations/cnv_x/events", "/.well-known/poppy.json"]
+)
+def test_a_host_not_allowed_is_named_in_json(settings, path: str) -> None:
+    settings.DEBUG = False
+    settings.ALLOWED_HOSTS = ["shop.example"]
+    response = Client(HTTP_HOST="api.internal:8000").get(path)
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("application/json")
+    body = response.json()
+    assert body["error"] == "invalid_request"
+    assert "'api.internal:8000'" in body["error_description"]
+    assert "ALLOWED_HOSTS" in body["error_description"]
