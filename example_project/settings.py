@@ -93,6 +93,12 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+if AUTHORITY:
+    # Browser sessions: request.poppy, and a Session's sign-out ends its browser's session.
+    MIDDLEWARE.insert(
+        MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+        "poppy_django.authority.website.BrowserSessionMiddleware",
+    )
 
 ROOT_URLCONF = "example_project.urls"
 TEMPLATES = [
@@ -207,6 +213,8 @@ POPPY: dict[str, Any] = {
     "HEARTBEAT_SECONDS": float(os.environ.get("POPPY_HEARTBEAT_SECONDS", "10")),
     "SWEEP_SECONDS": float(os.environ.get("POPPY_SWEEP_SECONDS", "5")),
     "TURN_TIMEOUT_SECONDS": float(os.environ.get("POPPY_TURN_TIMEOUT_SECONDS", "120")),
+    # Personal agents report tasks they could not do here (admin: Feedback reports).
+    "FEEDBACK": True,
 }
 if os.environ.get("POPPY_THROTTLE_RATES"):  # e.g. the benchmarks' '{"message": "100000/s"}'
     POPPY["THROTTLE_RATES"] = json.loads(os.environ["POPPY_THROTTLE_RATES"])
@@ -216,6 +224,18 @@ REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
 
 # The authorization server's pages (device sign-in, connected agents) log Users in here.
 LOGIN_URL = "poppy_authority:login"
+# The authority's optional channels, all on: the agent's browser joins its Session
+# (/poppy/browser-session), and Mediated Sign-In with a username and password checked by
+# Django's authenticate() (/poppy/sign-in).
+POPPY_AUTHORITY: dict[str, Any] = {
+    "BROWSER_SESSIONS": True,
+    "MEDIATED_FIELDS": [
+        {"name": "username", "label": "Username", "secret": False},
+        {"name": "password", "label": "Password", "secret": True},
+    ],
+}
+# Served over https (POPPY_BASE_URL), cookies are Secure: a browser session's cookie too.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = (POPPY["BASE_URL"] or "").startswith("https://")
 if AUTHORITY and not DEV_AUTHORITY:
     # Production mode: the authority is the issuer, at the public origin (POPPY_ISSUER to
     # name another), signing with a key made once under var/ ($POPPY_AUTHORITY_SIGNING_KEY
@@ -225,7 +245,7 @@ if AUTHORITY and not DEV_AUTHORITY:
         POPPY["BASE_URL"] or "http://127.0.0.1:8000"
     ).rstrip("/")
     _made_once("poppy-authority-signing-key.pem", _new_signing_key)
-    POPPY_AUTHORITY = {"SIGNING_KEY_FILE": str(VAR_DIR / "poppy-authority-signing-key.pem")}
+    POPPY_AUTHORITY["SIGNING_KEY_FILE"] = str(VAR_DIR / "poppy-authority-signing-key.pem")
 
 # The support desk: Poppy's live channels (poppy-desk, poppy-<id>) only for desk staff.
 EVENTSTREAM_CHANNELMANAGER_CLASS = "poppy_django.desk.channels.DeskChannelManager"

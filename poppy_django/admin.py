@@ -14,6 +14,7 @@ from poppy_django.models import (
     AgentThreadEntry,
     Conversation,
     Event,
+    FeedbackReport,
     MessageReceipt,
 )
 
@@ -83,3 +84,13 @@ class ActionRecordAdmin(ReadOnlyAdmin):
     search_fields = ["conversation__id", "tool"]
     list_select_related = ["conversation"]
     raw_id_fields = ["conversation"]
+
+
+@admin.register(FeedbackReport)
+class FeedbackReportAdmin(ReadOnlyAdmin):
+    """Personal agents' reports of tasks they could not do here (staff read them)."""
+
+    list_display = ["created_at", "kind", "task", "client_id", "signed_in"]
+    list_filter = ["kind", "signed_in"]
+    search_fields = ["task", "description", "client_id"]
+    date_hierarchy = "created_at"
