@@ -72,7 +72,10 @@ def acme_settings(settings: Any, tmp_path: Path) -> Any:
         "DEV_AUTHORITY": False,
         "DISCOVERY": {"ORGANIZATION": {"name": "Acme Outfitters", "domain": DOMAIN}},
     }
+    # Served at https://acme.example: what POPPY_BASE_URL=https://... makes the example set.
+    settings.SESSION_COOKIE_SECURE = settings.CSRF_COOKIE_SECURE = True
     settings.POPPY_AUTHORITY = {
+        **settings.POPPY_AUTHORITY,  # the example's channels, as shipped
         "SIGNING_KEY_FILE": str(key_file),
         "FETCH_TRANSPORT": "tests.authority.network.transport",
         "RESOLVER": "tests.authority.network.resolve",
