@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import jwt
-from personal_agent_protocol import DpopHttpClient, SessionClient
+from personal_agent_protocol import ConversationClient, DpopHttpClient, SessionClient
 from personal_agent_protocol.accounts import AccountTokenClient, AccountTokenContext
 from personal_agent_protocol.browser import BrowserSessionClient
 from personal_agent_protocol.demo.kit import (
@@ -52,6 +52,12 @@ class ChannelAgent:
         self.mediated = MediatedSignInClient(reactor=self.reactor, http_client=world.http)
         self.feedback = FeedbackClient(transport=self.transport)
         self.accounts = AccountTokenClient(reactor=self.reactor, http_client=world.http)
+        self.conversations = ConversationClient(transport=self.transport)
+
+    async def talk(self, user: str, token: Any, text: str) -> list[Any]:
+        """A conversation as :meth:`World.talk` holds it, with this agent's DPoP keys."""
+        self.world.conversations = self.conversations
+        return await self.world.talk(user, token, text)
 
     async def session(self, user: str) -> Any:
         metadata = self.world.company.oauth_metadata

@@ -98,6 +98,8 @@ def customers(django_user_model: Any) -> None:
 @pytest.fixture(autouse=True)
 def _sites() -> Iterator[None]:
     network.reset()
+    # Counters and replay caches start empty (attempt limits of another test's account).
+    process_cache.shared_cache("default").clear()
     yield
     network.reset()
     process_cache.forget()
