@@ -34,7 +34,9 @@ BROWSER_ENDPOINT = f"{ORIGIN}/poppy/browser-session"
 class ChannelAgent:
     """Atlas with a trusted input surface (the User types credentials there) and a browser."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, form_post: Any = None) -> None:
+        """``form_post``: the host's ``pap.browserFormPost`` (default: the SDK's
+        ``ControlledBrowser``, an httpx client with its own cookie jar)."""
         self.world = world
         self.input = ScriptedInput()
         self.browser = ControlledBrowser(world.network.client())
@@ -42,7 +44,7 @@ class ChannelAgent:
             world.atlas,
             RealClock(),  # type: ignore[arg-type]
             protected_input=self.input,
-            controlled_browser=self.browser,
+            controlled_browser=form_post or self.browser,
         )
         self.reactor = personal_agent_reactor(
             self.host, network=world.network, http_client=world.http
