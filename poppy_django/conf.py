@@ -61,6 +61,7 @@ DEFAULTS: dict[str, Any] = {
         "django.contrib.auth.middleware.AuthenticationMiddleware",
         "django.contrib.auth.middleware.LoginRequiredMiddleware",
         "django.contrib.messages.middleware.MessageMiddleware",
+        "poppy_django.authority.website.BrowserSessionMiddleware",
     ],
     # Request body limit in bytes (wire: 1 MiB).
     "MAX_BODY_BYTES": 1024 * 1024,

@@ -51,11 +51,27 @@ def discovery_entry(request: HttpRequest | None) -> dict[str, str] | None:
 
 def _text(body: dict[str, Any], name: str, limit: int) -> str:
     value = body.get(name)
-    if not isinstance(value, str) or not value.strip() or len(value) > limit:
+    if (
+        not isinstance(value, str)
+        or not value.strip()
+        or len(value) > limit
+        or not _storable(value)
+    ):
         raise PoppyError(
             "invalid_request", f"{name} is a text of 1 to {limit} characters.", status=400
         )
     return value
+
+
+def _storable(value: str) -> bool:
+    """Text the database can keep: no NUL character, no lone surrogate."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _report(body: Any) -> dict[str, str]:

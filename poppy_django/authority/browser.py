@@ -170,8 +170,11 @@ def verify_assertion(
     # Exactly this type: a Session assertion (typ "JWT") is never a browser assertion.
     if header.get("typ") != ASSERTION_TYPE or alg not in ALGORITHMS:
         raise _invalid("type")
+    issuer = unverified.get("iss")
+    if not isinstance(issuer, str) or _UNSAFE.search(issuer):
+        raise _invalid("client")
     try:
-        client = client_for(unverified.get("iss"))
+        client = client_for(issuer)
     except OAuth2Error:
         raise _invalid("client") from None
     claims = _claims(token, client, str(alg), header.get("kid"))

@@ -179,13 +179,26 @@ def _json_body(request: HttpRequest) -> dict[str, Any]:
 
 
 @sensitive_variables()
+def _usable(value: Any) -> bool:
+    """A non-empty text of bounded length that a database and a hash can take (no NUL, no
+    lone surrogate): anything else is refused before a check sees it."""
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_VALUE_LENGTH or "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@sensitive_variables()
 def _credentials(body: dict[str, Any], declared: list[dict[str, Any]]) -> dict[str, str]:
     given = body.get("credentials")
     names = {field["name"] for field in declared}
     if (
         not isinstance(given, dict)
         or set(given) != names
-        or not all(isinstance(v, str) and 0 < len(v) <= MAX_VALUE_LENGTH for v in given.values())
+        or not all(_usable(v) for v in given.values())
     ):
         raise MediatedRefused(
             "invalid_request", "credentials must hold exactly the declared fields, none empty."
@@ -371,8 +384,8 @@ def mediated_code_view(request: HttpRequest, sign_in_id: str) -> JsonResponse:
             return _status(record.status)
         code_key = _code_key(record.account_id)
         limit = int(options.MEDIATED_MAX_FAILURES)
-        right = isinstance(code, str) and hmac.compare_digest(
-            hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest(), record.code_hash
+        right = _usable(code) and hmac.compare_digest(
+            hashlib.sha256(str(code).encode()).hexdigest(), record.code_hash
         )
         if not right or windows.current(code_key, alias=_alias()) >= limit:
             windows.count(code_key, seconds=_window(), alias=_alias())

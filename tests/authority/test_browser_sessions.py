@@ -282,6 +282,10 @@ def test_forged_assertions_are_refused(world: World, visitor: tuple[str, str]) -
         "empty": "",
         "huge": "a" * 10_000,
         "alg none": _unsigned(claims),
+        "an issuer with a NUL": sign(
+            world, {**claims, "iss": "https://atlas.example/\x00agent.json"}
+        ),
+        "an issuer that is no text": sign(world, {**claims, "iss": 7}),
         "another issuer": sign(
             world, {**claims, "iss": "https://evil.example/agent.json"}, key=stranger
         ),

@@ -93,6 +93,12 @@ def test_oversize_and_malformed_reports_are_refused_and_store_nothing(world: Wor
         "task not text": (json.dumps({**good, "task": 7}), 400, "invalid_request"),
         "not JSON": ("task=x", 400, "invalid_request"),
         "an array": ("[]", 400, "invalid_request"),
+        "a NUL character": (json.dumps({**good, "task": "a\x00b"}), 400, "invalid_request"),
+        "a lone surrogate": (
+            json.dumps({**good, "description": "\ud800"}),
+            400,
+            "invalid_request",
+        ),
         "body over 16 KiB": (json.dumps({**good, "pad": "x" * 17_000}), 413, "request_too_large"),
     }
     answers = _send(

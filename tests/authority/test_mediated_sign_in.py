@@ -249,6 +249,8 @@ def _raw_refusals(world: World, agent: ChannelAgent, user: str) -> list[str]:
             {"scope": "nope", "credentials": {"username": "acct-1", "password": PASSWORD}},
             {"credentials": {"username": "acct-1", "password": PASSWORD}},
             {"scope": "poppy:read", "credentials": {"username": 7, "password": PASSWORD}},
+            {"scope": "poppy:read", "credentials": {"username": "a\x00", "password": PASSWORD}},
+            {"scope": "poppy:read", "credentials": {"username": "\ud800", "password": PASSWORD}},
         ):
             response = await agent.transport.request(
                 "POST",
