@@ -17,7 +17,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.views.decorators.csrf import csrf_exempt
 
 from poppy_django import windows
@@ -46,7 +46,10 @@ def discovery_entry(request: HttpRequest | None) -> dict[str, str] | None:
         if not base_url:
             raise ImproperlyConfigured('Without a request, feedback needs POPPY["BASE_URL"].')
         origin = base_url.rstrip("/")
-    return {"endpoint": origin + reverse("poppy_django:feedback")}
+    try:
+        return {"endpoint": origin + reverse("poppy_django:feedback")}
+    except NoReverseMatch:  # poppy_django.urls is not included: nothing to announce
+        return None
 
 
 def _text(body: dict[str, Any], name: str, limit: int) -> str:

@@ -27,6 +27,7 @@ from authlib.oauth2 import OAuth2Error
 from django.conf import settings
 from django.contrib.auth import get_user_model, login
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.urls import NoReverseMatch
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
@@ -75,7 +76,10 @@ def discovery_entry(request: HttpRequest | None) -> dict[str, Any] | None:
     """``web`` of poppy.json when browser sessions are on."""
     if not authority_settings().BROWSER_SESSIONS:
         return None
-    return {"browser_session_endpoint": endpoint_url(request)}
+    try:
+        return {"browser_session_endpoint": endpoint_url(request)}
+    except NoReverseMatch:  # the authority's URLs are not included: nothing to announce
+        return None
 
 
 def return_hosts(request: HttpRequest | None) -> list[str]:

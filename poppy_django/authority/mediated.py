@@ -34,6 +34,7 @@ from django.contrib.auth import authenticate
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.http import HttpRequest, JsonResponse
+from django.urls import NoReverseMatch
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.debug import sensitive_variables
@@ -122,11 +123,11 @@ def discovery_entry(request: HttpRequest | None) -> dict[str, Any] | None:
     declared = fields()
     if declared is None:
         return None
-    return {
-        "endpoint": metadata.endpoint(request, "mediated"),
-        "fields": declared,
-        "scopes": list(metadata.scopes()),
-    }
+    try:
+        endpoint = metadata.endpoint(request, "mediated")
+    except NoReverseMatch:  # the authority's URLs are not included: nothing to announce
+        return None
+    return {"endpoint": endpoint, "fields": declared, "scopes": list(metadata.scopes())}
 
 
 @sensitive_variables()

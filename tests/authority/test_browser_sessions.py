@@ -11,12 +11,15 @@ and no cookie, nothing changed.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode
 
 import httpx
+import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.contrib.sessions.models import Session as DjangoSession
@@ -285,7 +288,12 @@ def test_forged_assertions_are_refused(world: World, visitor: tuple[str, str]) -
         "an issuer with a NUL": sign(
             world, {**claims, "iss": "https://atlas.example/\x00agent.json"}
         ),
-        "an issuer that is no text": sign(world, {**claims, "iss": 7}),
+        "an issuer that is no text": jwt.api_jws.encode(
+            json.dumps({**claims, "iss": 7}).encode(),
+            world.atlas.private_key,
+            algorithm="ES256",
+            headers={"typ": "poppy-browser+jwt", "kid": world.atlas.kid},
+        ),
         "another issuer": sign(
             world, {**claims, "iss": "https://evil.example/agent.json"}, key=stranger
         ),
@@ -298,9 +306,6 @@ def test_forged_assertions_are_refused(world: World, visitor: tuple[str, str]) -
 
 
 def _unsigned(claims: dict[str, Any]) -> str:
-    import base64
-    import json
-
     def part(value: Any) -> str:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
 
