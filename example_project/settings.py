@@ -98,6 +98,12 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+if AUTHORITY:
+    # Browser sessions: request.poppy, and a Session's sign-out ends its browser's session.
+    MIDDLEWARE.insert(
+        MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+        "poppy_django.authority.website.BrowserSessionMiddleware",
+    )
 
 ROOT_URLCONF = "example_project.urls"
 TEMPLATES = [
@@ -225,6 +231,8 @@ POPPY: dict[str, Any] = {
     "HEARTBEAT_SECONDS": float(os.environ.get("POPPY_HEARTBEAT_SECONDS", "10")),
     "SWEEP_SECONDS": float(os.environ.get("POPPY_SWEEP_SECONDS", "5")),
     "TURN_TIMEOUT_SECONDS": float(os.environ.get("POPPY_TURN_TIMEOUT_SECONDS", "120")),
+    # Personal agents report tasks they could not do here (admin: Feedback reports).
+    "FEEDBACK": True,
 }
 if os.environ.get("POPPY_REQUIRE_NONCE") == "1":
     # DPoP proofs must carry a nonce this server issued (RFC 9449 §8), at the token endpoint
@@ -238,13 +246,25 @@ REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
 
 # The authorization server's pages (device sign-in, connected agents) log Users in here.
 LOGIN_URL = "poppy_authority:login"
-# The scopes Acme's own API needs, offered at sign-in besides poppy:read and poppy:write.
-POPPY_AUTHORITY: dict[str, Any] = {"CUSTOM_SCOPES": {"orders:read": "See your Acme orders"}}
+# The scopes Acme's own API needs, offered at sign-in besides poppy:read and poppy:write, and
+# the authority's optional channels, all on: the agent's browser joins its Session
+# (/poppy/browser-session), and Mediated Sign-In with a username and password checked by
+# Django's authenticate() (/poppy/sign-in).
+POPPY_AUTHORITY: dict[str, Any] = {
+    "CUSTOM_SCOPES": {"orders:read": "See your Acme orders"},
+    "BROWSER_SESSIONS": True,
+    "MEDIATED_FIELDS": [
+        {"name": "username", "label": "Username", "secret": False},
+        {"name": "password", "label": "Password", "secret": True},
+    ],
+}
 if os.environ.get("POPPY_OUTBOUND_ROUTES") or os.environ.get("POPPY_OUTBOUND_CA_FILE"):
     # Names the authority reaches through fixed routes (POPPY_OUTBOUND_ROUTES, a private CA
     # in POPPY_OUTBOUND_CA_FILE): example_project/outbound.py. The SSRF rules still apply.
     POPPY_AUTHORITY["RESOLVER"] = "example_project.outbound.resolve"
     POPPY_AUTHORITY["FETCH_TRANSPORT"] = "example_project.outbound.transport"
+# Served over https (POPPY_BASE_URL), cookies are Secure: a browser session's cookie too.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = (POPPY["BASE_URL"] or "").startswith("https://")
 if AUTHORITY and not DEV_AUTHORITY:
     # Production mode: the authority is the issuer, at the public origin (POPPY_ISSUER to
     # name another), signing with a key made once under var/ ($POPPY_AUTHORITY_SIGNING_KEY

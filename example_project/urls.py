@@ -26,6 +26,13 @@ urlpatterns: list[URLPattern | URLResolver] = [
 if apps.is_installed("poppy_django.authority"):
     # The authorization server: OAuth metadata, token and revocation endpoints, sign-in pages.
     urlpatterns.append(path("", include("poppy_django.authority.urls")))
+    from example_project.shop import web
+
+    # Acme's pages as a personal agent's browser session sees them (docs/channels.md).
+    urlpatterns += [
+        path("account/session", web.session_page, name="account-session"),
+        path("account/orders", web.orders_page, name="account-orders"),
+    ]
 # The admin's and the desk's static files under uvicorn too (DEBUG only; production
 # serves them with collectstatic behind the web server).
 urlpatterns += staticfiles_urlpatterns()

@@ -23,6 +23,7 @@ from poppy_django.models import (
     AgentThreadEntry,
     Conversation,
     Event,
+    FeedbackReport,
     MessageReceipt,
     SupportDesk,
 )
@@ -152,3 +153,11 @@ class SupportDeskAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(
             reverse(f"{self.admin_site.name}:poppy_django_conversation_desk")
         )
+@admin.register(FeedbackReport)
+class FeedbackReportAdmin(ReadOnlyAdmin):
+    """Personal agents' reports of tasks they could not do here (staff read them)."""
+
+    list_display = ["created_at", "kind", "task", "client_id", "signed_in"]
+    list_filter = ["kind", "signed_in"]
+    search_fields = ["task", "description", "client_id"]
+    date_hierarchy = "created_at"

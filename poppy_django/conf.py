@@ -61,6 +61,7 @@ DEFAULTS: dict[str, Any] = {
         "django.contrib.auth.middleware.AuthenticationMiddleware",
         "django.contrib.auth.middleware.LoginRequiredMiddleware",
         "django.contrib.messages.middleware.MessageMiddleware",
+        "poppy_django.authority.website.BrowserSessionMiddleware",
     ],
     # Request body limit in bytes (wire: 1 MiB).
     "MAX_BODY_BYTES": 1024 * 1024,
@@ -133,6 +134,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_WAITING_PER_PROCESS": 10000,
     # A conversation's merged context, as JSON, stays within this many bytes.
     "MAX_CONTEXT_BYTES": 1024 * 1024,
+    # Feedback reports (docs/channels.md): POST /poppy/feedback, listed in poppy.json.
+    "FEEDBACK": False,
+    # Reports one Session may send per hour (past it: 429 rate_limited).
+    "FEEDBACK_REPORTS_PER_HOUR": 10,
 }
 
 T = TypeVar("T")
@@ -310,6 +315,8 @@ class PoppySettings:
     MAX_WAITING_PER_CALLER = Setting(integer)
     MAX_WAITING_PER_PROCESS = Setting(integer)
     MAX_CONTEXT_BYTES = Setting(integer)
+    FEEDBACK = Setting(flag)
+    FEEDBACK_REPORTS_PER_HOUR = Setting(integer)
     TURN_TIMEOUT_SECONDS = Setting(number)
     TURN_MAX_ATTEMPTS = Setting(integer)
     THREAD_HISTORY_ENTRIES = Setting(integer)

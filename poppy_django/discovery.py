@@ -97,7 +97,25 @@ def poppy_document(request: HttpRequest | None = None) -> dict[str, Any]:
     }
     if options.get("APIS"):
         document["apis"] = [_api_entry(dict(api), request) for api in options["APIS"]]
+    document.update(_channel_entries(request))
     return document
+
+
+def _channel_entries(request: HttpRequest | None) -> dict[str, Any]:
+    """The optional channels that are on: ``web`` (browser sessions) and ``feedback``."""
+    from poppy_django.feedback import discovery_entry as feedback_entry
+
+    entries: dict[str, Any] = {}
+    if apps.is_installed("poppy_django.authority"):
+        from poppy_django.authority.browser import discovery_entry as web_entry
+
+        web = web_entry(request)
+        if web is not None:
+            entries["web"] = web
+    feedback = feedback_entry(request)
+    if feedback is not None:
+        entries["feedback"] = feedback
+    return entries
 
 
 def _api_entry(api: dict[str, Any], request: HttpRequest | None) -> dict[str, Any]:

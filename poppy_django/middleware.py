@@ -140,8 +140,15 @@ class PoppyEndpointMiddleware:
             can_async = getattr(factory, "async_capable", False)
             if not can_async and not getattr(factory, "sync_capable", True):
                 raise ImproperlyConfigured(f"Middleware {path} must be sync or async capable.")
+            # What this middleware calls next: the handler, inside the run of hook-only
+            # middleware collected so far (kept apart from the handler until a middleware
+            # that is not hook-only wraps them).
+            inner, inner_is_async = handler, handler_is_async
+            if run:
+                inner = _hooks_in_two_hops(run, _adapt(handler, handler_is_async, to_async=True))
+                inner_is_async = True
             try:
-                instance = factory(_adapt(handler, handler_is_async, to_async=can_async))
+                instance = factory(_adapt(inner, inner_is_async, to_async=can_async))
             except MiddlewareNotUsed:
                 continue
             if hasattr(instance, "process_view"):
@@ -151,11 +158,8 @@ class PoppyEndpointMiddleware:
             if _hooks_only(instance):
                 run.insert(0, instance)
                 continue
-            if run:
-                handler = _hooks_in_two_hops(run, _adapt(handler, handler_is_async, to_async=True))
-                handler_is_async, run = True, []
             handler = _answering_exceptions(instance, is_async=can_async)
-            handler_is_async = can_async
+            handler_is_async, run = can_async, []
         if run:
             handler = _hooks_in_two_hops(run, _adapt(handler, handler_is_async, to_async=True))
             handler_is_async = True

@@ -315,3 +315,26 @@ class RevokedSession(models.Model):
 
     def __str__(self) -> str:
         return self.session_id
+
+
+class FeedbackReport(models.Model):
+    """A personal agent's report of a task it could not do here (Poppy draft 0.2 §8).
+
+    What the task was, never who the User is: the Session's ids tell which personal agent
+    and pairwise User sent it. Sizes are bounded (:mod:`poppy_django.feedback`).
+    """
+
+    kind = models.CharField(max_length=64)
+    task = models.CharField(max_length=200)
+    description = models.TextField(max_length=2000)
+    client_id = models.CharField(max_length=512)
+    user_id = models.CharField(max_length=256)
+    session_id = models.CharField(max_length=256, blank=True)
+    signed_in = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.task

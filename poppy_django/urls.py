@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from django.urls import URLPattern, re_path
+from django.urls import URLPattern, path, re_path
 
-from poppy_django import views
+from poppy_django import feedback, views
 from poppy_django.conf import endpoint_prefix
 
 app_name = "poppy_django"
@@ -54,4 +54,8 @@ _ROUTES = {
     "not_found": "/.*",
 }
 
-urlpatterns = endpoint_urlpatterns()
+urlpatterns = [
+    *endpoint_urlpatterns(),
+    # Feedback reports (POPPY["FEEDBACK"]; 404 when off).
+    path("poppy/feedback", feedback.feedback_view, name="feedback"),
+]

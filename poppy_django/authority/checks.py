@@ -8,6 +8,9 @@
 - ``W001``: the issuer is not https with ``DEBUG`` off: personal agents refuse it.
 - ``W002``: ``POPPY["SESSION_STATUS"]`` is not the authority's callable: a sign-out leaves
   signed-in Session Tokens valid until they expire.
+
+The optional channels' checks (``E004``, ``E005``, ``W003``, ``W004``) are in
+:mod:`poppy_django.authority.channel_checks`.
 """
 
 from __future__ import annotations
@@ -67,4 +70,6 @@ def check_authority(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> 
                 id="poppy_authority.W002",
             )
         )
-    return problems
+    from poppy_django.authority.channel_checks import check_channels
+
+    return problems + check_channels()

@@ -65,9 +65,36 @@ DEFAULTS: dict[str, Any] = {
     "RESOLVER": None,
     # The Django cache alias of the assertion/proof replay cache.
     "REPLAY_CACHE": "default",
+    # Browser sessions (docs/channels.md): the personal agent's browser posts a signed
+    # assertion to /poppy/browser-session and is logged in to a Django session that carries
+    # its Poppy Session's sign-in state and scopes. Needs BrowserSessionMiddleware.
+    "BROWSER_SESSIONS": False,
+    # Hosts a browser session may return to (each also allows its subdomains); None: the
+    # organization domains (DOMAINS, else poppy.json's) and the host serving the endpoint.
+    "BROWSER_RETURN_HOSTS": None,
+    # Import string of user_for_account(account_id) -> user | None: the Django user a
+    # signed-in Session's account is; None: the user whose username is the account id.
+    "USER_FOR_ACCOUNT": None,
+    # Mediated Sign-In (docs/channels.md): the agent relays the fields the User typed to
+    # /poppy/sign-in. Off with None; on with the declared fields, e.g.
+    # [{"name": "username", "label": "Username", "secret": False}, ...].
+    "MEDIATED_FIELDS": None,
+    # Import string of check(request, credentials) -> Authenticated | CodeRequired | None;
+    # the default is Django's authenticate() with the username and password fields.
+    "MEDIATED_CHECK": "poppy_django.authority.mediated.django_check",
+    # Failed attempts a Session, a pairwise User or an account may make per window before
+    # it is refused with 429 rate_limited (and its credentials are not checked).
+    "MEDIATED_MAX_FAILURES": 5,
+    "MEDIATED_WINDOW_SECONDS": 900,
+    # How long a one-time code of a code_required sign-in is accepted, and how many wrong
+    # codes end that sign-in as failed.
+    "MEDIATED_CODE_SECONDS": 300,
+    "MEDIATED_CODE_ATTEMPTS": 3,
 }
 
-IMPORT_STRINGS = frozenset({"FETCH_TRANSPORT", "RESOLVER", "ACCOUNT_ID"})
+IMPORT_STRINGS = frozenset(
+    {"FETCH_TRANSPORT", "RESOLVER", "ACCOUNT_ID", "USER_FOR_ACCOUNT", "MEDIATED_CHECK"}
+)
 
 
 @dataclass(frozen=True)

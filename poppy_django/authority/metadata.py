@@ -84,6 +84,11 @@ def auth_capabilities(request: HttpRequest | None) -> dict[str, Any]:
     custom = dict(authority_settings().CUSTOM_SCOPES or {})
     offered = list(scopes())
     capabilities: dict[str, Any] = {"direct": {"scopes": offered}, "device": {"scopes": offered}}
+    from poppy_django.authority.mediated import discovery_entry
+
+    mediated = discovery_entry(request)
+    if mediated is not None:
+        capabilities["mediated"] = mediated
     if custom:
         capabilities["custom_scopes"] = custom
     return capabilities

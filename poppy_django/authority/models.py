@@ -47,6 +47,7 @@ class Grant(models.Model):
     class Method(models.TextChoices):
         DEVICE = "device", "device"
         DIRECT = "direct", "direct"
+        MEDIATED = "mediated", "mediated"
 
     client = models.ForeignKey(Client, on_delete=models.CASCADE, related_name="grants")
     user_id = models.CharField(max_length=256)
@@ -151,3 +152,30 @@ class Session(models.Model):
     @property
     def active(self) -> bool:
         return self.ended_at is None and self.client.status == Client.Status.ALLOWED
+
+
+class MediatedSignIn(models.Model):
+    """A Mediated Sign-In waiting for its one-time code (``code_required``).
+
+    Only the Session that started it may finish it; the code is kept as a SHA-256 hash, and
+    no credential of the first step is kept at all.
+    """
+
+    class Status(models.TextChoices):
+        CODE_REQUIRED = "code_required", "code required"
+        COMPLETE = "complete", "complete"
+        FAILED = "failed", "failed"
+        EXPIRED = "expired", "expired"
+
+    sign_in_id = models.CharField(max_length=64, unique=True)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    account_id = models.CharField(max_length=256)
+    scope = models.CharField(max_length=1000)
+    code_hash = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.CODE_REQUIRED)
+    attempts = models.PositiveIntegerField(default=0)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.sign_in_id

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from poppy_django.authority import metadata, pages, views
+from poppy_django.authority import browser, mediated, metadata, pages, views
 
 app_name = "poppy_authority"
 
@@ -28,6 +28,10 @@ urlpatterns = [
     path("oauth/authorize", pages.authorize_page, name="authorize"),
     path("device", pages.device_page, name="device-page"),
     path("account/agents", pages.connections_page, name="connections"),
+    # The optional channels (POPPY_AUTHORITY: BROWSER_SESSIONS, MEDIATED_FIELDS); 404 when off.
+    path("poppy/browser-session", browser.browser_session_view, name="browser-session"),
+    path("poppy/sign-in", mediated.mediated_view, name="mediated"),
+    path("poppy/sign-in/<str:sign_in_id>", mediated.mediated_code_view, name="mediated-code"),
     path(
         "account/login",
         auth_views.LoginView.as_view(template_name="poppy_authority/login.html"),

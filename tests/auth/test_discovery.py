@@ -46,6 +46,8 @@ def test_document_from_settings(settings: Any) -> None:
             "protocols": [{"type": "poppy", "endpoint": "https://api.acme.com/poppy/conversations"}]
         },
         "docs": "https://acme.com/poppy",
+        # The example project takes feedback reports (POPPY["FEEDBACK"]).
+        "feedback": {"endpoint": "https://api.acme.com/poppy/feedback"},
     }
 
 

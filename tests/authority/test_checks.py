@@ -33,3 +33,32 @@ def test_unknown_settings_no_issuer_no_key_and_http(acme_settings: Any, monkeypa
     assert "poppy_authority.W001" not in ids(acme_settings)
     acme_settings.DEBUG = False
     assert "poppy_authority.W001" in ids(acme_settings)
+
+
+def test_the_channels_checks(acme_settings: Any) -> None:
+    acme_settings.POPPY = {
+        **acme_settings.POPPY,
+        "SESSION_STATUS": "poppy_django.authority.status.session_is_active",
+    }
+    assert ids(acme_settings) == []  # the example's channels, as shipped
+    middleware = list(acme_settings.MIDDLEWARE)
+    acme_settings.MIDDLEWARE = [
+        m for m in middleware if m != "poppy_django.authority.website.BrowserSessionMiddleware"
+    ]
+    assert ids(acme_settings) == ["poppy_authority.E004"]
+    acme_settings.MIDDLEWARE = ["poppy_django.authority.website.BrowserSessionMiddleware"] + [
+        m for m in middleware if m != "poppy_django.authority.website.BrowserSessionMiddleware"
+    ]
+    assert ids(acme_settings) == ["poppy_authority.E004"]  # before the session middleware
+    acme_settings.MIDDLEWARE = middleware
+    acme_settings.DEBUG, acme_settings.SESSION_COOKIE_SECURE = False, False
+    assert ids(acme_settings) == ["poppy_authority.W003"]
+    acme_settings.SESSION_COOKIE_SECURE = True
+    authority = acme_settings.POPPY_AUTHORITY
+    acme_settings.POPPY_AUTHORITY = {**authority, "ACCOUNT_ID": "builtins.str"}
+    assert ids(acme_settings) == ["poppy_authority.W004"]
+    acme_settings.POPPY_AUTHORITY = {**authority, "MEDIATED_FIELDS": ["password"]}
+    assert ids(acme_settings) == ["poppy_authority.E005"]
+    acme_settings.POPPY_AUTHORITY = {**authority, "BROWSER_SESSIONS": False}
+    acme_settings.MIDDLEWARE = []
+    assert "poppy_authority.E004" not in ids(acme_settings)

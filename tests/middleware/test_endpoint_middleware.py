@@ -198,6 +198,21 @@ def test_hook_only_middleware_runs_in_order_sharing_its_thread_hops(hooked) -> N
     assert response["X-inner"] == response["X-outer"] == "seen"
 
 
+def test_hook_only_middleware_inside_another_middleware_still_runs(settings: Any) -> None:
+    """A middleware of its own (not hook-only) outside a run of hook-only ones calls them."""
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, PROBE, OUTER, INNER]
+    calls.clear()
+    response = start()
+    assert response.status_code == 201
+    assert [name for name, _ in calls] == [
+        "outer request",
+        "inner request",
+        "inner response 201",
+        "outer response 201",
+    ]
+    assert response["X-Probe"].startswith("session=False")
+
+
 def test_a_hook_that_answers_skips_what_is_inside_it(hooked) -> None:
     response = start(HTTP_X_ANSWER="outer")
     assert (response.status_code, response.content) == (200, b"answered here")

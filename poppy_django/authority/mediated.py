@@ -1,0 +1,406 @@
+"""Mediated Sign-In (Poppy draft 0.2 §4.7): the agent relays the fields the User typed.
+
+On when ``POPPY_AUTHORITY["MEDIATED_FIELDS"]`` declares the fields (``auth.mediated`` in
+``poppy.json``). The personal agent posts ``{"scope", "credentials": {field: value}}`` with
+its Session's DPoP token to ``/poppy/sign-in``; the company's check
+(``MEDIATED_CHECK``, default :func:`django_check`: Django's ``authenticate()``) answers
+:class:`Authenticated` (the Session is signed in: ``complete`` with a Session Token and an
+Account Token), :class:`CodeRequired` (the company sent a one-time code: ``code_required``;
+the same Session continues at ``/poppy/sign-in/{sign_in_id}`` with ``{"code"}``), or None
+(``failed``).
+
+Credentials are never logged, stored, echoed or put in an error: the body is read here and
+dropped, every refusal has a fixed description, the functions that hold them are marked
+``sensitive_variables`` for Django's error reports, and only a one-time code's SHA-256 hash
+is kept. Failed attempts count per Session, per pairwise User and per account (the declared
+non-secret fields, normalized); past ``MEDIATED_MAX_FAILURES`` in a window the answer is
+``429 rate_limited`` with ``Retry-After``, and the credentials are not even checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from authlib.oauth2 import OAuth2Error
+from django.contrib.auth import authenticate
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+from django.http import HttpRequest, JsonResponse
+from django.urls import NoReverseMatch
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.debug import sensitive_variables
+
+from poppy_django import windows
+from poppy_django.auth import AuthRefusal, Principal
+from poppy_django.authority import grants, metadata
+from poppy_django.authority.conf import authority_settings
+from poppy_django.authority.errors import AccountMismatchError, no_store, oauth_error_response
+from poppy_django.authority.models import Grant, MediatedSignIn, Session
+from poppy_django.authority.tokens import issue_session_token
+from poppy_django.conf import poppy_settings
+from poppy_django.errors import error_response
+from poppy_django.rest_framework import request_info
+
+logger = logging.getLogger("poppy_django.authority")
+
+MAX_BODY_BYTES = 16 * 1024
+MAX_VALUE_LENGTH = 1024
+DEFAULT_FIELDS = [
+    {"name": "username", "label": "Username", "secret": False},
+    {"name": "password", "label": "Password", "secret": True},
+]
+
+
+@dataclass(frozen=True)
+class Authenticated:
+    """The credentials are right: the Session signs in to ``account_id``."""
+
+    account_id: str
+
+
+@dataclass(frozen=True, repr=False)
+class CodeRequired:
+    """The credentials are right and the company sent ``code`` (kept here only as a hash)
+    to the User; ``sent_to`` is where, as the company masks it (``"j***@example.com"``)."""
+
+    account_id: str
+    code: str
+    sent_to: str = "your device"
+
+    def __repr__(self) -> str:  # never the code
+        return f"CodeRequired(account_id={self.account_id!r}, sent_to={self.sent_to!r})"
+
+
+class MediatedRefused(Exception):
+    """A request refused before or instead of checking credentials: a JSON error."""
+
+    def __init__(
+        self, error: str, description: str, status: int = 400, retry_after: int | None = None
+    ) -> None:
+        super().__init__(description)
+        self.error, self.description, self.status = error, description, status
+        self.retry_after = retry_after
+
+    def response(self) -> JsonResponse:
+        headers = {"Retry-After": str(self.retry_after)} if self.retry_after else None
+        return no_store(
+            error_response(self.error, self.description, status=self.status, headers=headers)
+        )
+
+
+def fields() -> list[dict[str, Any]] | None:
+    """The declared fields (``MEDIATED_FIELDS``), or None: Mediated Sign-In is off."""
+    declared = authority_settings().MEDIATED_FIELDS
+    if not declared:
+        return None
+    checked = []
+    for field in declared:
+        if not isinstance(field, Mapping) or not isinstance(field.get("name"), str):
+            raise ImproperlyConfigured(
+                'POPPY_AUTHORITY["MEDIATED_FIELDS"] lists {"name", "label", "secret"} objects.'
+            )
+        checked.append(
+            {
+                "name": field["name"],
+                "label": str(field.get("label") or field["name"]),
+                "secret": bool(field.get("secret", False)),
+            }
+        )
+    return checked
+
+
+def discovery_entry(request: HttpRequest | None) -> dict[str, Any] | None:
+    """``auth.mediated`` of poppy.json when Mediated Sign-In is on."""
+    declared = fields()
+    if declared is None:
+        return None
+    try:
+        endpoint = metadata.endpoint(request, "mediated")
+    except NoReverseMatch:  # the authority's URLs are not included: nothing to announce
+        return None
+    return {"endpoint": endpoint, "fields": declared, "scopes": list(metadata.scopes())}
+
+
+@sensitive_variables()
+def django_check(request: HttpRequest, credentials: Mapping[str, str]) -> Authenticated | None:
+    """The default check: Django's ``authenticate()`` with ``username`` and ``password``."""
+    user = authenticate(
+        request, username=credentials.get("username"), password=credentials.get("password")
+    )
+    if user is None or not user.is_active:
+        return None
+    return Authenticated(grants.account_id_of(user))
+
+
+def _caller(request: HttpRequest) -> tuple[Principal, Session]:
+    """The verified caller and its Session at this authority (before the body is read)."""
+    verifier = poppy_settings.AUTHENTICATE
+    if verifier is None:
+        raise MediatedRefused("not_implemented", "No token verifier is configured.", 501)
+    principal = verifier(request_info(request))
+    if isinstance(principal, AuthRefusal):
+        raise principal
+    session = (
+        Session.objects.select_related("client")
+        .filter(
+            session_id=principal.session_id or "",
+            client__client_id=principal.client_id,
+            user_id=principal.user_id,
+            ended_at=None,
+        )
+        .first()
+    )
+    if session is None or not session.active:
+        raise MediatedRefused("invalid_session", "The Session is unknown or has ended.")
+    return principal, session
+
+
+def _json_body(request: HttpRequest) -> dict[str, Any]:
+    if request.content_type != "application/json":
+        raise MediatedRefused("invalid_request", "The body must be application/json.")
+    length = request.headers.get("Content-Length", "")
+    if (length.isdigit() and int(length) > MAX_BODY_BYTES) or len(request.body) > MAX_BODY_BYTES:
+        raise MediatedRefused("request_too_large", "The body is too large.", 413)
+    try:
+        body = json.loads(request.body)
+    except (ValueError, UnicodeDecodeError):
+        raise MediatedRefused("invalid_request", "The body is not JSON.") from None
+    if not isinstance(body, dict):
+        raise MediatedRefused("invalid_request", "The body is not a JSON object.")
+    return body
+
+
+@sensitive_variables()
+def _usable(value: Any) -> bool:
+    """A non-empty text of bounded length that a database and a hash can take (no NUL, no
+    lone surrogate): anything else is refused before a check sees it."""
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_VALUE_LENGTH or "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@sensitive_variables()
+def _credentials(body: dict[str, Any], declared: list[dict[str, Any]]) -> dict[str, str]:
+    given = body.get("credentials")
+    names = {field["name"] for field in declared}
+    if (
+        not isinstance(given, dict)
+        or set(given) != names
+        or not all(_usable(v) for v in given.values())
+    ):
+        raise MediatedRefused(
+            "invalid_request", "credentials must hold exactly the declared fields, none empty."
+        )
+    return dict(given)
+
+
+def _scope(body: dict[str, Any]) -> str:
+    requested = body.get("scope")
+    wanted = list(dict.fromkeys(requested.split())) if isinstance(requested, str) else []
+    if not wanted or not set(wanted) <= set(metadata.scopes()):
+        # Missing or unknown scopes are refused, never narrowed.
+        raise MediatedRefused("invalid_scope", "The scope is missing or not offered here.")
+    return " ".join(wanted)
+
+
+def _window() -> float:
+    return float(authority_settings().MEDIATED_WINDOW_SECONDS)
+
+
+def _alias() -> str:
+    return str(authority_settings().REPLAY_CACHE)
+
+
+def _refuse_if_locked(keys: list[str]) -> None:
+    limit = int(authority_settings().MEDIATED_MAX_FAILURES)
+    locked = [key for key in keys if windows.current(key, alias=_alias()) >= limit]
+    if locked:
+        wait = max(windows.retry_after(k, seconds=_window(), alias=_alias()) for k in locked)
+        raise MediatedRefused(
+            "rate_limited", "Too many failed sign-in attempts; retry later.", 429, wait
+        )
+
+
+def _failed(keys: list[str]) -> None:
+    for key in keys:
+        windows.count(key, seconds=_window(), alias=_alias())
+
+
+@sensitive_variables()
+def _attempt_keys(session: Session, credentials: Mapping[str, str], declared: Any) -> list[str]:
+    """What an attempt counts against: the Session, the pairwise User, the named account."""
+    keys = [
+        f"mediated:session:{session.session_id}",
+        f"mediated:user:{session.client.client_id}:{session.user_id}",
+    ]
+    named = [credentials[f["name"]].strip().casefold() for f in declared if not f["secret"]]
+    if any(named):
+        keys.append("mediated:account:" + "\x00".join(named))
+    return keys
+
+
+def _code_key(account_id: str) -> str:
+    return f"mediated:code:{account_id}"
+
+
+def _complete(request: HttpRequest, session: Session, account_id: str, scope: str) -> JsonResponse:
+    """Sign the Session in (a Mediated grant) and answer its tokens, ``status: complete``."""
+    with transaction.atomic():
+        signed, account_token = grants.consented(
+            session.client,
+            session.session_id,
+            account_id=account_id,
+            scope=scope,
+            method=Grant.Method.MEDIATED,
+            jkt=session.jkt,
+        )
+    token, lifetime = issue_session_token(
+        signed, issuer=metadata.issuer(), audience=metadata.token_audience(request)
+    )
+    body = {
+        "status": "complete",
+        "access_token": token,
+        "token_type": "DPoP",
+        "expires_in": lifetime,
+        "scope": signed.scope,
+        "session_id": signed.session_id,
+        "signed_in": True,
+        "refresh_token": account_token,
+    }
+    return no_store(JsonResponse(body))
+
+
+def _status(status: str, **extra: Any) -> JsonResponse:
+    return no_store(JsonResponse({"status": status, **extra}))
+
+
+def _code_required(record: MediatedSignIn, sent_to: str | None) -> JsonResponse:
+    code = {"sent_to": sent_to} if sent_to else {}
+    expires = record.expires_at.isoformat().replace("+00:00", "Z")
+    return _status("code_required", sign_in_id=record.sign_in_id, code=code, expires_at=expires)
+
+
+def _answer(view: Any) -> Any:
+    """POST only (JSON ``405`` otherwise), CSRF-exempt (a token, no cookies), errors as JSON."""
+
+    @csrf_exempt
+    def wrapped(request: HttpRequest, **kwargs: Any) -> JsonResponse:
+        if fields() is None:
+            return error_response("not_found")
+        if request.method != "POST":
+            response = error_response("method_not_allowed")
+            response["Allow"] = "POST"
+            return response
+        try:
+            answer: JsonResponse = view(request, **kwargs)
+            return answer
+        except AuthRefusal as refusal:
+            return refusal.response()
+        except MediatedRefused as refusal:
+            return refusal.response()
+        except OAuth2Error as error:
+            return oauth_error_response(error)
+        except ImproperlyConfigured as exc:
+            logger.error("Mediated Sign-In cannot run: %s", exc)
+            return error_response("not_implemented")
+
+    wrapped.__name__ = wrapped.__qualname__ = view.__name__
+    wrapped.__doc__ = view.__doc__
+    return wrapped
+
+
+@_answer
+@sensitive_variables()
+def mediated_view(request: HttpRequest) -> JsonResponse:
+    """``POST /poppy/sign-in``: check the relayed credentials once."""
+    principal, session = _caller(request)
+    declared = fields() or []
+    body = _json_body(request)
+    credentials = _credentials(body, declared)
+    scope = _scope(body)
+    body.clear()
+    keys = _attempt_keys(session, credentials, declared)
+    _refuse_if_locked(keys)
+    check = authority_settings().hook("MEDIATED_CHECK") or django_check
+    outcome = check(request, credentials)
+    credentials.clear()
+    if not isinstance(outcome, Authenticated | CodeRequired):
+        _failed(keys)
+        logger.info("Mediated Sign-In failed for a Session of %s", principal.client_id)
+        return _status("failed")
+    if session.account_id not in (None, outcome.account_id):
+        raise AccountMismatchError("The Session belongs to another account.")
+    if isinstance(outcome, Authenticated):
+        for key in keys:
+            windows.clear(key, alias=_alias())
+        return _complete(request, session, outcome.account_id, scope)
+    _refuse_if_locked([_code_key(outcome.account_id)])
+    record = MediatedSignIn.objects.create(
+        sign_in_id="msi_" + secrets.token_urlsafe(24),
+        session=session,
+        account_id=outcome.account_id,
+        scope=scope,
+        code_hash=hashlib.sha256(outcome.code.encode()).hexdigest(),
+        expires_at=timezone.now()
+        + timedelta(seconds=float(authority_settings().MEDIATED_CODE_SECONDS)),
+    )
+    return _code_required(record, outcome.sent_to)
+
+
+@_answer
+@sensitive_variables()
+def mediated_code_view(request: HttpRequest, sign_in_id: str) -> JsonResponse:
+    """``POST /poppy/sign-in/{sign_in_id}``: the one-time code, from the same Session."""
+    _, session = _caller(request)
+    body = _json_body(request)
+    code = body.pop("code", None)
+    options = authority_settings()
+    with transaction.atomic():
+        record = (
+            MediatedSignIn.objects.select_for_update()
+            .filter(sign_in_id=sign_in_id, session=session)
+            .first()
+        )
+        if record is None:
+            # Unknown, or another Session's: one answer for both.
+            raise MediatedRefused("sign_in_not_found", "No such sign-in in this Session.", 404)
+        if record.status != MediatedSignIn.Status.CODE_REQUIRED:
+            return _status(record.status)
+        if record.expires_at <= timezone.now():
+            record.status = MediatedSignIn.Status.EXPIRED
+            record.save(update_fields=["status"])
+            return _status(record.status)
+        code_key = _code_key(record.account_id)
+        limit = int(options.MEDIATED_MAX_FAILURES)
+        right = _usable(code) and hmac.compare_digest(
+            hashlib.sha256(str(code).encode()).hexdigest(), record.code_hash
+        )
+        if not right or windows.current(code_key, alias=_alias()) >= limit:
+            windows.count(code_key, seconds=_window(), alias=_alias())
+            record.attempts += 1
+            if record.attempts >= int(options.MEDIATED_CODE_ATTEMPTS) or (
+                windows.current(code_key, alias=_alias()) >= limit
+            ):
+                record.status = MediatedSignIn.Status.FAILED
+            record.save(update_fields=["attempts", "status"])
+            if record.status == MediatedSignIn.Status.FAILED:
+                return _status(record.status)
+            return _code_required(record, None)
+        record.status = MediatedSignIn.Status.COMPLETE
+        record.save(update_fields=["status"])
+    windows.clear(code_key, alias=_alias())
+    windows.clear(f"mediated:session:{session.session_id}", alias=_alias())
+    return _complete(request, session, record.account_id, record.scope)
