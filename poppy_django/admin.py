@@ -15,6 +15,8 @@ from poppy_django.models import (
     Conversation,
     Event,
     MessageReceipt,
+    Operation,
+    OperationRevision,
 )
 
 
@@ -83,3 +85,25 @@ class ActionRecordAdmin(ReadOnlyAdmin):
     search_fields = ["conversation__id", "tool"]
     list_select_related = ["conversation"]
     raw_id_fields = ["conversation"]
+
+
+class OperationRevisionInline(admin.TabularInline):
+    model = OperationRevision
+    extra = 0
+    can_delete = False
+    readonly_fields = ["revision", "summary", "terms", "revised_by", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Operation)
+class OperationAdmin(ReadOnlyAdmin):
+    """Operations (the Operations extension), every channel's: API and MCP ones included."""
+
+    list_display = ["operation_id", "tool", "state", "revision", "summary", "account_id"]
+    list_filter = ["state", "tool"]
+    search_fields = ["operation_id", "account_id", "conversation__id"]
+    list_select_related = ["conversation"]
+    raw_id_fields = ["conversation", "action_record"]
+    inlines = [OperationRevisionInline]

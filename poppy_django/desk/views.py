@@ -139,7 +139,7 @@ def conversation_page(
         highlight=highlight,
         approvals=list(approvals.awaiting(conversation.id)),
         running=list(approvals.running(conversation.id)),
-        actions=list(conversation.actions.order_by("-created_at")[:50]),
+        actions=list(conversation.actions.select_related("operation").order_by("-created_at")[:50]),
         directs=list(conversation.direct_conversations.order_by("created_at")),
         page_url=page_url,
         stream_url=_url(admin_site, CONVERSATION_STREAM, conversation.id),

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
-from personal_agent_protocol import Message, generate_message_id
 from personal_agent_protocol.operations import (
     OperationError,
     OperationsClient,
