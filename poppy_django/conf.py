@@ -36,7 +36,7 @@ DEFAULT_TEXTS: dict[str, str] = {
     "action_failed": "Could not {summary_lower}: {error}.",
     "action_rejected": "Not done: {summary} was declined.",
     "action_pending_approval": "{summary}: waiting for approval by our staff.",
-    "operation_proposed": "{summary}: please confirm it, and I will do it.",
+    "action_operation_proposed": "{summary}: please confirm it, and I will do it.",
     "operation_revised": "The terms changed: {summary}. Please confirm this version.",
 }
 
