@@ -1,4 +1,5 @@
-"""The authority's world (tests/authority/conftest.py): Acme as its own issuer, and Atlas."""
+"""Fixtures shared with other suites: the authority's world (Acme as its own issuer, and
+Atlas, an SDK personal agent) and the desk's signed-in staff client."""
 
 from tests.authority.conftest import (  # noqa: F401 - fixtures
     _sites,
@@ -6,3 +7,4 @@ from tests.authority.conftest import (  # noqa: F401 - fixtures
     customers,
     world,
 )
+from tests.desk.conftest import desk, desk_user  # noqa: F401 - fixtures

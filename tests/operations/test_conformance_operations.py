@@ -34,7 +34,9 @@ SCENARIO = Scenario(
     proposals={
         "user": Proposal(
             "POST", "/api/orders/A-2/cancel", documented_as="/api/orders/{order_id}/cancel"
-        )
+        ),
+        # A-1 has shipped: confirmed, the cancellation fails and its result says so.
+        "fails": Proposal("POST", "/api/orders/A-1/cancel"),
     },
     operation_prompt="cancel A-2",
 )
@@ -57,7 +59,6 @@ NOT_APPLICABLE = {
     "operations.cross-channel-mcp": "no MCP server is offered",
     "operations.web-confirm-at-most-once": "no operation page on the website",
     "operations.in-progress-outcome-unknown": "no action whose outcome stays unknown",
-    "operations.failed-partial-result": "no action that fails partway",
     "operations.expired": (
         "needs a clock the suite moves (covered by tests/operations/test_sdk_operations.py::"
         "test_hostile_confirms_are_clear_errors_and_change_nothing)"
