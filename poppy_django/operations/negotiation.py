@@ -25,7 +25,7 @@ def lists_operations(client_id: str) -> bool:
     if hook is not None:
         return EXTENSION in set(hook(client_id))
     if not apps.is_installed("poppy_django.authority"):
-        return True  # no client metadata to read: a hook says otherwise
+        return False  # no client metadata to read: only the hook can say it is listed
     from poppy_django.authority.models import Client
 
     metadata = Client.objects.filter(client_id=client_id).values_list("metadata", flat=True).first()

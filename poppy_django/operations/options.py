@@ -10,8 +10,7 @@ the worker to finish; past it the answer is ``in_progress`` with ``Retry-After``
 ``RETRY_AFTER_SECONDS`` (2): the ``Retry-After`` of an answer ``in_progress``.
 ``CLIENT_EXTENSIONS`` (None): import string of ``extensions(client_id) -> set[str]``, the
 extensions a personal agent's client metadata lists; None: the authority's stored client
-metadata when :mod:`poppy_django.authority` is installed, else every client is taken to
-list ``operations``.
+metadata when :mod:`poppy_django.authority` is installed, else none (never assumed).
 """
 
 from __future__ import annotations
