@@ -17,6 +17,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("api/orders/<str:order_id>/cancel", api.CancelOrder.as_view(), name="order-cancel"),
     # The Operations extension's endpoint (on in POPPY["OPERATIONS"]).
     path("", include("poppy_django.operations.urls")),
+    # The MCP server of the Company Agent's tools (on in POPPY["MCP"]).
+    path("", include("poppy_django.mcp_urls")),
     # The OpenAPI 3 document of the conversation endpoint and the orders API.
     path(
         "api/schema",

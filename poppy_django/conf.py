@@ -95,6 +95,8 @@ DEFAULTS: dict[str, Any] = {
     # The Operations extension v1 (docs/operations-extension.md): off by default; a dict
     # turns it on ({"ENABLED": True, ...}; sub-keys in poppy_django.operations.options).
     "OPERATIONS": {},
+    # The MCP server of the Company Agent's tools (docs/mcp.md): {"ENABLED": True, ...}.
+    "MCP": {},
     # Overrides of DEFAULT_TEXTS.
     "TEXTS": {},
     # Import string of format_action(action: dict, texts: dict) -> str.
@@ -294,6 +296,7 @@ class PoppySettings:
     EXECUTOR_THREADS = Setting(integer)
     ACTIONS = Setting(text)
     OPERATIONS = Setting(mapping)
+    MCP = Setting(mapping)
     TEXTS = Setting(texts_by_name)
     #: callable(action: dict, texts: dict) -> str.
     ACTION_FORMATTER: Setting[Callable[[dict[str, Any], dict[str, str]], str]] = Setting(imported)

@@ -97,6 +97,10 @@ def poppy_document(request: HttpRequest | None = None) -> dict[str, Any]:
     }
     if options.get("APIS"):
         document["apis"] = [_api_entry(dict(api), request) for api in options["APIS"]]
+    from poppy_django import mcp
+
+    if mcp.enabled():  # the MCP server of the Company Agent's tools
+        document.setdefault("apis", []).append(mcp.discovery_entry(request))
     extensions = _extensions(request)
     if extensions:
         document["extensions"] = {**dict(document.get("extensions") or {}), **extensions}
