@@ -220,6 +220,12 @@ POPPY: dict[str, Any] = {
         ],
     },
     "EXECUTOR": EXECUTOR,
+    # The Operations extension v1: "cancel <ORDER>" is proposed as an Operation to personal
+    # agents that list the extension, and confirmed at /poppy/operations/<id>/confirm;
+    # others keep today's approve-delegated action (docs/operations-extension.md).
+    "OPERATIONS": {"ENABLED": True},
+    # The Company Agent's tools over MCP at /poppy/mcp, listed in poppy.json's apis.
+    "MCP": {"ENABLED": True},
     "HANDOFF_HOOKS": {
         "request": "example_project.shop.desk.request_handoff",
         "message": "example_project.shop.desk.forward_message",

@@ -14,6 +14,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
     # Acme's own API for personal agents (Session Tokens), listed in poppy.json.
     path("api/orders", api.OrderList.as_view(), name="orders"),
     path("api/orders/<str:order_id>", api.OrderDetail.as_view(), name="order"),
+    path("api/orders/<str:order_id>/cancel", api.CancelOrder.as_view(), name="order-cancel"),
+    # The Operations extension's endpoint (on in POPPY["OPERATIONS"]).
+    path("", include("poppy_django.operations.urls")),
+    # The MCP server of the Company Agent's tools (on in POPPY["MCP"]).
+    path("", include("poppy_django.mcp_urls")),
     # The OpenAPI 3 document of the conversation endpoint and the orders API.
     path(
         "api/schema",

@@ -25,6 +25,8 @@ from poppy_django.models import (
     Event,
     FeedbackReport,
     MessageReceipt,
+    Operation,
+    OperationRevision,
     SupportDesk,
 )
 
@@ -153,6 +155,8 @@ class SupportDeskAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(
             reverse(f"{self.admin_site.name}:poppy_django_conversation_desk")
         )
+
+
 @admin.register(FeedbackReport)
 class FeedbackReportAdmin(ReadOnlyAdmin):
     """Personal agents' reports of tasks they could not do here (staff read them)."""
@@ -161,3 +165,25 @@ class FeedbackReportAdmin(ReadOnlyAdmin):
     list_filter = ["kind", "signed_in"]
     search_fields = ["task", "description", "client_id"]
     date_hierarchy = "created_at"
+
+
+class OperationRevisionInline(admin.TabularInline):
+    model = OperationRevision
+    extra = 0
+    can_delete = False
+    readonly_fields = ["revision", "summary", "terms", "revised_by", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Operation)
+class OperationAdmin(ReadOnlyAdmin):
+    """Operations (the Operations extension), every channel's: API and MCP ones included."""
+
+    list_display = ["operation_id", "tool", "state", "revision", "summary", "account_id"]
+    list_filter = ["state", "tool"]
+    search_fields = ["operation_id", "account_id", "conversation__id"]
+    list_select_related = ["conversation"]
+    raw_id_fields = ["conversation", "action_record"]
+    inlines = [OperationRevisionInline]

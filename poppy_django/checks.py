@@ -61,6 +61,7 @@ TEXT_FIELDS: dict[str, frozenset[str]] = {
     "handoff_unavailable": frozenset({"reason"}),
     "sign_in_required": frozenset({"scope"}),
     "insufficient_scope": frozenset({"scope"}),
+    "operation_revised": frozenset({"summary"}),
 }
 #: What the default ACTION_FORMATTER formats the action_* texts with.
 ACTION_TEXT_FIELDS = frozenset({"summary", "summary_lower", "tool", "error"})

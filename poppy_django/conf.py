@@ -36,6 +36,8 @@ DEFAULT_TEXTS: dict[str, str] = {
     "action_failed": "Could not {summary_lower}: {error}.",
     "action_rejected": "Not done: {summary} was declined.",
     "action_pending_approval": "{summary}: waiting for approval by our staff.",
+    "action_operation_proposed": "{summary}: please confirm it, and I will do it.",
+    "operation_revised": "The terms changed: {summary}. Please confirm this version.",
 }
 
 DEFAULTS: dict[str, Any] = {
@@ -91,6 +93,11 @@ DEFAULTS: dict[str, Any] = {
     "EXECUTOR_THREADS": 4,
     # "approve-delegated" (the token's scopes approve actions) or "reject".
     "ACTIONS": "approve-delegated",
+    # The Operations extension v1 (docs/operations-extension.md): off by default; a dict
+    # turns it on ({"ENABLED": True, ...}; sub-keys in poppy_django.operations.options).
+    "OPERATIONS": {},
+    # The MCP server of the Company Agent's tools (docs/mcp.md): {"ENABLED": True, ...}.
+    "MCP": {},
     # Overrides of DEFAULT_TEXTS.
     "TEXTS": {},
     # Import string of format_action(action: dict, texts: dict) -> str.
@@ -296,6 +303,8 @@ class PoppySettings:
     EXECUTOR: Setting[Executor] = Setting(imported)
     EXECUTOR_THREADS = Setting(integer)
     ACTIONS = Setting(text)
+    OPERATIONS = Setting(mapping)
+    MCP = Setting(mapping)
     TEXTS = Setting(texts_by_name)
     #: callable(action: dict, texts: dict) -> str.
     ACTION_FORMATTER: Setting[Callable[[dict[str, Any], dict[str, str]], str]] = Setting(imported)

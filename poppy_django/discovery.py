@@ -98,6 +98,13 @@ def poppy_document(request: HttpRequest | None = None) -> dict[str, Any]:
     if options.get("APIS"):
         document["apis"] = [_api_entry(dict(api), request) for api in options["APIS"]]
     document.update(_channel_entries(request))
+    from poppy_django import mcp
+
+    if mcp.enabled():  # the MCP server of the Company Agent's tools
+        document.setdefault("apis", []).append(mcp.discovery_entry(request))
+    extensions = _extensions(request)
+    if extensions:
+        document["extensions"] = {**dict(document.get("extensions") or {}), **extensions}
     return document
 
 
@@ -116,6 +123,16 @@ def _channel_entries(request: HttpRequest | None) -> dict[str, Any]:
     if feedback is not None:
         entries["feedback"] = feedback
     return entries
+
+
+def _extensions(request: HttpRequest | None) -> dict[str, Any]:
+    """The protocol extensions this company offers (§3.3): Operations v1 when it is on."""
+    from poppy_django.operations import negotiation, options
+
+    opts = options.options()
+    if not opts.enabled:
+        return {}
+    return {negotiation.EXTENSION: negotiation.discovery_entry(f"{_origin(request)}/{opts.path}")}
 
 
 def _api_entry(api: dict[str, Any], request: HttpRequest | None) -> dict[str, Any]:

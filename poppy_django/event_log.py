@@ -188,6 +188,9 @@ def append_company_message(
     payload = message_payload(
         message_id=message_id, role="company", sender=sender, text=text, data=data or None
     )
+    if data and "operation" in data:
+        # Operations v1 §4: a message proposing an operation carries it as a member of its own.
+        payload["message"]["operation"] = data["operation"]
     return append(
         conversation,
         EventType.MESSAGE,

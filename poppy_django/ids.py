@@ -31,6 +31,11 @@ def new_conversation_id() -> str:
     return f"cnv_{_token()}"
 
 
+def new_operation_id() -> str:
+    """An Operations extension operation id (``op_``…), inside the wire's id alphabet."""
+    return f"op_{_token()}"
+
+
 def event_id(conversation_id: str, seq: int) -> str:
     return f"evt_{conversation_id.removeprefix('cnv_')}_{seq}"
 

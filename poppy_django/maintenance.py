@@ -135,4 +135,14 @@ def reap() -> list[str]:
     executor = poppy_settings.EXECUTOR
     for conversation_id in orphaned:
         executor.dispatch(conversation_id)
+    _reap_operations()
     return orphaned
+
+
+def _reap_operations() -> None:
+    """Re-dispatch confirmed operations no worker holds (the Operations extension)."""
+    from poppy_django.operations import options, perform
+
+    if options.enabled():
+        for operation_id in perform.orphaned():
+            perform.dispatch_now(operation_id)

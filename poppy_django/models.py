@@ -235,6 +235,9 @@ class AgentThreadEntry(models.Model):
 class ActionStatus(models.TextChoices):
     PENDING = "pending"
     AWAITING_APPROVAL = "awaiting_approval"
+    #: Proposed as an Operation (Operations extension): the User confirms one revision of it
+    #: at the operations endpoint, and a worker performs it then (see docs/operations-extension).
+    OPERATION_PROPOSED = "operation_proposed"
     #: Approved by a person; a worker runs it (once) and posts its outcome.
     APPROVED = "approved"
     SUCCEEDED = "succeeded"
@@ -287,6 +290,12 @@ class ActionRecord(models.Model):
             outcome["result"] = self.result
         if self.error:
             outcome["error"] = self.error
+        if self.status == ActionStatus.OPERATION_PROPOSED:
+            from poppy_django.operations.models import Operation
+
+            operation = Operation.objects.filter(action_record=self).first()
+            if operation is not None:
+                outcome["operation"] = operation.to_wire()
         return outcome
 
 
@@ -338,3 +347,25 @@ class FeedbackReport(models.Model):
 
     def __str__(self) -> str:
         return self.task
+
+
+# The Operations extension's models live with it; imported here so Django finds them.
+from poppy_django.operations.models import Operation, OperationRevision  # noqa: E402
+
+__all__ = [
+    "ActionRecord",
+    "ActionStatus",
+    "AgentThread",
+    "AgentThreadEntry",
+    "Conversation",
+    "Event",
+    "EventType",
+    "FeedbackReport",
+    "MessageReceipt",
+    "Operation",
+    "OperationRevision",
+    "Responder",
+    "RevokedSession",
+    "Status",
+    "SupportDesk",
+]

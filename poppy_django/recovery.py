@@ -70,7 +70,16 @@ def sweep(stop: threading.Event | None = None) -> list[str]:
         logger.warning("poppy: taking up %s, left without a writer", conversation_id)
         taken.append(conversation_id)
         run_turns(conversation_id, owner)
+    _recover_operations(stop)
     return taken
+
+
+def _recover_operations(stop: threading.Event | None) -> None:
+    """Confirmed operations whose worker died are performed again (at most once in all)."""
+    from poppy_django.operations import options, perform
+
+    if options.enabled():
+        perform.recover(stop)
 
 
 class Sweeper:

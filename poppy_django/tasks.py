@@ -49,3 +49,9 @@ def _stop_recovery(**kwargs: Any) -> None:
     from poppy_django.recovery import sweeper
 
     sweeper.stop(wait=False)
+
+
+# The Operations extension's task, registered wherever Celery finds this module.
+from poppy_django.operations.tasks import perform_operation_task  # noqa: E402
+
+__all__ = ["perform_operation_task", "prune_task", "reap_task", "run_turns_task"]

@@ -30,7 +30,7 @@ def list_orders(ctx: ToolContext) -> dict[str, Any]:
     }
 
 
-@tool(kind="action", roles=["scope:poppy:write"], summary="Cancel order {order_id}")
+@tool(kind="action", roles=["scope:poppy:write"], summary="Cancel order {order_id}", operation=True)
 def cancel_order(ctx: ToolContext, order_id: str) -> dict[str, Any]:
     """Cancel one of the account's orders that has not shipped."""
     order = Order.objects.select_for_update().filter(id=order_id, account_id=ctx.account_id).first()

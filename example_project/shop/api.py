@@ -11,10 +11,15 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from example_project.shop.models import Order
-from poppy_django.permissions import HasPoppyScope
+from poppy_django.operations.api import propose_response
+from poppy_django.permissions import HasPoppyScope, IsPoppyCaller
 from poppy_django.rest_framework import DPoPAuthentication, exception_handler
 
 
@@ -48,3 +53,25 @@ class OrderDetail(AccountOrders, generics.RetrieveAPIView[Order]):
     """``GET /api/orders/<id>``: one of the account's orders (another account's is 404)."""
 
     lookup_url_kwarg = "order_id"
+
+
+class CancelOrder(APIView):
+    """``POST /api/orders/<id>/cancel``: proposes cancelling the order, as an Operation.
+
+    Answers ``202 {"operation": ...}``: nothing is cancelled until the User confirms this
+    revision at the operations endpoint (the same operation the Company Agent proposes for
+    "cancel <id>" in a conversation).
+    """
+
+    authentication_classes = [DPoPAuthentication]
+    permission_classes = [IsPoppyCaller]
+
+    def get_exception_handler(self) -> Callable[..., Any]:
+        return exception_handler
+
+    @extend_schema(
+        request=None,
+        responses={202: OpenApiResponse(description="The proposed operation: {operation}")},
+    )
+    def post(self, request: Request, order_id: str) -> Response:
+        return propose_response(request, "cancel_order", {"order_id": order_id})

@@ -63,7 +63,27 @@ def propose(
         return _decide(record, ActionStatus.REJECTED)
     if tool.needs_approval:
         return _decide(record, ActionStatus.AWAITING_APPROVAL)
+    if _proposes_operation(tool, ctx):
+        from poppy_django.operations.conversation import propose_in_turn
+
+        return propose_in_turn(tool, record, ctx)
     return execute(tool, record, ctx, guard)
+
+
+def _proposes_operation(tool: Tool, ctx: ToolContext) -> bool:
+    """With the Operations extension on and negotiated, a flagged action is proposed instead."""
+    from poppy_django.models import Conversation
+    from poppy_django.operations.options import enabled
+    from poppy_django.operations.service import proposes
+
+    if not enabled():
+        return False
+    client_id = (
+        Conversation.objects.filter(pk=ctx.conversation_id)
+        .values_list("client_id", flat=True)
+        .first()
+    )
+    return client_id is not None and proposes(tool, client_id)
 
 
 def _decide(record: ActionRecord, status: ActionStatus) -> ActionRecord:

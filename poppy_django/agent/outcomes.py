@@ -19,5 +19,6 @@ def format_action(action: dict[str, Any], texts: dict[str, str]) -> str:
         "failed": "action_failed",
         "rejected": "action_rejected",
         "awaiting_approval": "action_pending_approval",
+        "operation_proposed": "action_operation_proposed",
     }.get(str(action.get("status")), "action_failed")
     return texts[key].format(**fields)

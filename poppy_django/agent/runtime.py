@@ -113,6 +113,9 @@ class TurnOutcome:
         decided = [a for a in self.actions if a["status"] in _WIRE_ACTION_STATUSES]
         if decided:
             data["actions"] = decided
+        proposed = [a["operation"] for a in self.actions if "operation" in a]
+        if proposed:  # Operations v1: the message proposes (the first) operation
+            data["operation"] = proposed[0]
         return data or None
 
 

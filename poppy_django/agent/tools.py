@@ -68,6 +68,10 @@ class Tool:
     summary: str = ""
     #: For actions: a person at the desk must approve it before it runs.
     needs_approval: bool = False
+    #: For actions: with the Operations extension on and negotiated, the call proposes an
+    #: Operation the User confirms (docs/operations-extension.md) instead of running under
+    #: the token's scope.
+    operation: bool = False
 
     @property
     def offered_to_personal_agents(self) -> bool:
@@ -106,6 +110,7 @@ def tool(
     roles: tuple[str, ...] | list[str] = (),
     summary: str = "",
     needs_approval: bool = False,
+    operation: bool = False,
     description: str | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare a tool: ``@tool(kind="action", roles=["scope:poppy:write"], summary="...")``.
@@ -118,6 +123,8 @@ def tool(
         raise ValueError(f"A tool's kind is 'read' or 'action', not {kind!r}.")
     if needs_approval and kind != "action":
         raise ValueError("Only action tools can need approval.")
+    if operation and kind != "action":
+        raise ValueError("Only action tools can propose an Operation.")
 
     def decorate(function: Callable[..., Any]) -> Tool:
         tool_name = name or function.__name__
@@ -130,6 +137,7 @@ def tool(
             input_model=_input_model(tool_name, function),
             summary=summary,
             needs_approval=needs_approval,
+            operation=operation,
         )
 
     return decorate

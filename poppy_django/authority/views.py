@@ -73,10 +73,14 @@ def _authenticated_client(form: dict[str, str]) -> Client:
 
 
 def _session_token_response(
-    request: HttpRequest, session: Session, account_token: str | None = None
+    request: HttpRequest,
+    session: Session,
+    account_token: str | None = None,
+    *,
+    resource: str | None = None,
 ) -> JsonResponse:
     token, lifetime = issue_session_token(
-        session, issuer=metadata.issuer(), audience=metadata.token_audience(request)
+        session, issuer=metadata.issuer(), audience=_audience(request, resource)
     )
     body: dict[str, Any] = {
         "access_token": token,
@@ -89,6 +93,24 @@ def _session_token_response(
     if account_token is not None:
         body["refresh_token"] = account_token
     return no_store(JsonResponse(body))
+
+
+class InvalidTargetError(OAuth2Error):
+    """RFC 8707 §2: a ``resource`` this authority does not issue Session Tokens for."""
+
+    error = "invalid_target"
+
+
+def _audience(request: HttpRequest, resource: str | None) -> list[str]:
+    """The endpoint's audience, or (``resource``, RFC 8707) exactly one other resource this
+    company serves: its MCP server, whose tokens are then good there and nowhere else."""
+    if not resource:
+        return metadata.token_audience(request)
+    from poppy_django import mcp
+
+    if resource not in mcp.resources(request):
+        raise InvalidTargetError("Session Tokens are not issued for this resource.")
+    return [resource]
 
 
 def _proof_key(request: HttpRequest) -> str:
@@ -114,7 +136,7 @@ def _jwt_bearer(request: HttpRequest, form: dict[str, str], client: Client) -> J
         session = sessions.renew_session(client, user_id, jkt, _session_id(form))
     else:
         session = sessions.start_session(client, user_id, jkt)
-    return _session_token_response(request, session)
+    return _session_token_response(request, session, resource=form.get("resource"))
 
 
 def _device_code(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:
@@ -132,7 +154,7 @@ def _refresh_token(request: HttpRequest, form: dict[str, str], client: Client) -
     session, account_token = grants.refresh(
         client, form.get("refresh_token", ""), _session_id(form), form.get("scope"), jkt
     )
-    return _session_token_response(request, session, account_token)
+    return _session_token_response(request, session, account_token, resource=form.get("resource"))
 
 
 def _authorization_code(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:

@@ -245,7 +245,9 @@ def events_json(request: HttpRequest, conversation_id: str, admin_site: AdminSit
 def _action_log(conversation_id: str) -> list[ActionRecord]:
     """The conversation's latest actions, newest first."""
     return list(
-        ActionRecord.objects.filter(conversation_id=conversation_id).order_by("-created_at")[:50]
+        ActionRecord.objects.filter(conversation_id=conversation_id)
+        .select_related("operation")
+        .order_by("-created_at")[:50]
     )
 
 

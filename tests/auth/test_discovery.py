@@ -48,7 +48,16 @@ def test_document_from_settings(settings: Any) -> None:
         "docs": "https://acme.com/poppy",
         # The example project takes feedback reports (POPPY["FEEDBACK"]).
         "feedback": {"endpoint": "https://api.acme.com/poppy/feedback"},
+        # The example project offers the Operations extension (docs/operations-extension.md).
+        "extensions": {
+            "operations": {"version": "1", "endpoint": "https://api.acme.com/poppy/operations"}
+        },
     }
+
+
+def test_discovery_lists_no_extension_when_operations_are_off(settings: Any) -> None:
+    settings.POPPY = {**settings.POPPY, "BASE_URL": "https://a.example", "OPERATIONS": {}}
+    assert "extensions" not in discovery.poppy_document()
 
 
 def test_unknown_discovery_key_is_named(settings: Any) -> None:

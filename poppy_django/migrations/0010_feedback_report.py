@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('poppy_django', '0008_remove_agentthread_history'),
+        ('poppy_django', '0009_support_desk_and_entry_plural'),
     ]
 
     operations = [

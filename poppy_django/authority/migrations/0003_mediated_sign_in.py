@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('poppy_authority', '0001_initial'),
+        ('poppy_authority', '0002_authorization_code_grant'),
     ]
 
     operations = [

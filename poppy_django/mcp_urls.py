@@ -1,0 +1,26 @@
+"""``path("", include("poppy_django.mcp_urls"))``: the MCP server and its RFC 9728 metadata.
+
+Both answer ``404 not_found`` unless ``POPPY["MCP"]["ENABLED"]``; the path is read when the
+URLconf is imported.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.urls import re_path
+
+from poppy_django import mcp
+
+app_name = "poppy_mcp"
+
+_path = re.escape(mcp.path())
+
+urlpatterns = [
+    re_path(rf"^{_path}$", mcp.mcp_view, name="server"),
+    re_path(
+        rf"^\.well-known/oauth-protected-resource/{_path}$",
+        mcp.protected_resource_metadata,
+        name="metadata",
+    ),
+]

@@ -1,0 +1,30 @@
+"""``path("", include("poppy_django.operations.urls"))``: the operations endpoint.
+
+Mounted at ``POPPY["OPERATIONS"]["PATH"]`` (``poppy/operations``); every route answers
+``404 not_found`` unless the extension is enabled, so including it is always safe.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.urls import URLPattern, re_path
+
+from poppy_django.operations import views
+from poppy_django.operations.options import options
+
+app_name = "poppy_operations"
+
+_base = re.escape(options().path)
+_id = r"(?P<operation_id>[^/]+)"
+
+_ROUTES: list[tuple[str, type[views.EndpointView], str]] = [
+    (rf"^{_base}/{_id}$", views.OperationView, "operation"),
+    (rf"^{_base}/{_id}/confirm$", views.ConfirmView, "confirm"),
+    (rf"^{_base}/{_id}/cancel$", views.CancelView, "cancel"),
+    (rf"^{_base}(?:/.*)?$", views.NotFoundView, "not_found"),
+]
+urlpatterns: list[URLPattern] = [
+    re_path(route, view.as_view(), name=name)  # type: ignore[arg-type]
+    for route, view, name in _ROUTES
+]
