@@ -287,16 +287,3 @@ class ActionRecord(models.Model):
         if self.error:
             outcome["error"] = self.error
         return outcome
-
-
-class RevokedSession(models.Model):
-    """A development-authority session ended by ``poppy_token --revoke`` (see docs/security.md).
-
-    In the database so that every process sees a revocation; only ids, never a token.
-    """
-
-    session_id = models.CharField(max_length=512, unique=True)
-    revoked_at = models.DateTimeField(auto_now_add=True)
-
-    def __str__(self) -> str:
-        return self.session_id

@@ -93,6 +93,18 @@ def forget() -> None:
         _memo.clear()
 
 
+def session_revoked(session_id: str) -> None:
+    """The one call an issuer makes after ending a session or revoking its sign-in.
+
+    This process forgets what it remembered of the session at once; other processes' memos
+    and the shared cache's entry lapse within ``SESSION_STATUS_CACHE_SECONDS``. (Telling every
+    process over the fan-out bus belongs here too, so no issuer path needs to change for it.)
+    """
+    with _memo_lock:
+        for about in [about for about in _memo if about[0] == session_id]:
+            del _memo[about]
+
+
 @receiver(setting_changed)
 def _forget_on_change(*, setting: str, **kwargs: Any) -> None:
     if setting in ("POPPY", "CACHES"):  # another callable, window or shared cache

@@ -24,18 +24,18 @@ STATUS_CALLABLE = "poppy_django.authority.status.session_is_active"
 
 
 def check_authority(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[Any]:
+    from poppy_django.addresses import token_issuer
     from poppy_django.authority import keys
     from poppy_django.authority.conf import authority_settings
     from poppy_django.authority.status import session_is_active
     from poppy_django.conf import poppy_settings
-    from poppy_django.discovery import issuer
 
     try:
-        authority_settings()
+        authority_settings().validate()
     except ImproperlyConfigured as exc:
         return [checks.Error(str(exc), id="poppy_authority.E001")]
     try:
-        found = issuer()
+        found = token_issuer()
     except ImproperlyConfigured:
         return []  # the POPPY dict itself is broken: poppy_django.E004 says how
     problems: list[Any] = []

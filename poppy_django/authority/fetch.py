@@ -60,7 +60,7 @@ def check_url(url: str) -> None:
         pass
     else:
         raise FetchError("a literal IP address is not fetched")
-    resolve = authority_settings().hook("RESOLVER") or _system_resolve
+    resolve = authority_settings().RESOLVER or _system_resolve
     addresses = list(resolve(host))
     if not addresses or not all(is_public_address(a) for a in addresses):
         raise FetchError("the host resolves to a non-public address")
@@ -70,7 +70,7 @@ def fetch_json(url: str) -> dict[str, Any]:
     """GET ``url`` safely; its JSON object, or :class:`FetchError`."""
     check_url(url)
     options = authority_settings()
-    factory = options.hook("FETCH_TRANSPORT")
+    factory = options.FETCH_TRANSPORT
     limit = int(options.FETCH_MAX_BYTES)
     client = httpx.Client(
         transport=factory() if factory else None,

@@ -16,6 +16,7 @@ from authlib.oauth2.rfc6749 import InvalidGrantError, InvalidScopeError
 from django.db import transaction
 from django.utils import timezone
 
+from poppy_django.auth.sessions import session_revoked
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import AccountMismatchError, InvalidSessionError
 from poppy_django.authority.models import AccountToken, Client, Grant, Session
@@ -28,7 +29,7 @@ def token_hash(token: str) -> str:
 def account_id_of(user: Any) -> str:
     """The account a signed-in Django user is: ``POPPY_AUTHORITY["ACCOUNT_ID"]``, else the
     username."""
-    hook = authority_settings().hook("ACCOUNT_ID")
+    hook = authority_settings().ACCOUNT_ID
     return str(hook(user)) if hook else str(user.get_username())
 
 
@@ -127,7 +128,11 @@ def revoke_grants(grants: Any) -> int:
     with transaction.atomic():
         ids = list(grants.filter(revoked_at=None).values_list("pk", flat=True))
         Grant.objects.filter(pk__in=ids).update(revoked_at=timezone.now())
-        Session.objects.filter(grant_id__in=ids).update(grant=None, scope="")
+        signed_out = Session.objects.filter(grant_id__in=ids)
+        session_ids = list(signed_out.values_list("session_id", flat=True))
+        signed_out.update(grant=None, scope="")
+    for session_id in session_ids:
+        session_revoked(session_id)
     return len(ids)
 
 

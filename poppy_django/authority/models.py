@@ -147,3 +147,21 @@ class Session(models.Model):
     @property
     def active(self) -> bool:
         return self.ended_at is None and self.client.status == Client.Status.ALLOWED
+
+
+class RevokedSession(models.Model):
+    """A development-mode session ended by ``poppy_token --revoke`` (see docs/security.md).
+
+    In the database so that every process sees a revocation; only ids, never a token. The
+    table keeps the name it had while the core owned the model (migration
+    ``poppy_django.0009_revokedsession_moved_to_the_authority``), so no row moves.
+    """
+
+    session_id = models.CharField(max_length=512, unique=True)
+    revoked_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "poppy_django_revokedsession"
+
+    def __str__(self) -> str:
+        return self.session_id

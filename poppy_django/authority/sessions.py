@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from poppy_django.auth.sessions import session_revoked
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import InvalidSessionError, TooManySessionsError
 from poppy_django.authority.models import Client, Session
@@ -69,4 +70,10 @@ def renew_session(client: Client, user_id: str, jkt: str, session_id: str) -> Se
 
 def end_sessions(sessions: QuerySet[Session]) -> int:
     """End Sessions now: their tokens are refused from the next request on."""
-    return sessions.filter(ended_at=None).update(ended_at=timezone.now())
+    with transaction.atomic():
+        ending = sessions.filter(ended_at=None)
+        ids = list(ending.values_list("session_id", flat=True))
+        count = Session.objects.filter(session_id__in=ids).update(ended_at=timezone.now())
+    for session_id in ids:
+        session_revoked(session_id)
+    return count
