@@ -204,7 +204,8 @@ def missing_token() -> PoppyAuthenticationFailed:
     refusal = AuthRefusal(
         "invalid_token",
         "A DPoP-bound Session Token is required.",
-        www_authenticate=f'DPoP error="invalid_token", algs="{_algs()}"',
+        # No error in the challenge of a request that sent no credentials (RFC 6750 3.1).
+        www_authenticate=f'DPoP algs="{_algs()}"',
     )
     return PoppyAuthenticationFailed(refusal)
 
