@@ -17,6 +17,7 @@ an async generator.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -241,7 +242,15 @@ class EndpointView(APIView):
         sync_view = super().as_view(**initkwargs)
 
         async def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            response: HttpResponseBase = await in_thread(sync_view, request, *args, **kwargs)
+            cycle = asyncio.ensure_future(in_thread(sync_view, request, *args, **kwargs))
+            try:
+                # Shielded: a request cancelled (the client gone) while DRF's cycle runs in
+                # its thread cannot stop the thread, which may still return a WaitingResponse
+                # holding a waiting-read slot; that slot is then released when it does.
+                response: HttpResponseBase = await asyncio.shield(cycle)
+            except asyncio.CancelledError:
+                cycle.add_done_callback(_release_unserved)
+                raise
             if isinstance(response, WaitingResponse):
                 response = await _finish_waiting(response, request)
             return response
@@ -250,6 +259,15 @@ class EndpointView(APIView):
         view.initkwargs = initkwargs  # type: ignore[attr-defined]
         view.login_required = False  # type: ignore[attr-defined]
         return csrf_exempt(view)
+
+
+def _release_unserved(cycle: asyncio.Future[Any]) -> None:
+    """The cleanup of a WaitingResponse no one will wait on (its request was cancelled)."""
+    if cycle.cancelled() or cycle.exception() is not None:
+        return
+    response = cycle.result()
+    if isinstance(response, WaitingResponse) and response.cleanup is not None:
+        response.cleanup()
 
 
 class _WrongMethod(Exception):
