@@ -59,7 +59,9 @@ def check_authority(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> 
     except (ImproperlyConfigured, OSError) as exc:
         problems.append(checks.Error(str(exc), id="poppy_authority.E003"))
     status = poppy_settings.raw("SESSION_STATUS")
-    if status not in (STATUS_CALLABLE, session_is_active):
+    # Development mode alone (no deployment key, so no token endpoint's Sessions) revokes
+    # only with poppy_token --revoke: no warning, as for the development authority before.
+    if status not in (STATUS_CALLABLE, session_is_active) and keys.deployment_key_configured():
         problems.append(
             checks.Warning(
                 "Sign-outs take effect only when Session Tokens expire.",

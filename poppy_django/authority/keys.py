@@ -64,9 +64,14 @@ def _key(
     return load_pem(pem, path)
 
 
+def deployment_key_configured() -> bool:
+    """Whether the deployment gave a key (environment or file), rather than development mode."""
+    return bool(os.environ.get(ENV_KEY) or authority_settings().SIGNING_KEY_FILE)
+
+
 def key_refusal() -> str | None:
     """Why there is no signing key here, or None when :func:`signing_key` has one."""
-    if os.environ.get(ENV_KEY) or authority_settings().SIGNING_KEY_FILE:
+    if deployment_key_configured():
         return None
     if development.enabled():
         return None
