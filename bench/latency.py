@@ -465,11 +465,11 @@ def setup_django(env: dict[str, str], authenticate: str) -> None:
 def dpop_agent(name: str) -> Agent:
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from poppy_django.auth import dev_authority
     from poppy_django.auth.jwk import public_jwk, thumbprint
+    from poppy_django.authority.tokens import mint_development_token
 
     key = ec.generate_private_key(ec.SECP256R1())
-    token = dev_authority.mint_token(
+    token = mint_development_token(
         user=name, jkt=thumbprint(public_jwk(key.public_key())), ttl=3 * 3600
     )
     return Agent(name, f"DPoP {token}", Signer(key, token))

@@ -108,8 +108,9 @@ def bench_endpoint(requests: int) -> None:
     from django.conf import settings
     from django.test import Client, override_settings
 
-    from poppy_django.auth import dev_authority, dpop
+    from poppy_django.auth import dpop
     from poppy_django.auth.fake import fake_authorization
+    from poppy_django.authority.tokens import mint_development_token
     from poppy_django.client import DPoPKey
     from poppy_django.executors import ThreadExecutor
 
@@ -127,7 +128,7 @@ def bench_endpoint(requests: int) -> None:
             dpop.reset()
             client = Client()
             key = DPoPKey()
-            token = dev_authority.mint_token(user="bench", jkt=key.thumbprint, ttl=3600)
+            token = mint_development_token(user="bench", jkt=key.thumbprint, ttl=3600)
 
             def headers(method: str, url: str, token: str = token, key: DPoPKey = key) -> Any:
                 if name == "fake verifier":

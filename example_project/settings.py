@@ -80,11 +80,12 @@ INSTALLED_APPS = [
     "poppy_django",
     "example_project.shop",
 ]
-# The Company's own authorization server (issuer of the Session Tokens), where its extra
-# (poppy-django[authority]: Authlib, httpx) is installed; without it the development
-# authority alone issues tokens (the package's no-extras test run).
+# The Company's own authorization server (issuer of the Session Tokens). Its OAuth side runs
+# where its extra (poppy-django[authority]: Authlib, httpx) is installed; without it only its
+# development mode issues tokens (poppy_token; the package's no-extras test run).
 AUTHORITY = all(importlib.util.find_spec(name) for name in ("authlib", "httpx"))
-if AUTHORITY:
+DEV_AUTHORITY = os.environ.get("POPPY_DEV_AUTHORITY", "1" if DEBUG else "0") == "1"
+if AUTHORITY or DEV_AUTHORITY:
     INSTALLED_APPS.insert(INSTALLED_APPS.index("example_project.shop"), "poppy_django.authority")
 
 MIDDLEWARE = [
@@ -180,7 +181,6 @@ if REDIS_URL:
         "poppy-prune": {"task": "poppy_django.prune", "schedule": 3600.0},
     }
 
-DEV_AUTHORITY = os.environ.get("POPPY_DEV_AUTHORITY", "1" if DEBUG else "0") == "1"
 POPPY: dict[str, Any] = {
     "BASE_URL": os.environ.get("POPPY_BASE_URL") or None,
     "PATH": "poppy/conversations",
@@ -204,8 +204,8 @@ POPPY: dict[str, Any] = {
     # own Sessions, and development tokens revoked with poppy_token --revoke.
     "SESSION_STATUS": (
         "poppy_django.authority.status.session_is_active"
-        if AUTHORITY
-        else "poppy_django.auth.dev_authority.session_active"
+        if "poppy_django.authority" in INSTALLED_APPS
+        else None
     ),
     "DISCOVERY": {
         "ORGANIZATION": {"name": "Acme Outfitters", "domain": "acme.example"},
@@ -244,6 +244,10 @@ if os.environ.get("POPPY_REQUIRE_NONCE") == "1":
     # DPoP proofs must carry a nonce this server issued (RFC 9449 §8), at the token endpoint
     # and the conversation endpoint: agents retry with the DPoP-Nonce they are sent.
     POPPY["TOKENS"] = {"REQUIRE_NONCE": True}
+if POPPY["AUTHENTICATE"] == "poppy_django.auth.fake.verify":
+    # POPPY_AUTHENTICATE naming the fake verifier is the benchmarks' and multi-process tests'
+    # explicit opt-in: check E108 refuses it with DEBUG off everywhere else.
+    SILENCED_SYSTEM_CHECKS = ["poppy_django.E108"]
 if os.environ.get("POPPY_THROTTLE_RATES"):  # e.g. the benchmarks' '{"message": "100000/s"}'
     POPPY["THROTTLE_RATES"] = json.loads(os.environ["POPPY_THROTTLE_RATES"])
 

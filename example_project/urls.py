@@ -5,6 +5,7 @@ from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from example_project.shop import api
+from poppy_django.authority.apps import serves_oauth
 from poppy_django.schema import SPECTACULAR_SETTINGS
 
 urlpatterns: list[URLPattern | URLResolver] = [
@@ -28,7 +29,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="schema",
     ),
 ]
-if apps.is_installed("poppy_django.authority"):
+if apps.is_installed("poppy_django.authority") and serves_oauth():
     # The authorization server: OAuth metadata, token and revocation endpoints, sign-in pages.
     urlpatterns.append(path("", include("poppy_django.authority.urls")))
     from example_project.shop import web

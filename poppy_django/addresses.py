@@ -1,8 +1,8 @@
 """Where the endpoint is and who issues its tokens: origin, endpoint URL and issuer.
 
-Parsed here only, from ``POPPY["BASE_URL"]``, ``["PATH"]``, ``["ISSUER"]`` and
-``["DEV_AUTHORITY"]`` (and the request when there is one), so discovery, the development
-authority and the verifier cannot disagree — and none of them imports another for it.
+Parsed here only, from ``POPPY["BASE_URL"]``, ``["PATH"]``, ``["ISSUER"]`` (and the request
+when there is one, and an issuer app's :mod:`~poppy_django.auth.local_issuer` registration),
+so discovery, the issuer and the verifier cannot disagree — and none imports another for it.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from urllib.parse import urlsplit
 
 from django.http import HttpRequest
 
+from poppy_django.auth import local_issuer
 from poppy_django.conf import endpoint_prefix, poppy_settings
 
-#: The development authority's origin when ``BASE_URL`` is unset.
+#: The development server's origin (``runserver``'s), used when ``BASE_URL`` is unset.
 DEFAULT_DEV_ORIGIN = "http://127.0.0.1:8000"
 
 
@@ -55,13 +56,11 @@ def endpoint_url(origin: str) -> str:
     return origin.rstrip("/") + endpoint_prefix()
 
 
-def dev_issuer() -> str:
-    """The development authority's issuer: ``ISSUER``, else the public origin, else the default."""
-    return poppy_settings.ISSUER or configured_origin() or DEFAULT_DEV_ORIGIN
-
-
-def issuer() -> str | None:
-    """The Poppy issuer tokens must name: ``ISSUER``, or the development authority's."""
+def token_issuer() -> str | None:
+    """The ``iss`` Session Tokens accepted here carry: ``POPPY["ISSUER"]``, else the default
+    of the issuer app installed in this project (its development mode: the public origin),
+    else None (unknown: the verifier refuses to start without it)."""
     if poppy_settings.ISSUER:
         return poppy_settings.ISSUER
-    return dev_issuer() if poppy_settings.DEV_AUTHORITY else None
+    local = local_issuer.registered()
+    return local.default_issuer() if local is not None else None

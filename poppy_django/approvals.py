@@ -45,9 +45,6 @@ from poppy_django.models import (
 
 logger = logging.getLogger(__name__)
 
-#: The status of a refusal to decide an action that is no longer awaiting a decision.
-DECIDED_STATUS = 409
-
 
 def awaiting(conversation_id: str | None = None) -> QuerySet[ActionRecord]:
     """Actions waiting for a person, oldest first (of one conversation, or all)."""
@@ -99,11 +96,7 @@ def _lock_awaiting(record_id: int) -> tuple[Conversation, ActionRecord]:
         raise PoppyError("not_found", "There is no such action.") from exc
     conversation = event_log.lock(record.conversation_id)
     if record.status != ActionStatus.AWAITING_APPROVAL:
-        raise PoppyError(
-            "action_decided",
-            f"This action is already {record.status}.",
-            status=DECIDED_STATUS,
-        )
+        raise PoppyError("action_decided", f"This action is already {record.status}.")
     return conversation, record
 
 

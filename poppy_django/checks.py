@@ -27,6 +27,7 @@ from poppy_django.conf import (
     IMPORT_STRING_MAPS,
     IMPORT_STRINGS,
     poppy_settings,
+    unknown_keys,
 )
 
 #: A retention shorter than this prunes events a personal agent may still hold a cursor to
@@ -89,12 +90,10 @@ def poppy_dict_problem() -> checks.CheckMessage | None:
         return checks.Error(
             f"settings.POPPY must be a dict, not {type(raw).__name__}.", id=_id("E004")
         )
-    unknown = sorted(set(raw) - set(DEFAULTS))
+    unknown = unknown_keys("POPPY", raw, DEFAULTS)
     if unknown:
         return checks.Error(
-            f"Unknown POPPY setting(s): {', '.join(map(str, unknown))}.",
-            hint=f"Known keys: {', '.join(DEFAULTS)} (the settings page of the documentation).",
-            id=_id("E004"),
+            unknown, hint="The settings page of the documentation lists them.", id=_id("E004")
         )
     return None
 
@@ -119,15 +118,9 @@ def _unknown_sub_keys() -> Messages:
             continue
         if name == "MODELS":
             continue
-        unknown = sorted(set(value) - set(allowed))
+        unknown = unknown_keys(f'POPPY["{name}"]', value, sorted(allowed))
         if unknown:
-            errors.append(
-                checks.Error(
-                    f'Unknown POPPY["{name}"] key(s): {", ".join(map(str, unknown))}.',
-                    hint=f"Known: {', '.join(sorted(allowed))}.",
-                    id=_id("E004"),
-                )
-            )
+            errors.append(checks.Error(unknown, id=_id("E004")))
     return errors
 
 
@@ -512,9 +505,17 @@ def check_auth(app_configs: Any = None, **kwargs: Any) -> Messages:
     """The auth checks (E1xx, W1xx), once the POPPY dict is readable (else E004 says why)."""
     if poppy_dict_problem() is not None:
         return []
-    from poppy_django.auth.checks import check_dev_authority, check_dpop_verifier
+    from poppy_django.auth.checks import (
+        check_dev_authority,
+        check_dpop_verifier,
+        check_fake_verifier,
+    )
 
-    auth_checks: tuple[Callable[..., Messages], ...] = (check_dev_authority, check_dpop_verifier)
+    auth_checks: tuple[Callable[..., Messages], ...] = (
+        check_dev_authority,
+        check_dpop_verifier,
+        check_fake_verifier,
+    )
     return [message for check in auth_checks for message in check(app_configs, **kwargs)]
 
 

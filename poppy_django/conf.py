@@ -13,7 +13,7 @@ fails when one is missing.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 from django.conf import settings
@@ -168,20 +168,30 @@ class Setting(Generic[T]):
     @overload
     def __get__(self, instance: None, owner: type) -> Setting[T]: ...
     @overload
-    def __get__(self, instance: PoppySettings, owner: type) -> T: ...
-    def __get__(self, instance: PoppySettings | None, owner: type) -> Setting[T] | T:
+    def __get__(self, instance: TypedSettings, owner: type) -> T: ...
+    def __get__(self, instance: TypedSettings | None, owner: type) -> Setting[T] | T:
         if instance is None:
             return self
-        value = self.parse(self.name, instance.raw(self.name))
+        value = self.parse(instance.label(self.name), instance.raw(self.name))
         instance.__dict__[self.name] = value
         return value
 
 
-# -- parsers: (name, configured value) -> typed value, or ImproperlyConfigured naming the key
+# -- parsers: (label, configured value) -> typed value, or ImproperlyConfigured naming the key.
+# The label is how the message names the key: ``POPPY['PATH']``, ``POPPY_AUTHORITY['CLIENTS']``.
 
 
 def _wrong(name: str, expected: str, value: Any) -> ImproperlyConfigured:
-    return ImproperlyConfigured(f"POPPY[{name!r}] must be {expected}, not {value!r}.")
+    return ImproperlyConfigured(f"{name} must be {expected}, not {value!r}.")
+
+
+def unknown_keys(label: str, given: Iterable[Any], known: Iterable[str]) -> str | None:
+    """The one wording of an unknown-key error (settings, sub-dicts, system checks), or None."""
+    allowed = list(known)
+    unknown = sorted(str(key) for key in set(given) - set(allowed))
+    if not unknown:
+        return None
+    return f"Unknown {label} key(s): {', '.join(unknown)}. Known: {', '.join(allowed)}."
 
 
 def text(name: str, value: Any) -> str:
@@ -208,6 +218,10 @@ def integer(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise _wrong(name, "an integer", value)
     return value
+
+
+def optional_integer(name: str, value: Any) -> int | None:
+    return None if value is None else integer(name, value)
 
 
 def flag(name: str, value: Any) -> bool:
@@ -254,13 +268,11 @@ def imported(name: str, value: Any) -> Any:
     if value is None or callable(value):
         return value
     if not isinstance(value, str):
-        raise ImproperlyConfigured(f"POPPY[{name!r}] must be an import string or a callable.")
+        raise ImproperlyConfigured(f"{name} must be an import string or a callable.")
     try:
         return import_string(value)
     except ImportError as exc:
-        raise ImproperlyConfigured(
-            f"POPPY[{name!r}] = {value!r} cannot be imported: {exc}"
-        ) from exc
+        raise ImproperlyConfigured(f"{name} = {value!r} cannot be imported: {exc}") from exc
 
 
 def imported_map(name: str, value: Any) -> dict[str, Callable[..., Any]]:
@@ -273,11 +285,55 @@ class Executor(Protocol):
     def dispatch(self, conversation_id: str) -> None: ...
 
 
-class PoppySettings:
-    """Typed, cached access to ``settings.POPPY``: one attribute per key (see DEFAULTS).
+class TypedSettings:
+    """Typed, cached access to one settings dict: one :class:`Setting` attribute per key.
 
-    An unknown key in the dict raises an error naming it, so a typo fails loudly at first use.
+    The base of ``POPPY`` (:class:`PoppySettings`) and ``POPPY_AUTHORITY``
+    (:class:`poppy_django.authority.conf.AuthoritySettings`): the unknown-key rule, the
+    defaults and the reload live here once. An unknown key raises an error naming it, so a
+    typo fails loudly at first use.
     """
+
+    #: The Django setting's name (``settings.POPPY``).
+    SETTING = ""
+    #: Every key with its default.
+    DEFAULTS: Mapping[str, Any] = {}
+
+    def __init__(self, user_settings: Mapping[str, Any] | None = None) -> None:
+        self._explicit = user_settings
+
+    def label(self, name: str) -> str:
+        """How messages name a key: ``POPPY['PATH']``."""
+        return f"{self.SETTING}[{name!r}]"
+
+    @functools.cached_property
+    def _user(self) -> dict[str, Any]:
+        if self._explicit is not None:
+            raw = dict(self._explicit)
+        else:
+            raw = dict(getattr(settings, self.SETTING, {}) or {})
+        unknown = unknown_keys(self.SETTING, raw, self.DEFAULTS)
+        if unknown:
+            raise ImproperlyConfigured(unknown)
+        return raw
+
+    def raw(self, name: str) -> Any:
+        """The configured value as written (for checks and docs)."""
+        if name not in self.DEFAULTS:
+            raise AttributeError(f"Unknown {self.SETTING} setting: {name!r}")
+        return self._user.get(name, self.DEFAULTS[name])
+
+    def reload(self) -> None:
+        for key in list(self.__dict__):
+            if key != "_explicit":  # the constructor's argument, not a cached value
+                delattr(self, key)
+
+
+class PoppySettings(TypedSettings):
+    """Typed, cached access to ``settings.POPPY``: one attribute per key (see DEFAULTS)."""
+
+    SETTING = "POPPY"
+    DEFAULTS = DEFAULTS
 
     BASE_URL = Setting(optional_text)
     PATH = Setting(text)
@@ -334,28 +390,6 @@ class PoppySettings:
     #: Middleware (import paths) the endpoint's requests skip (PoppyEndpointMiddleware).
     SKIP_MIDDLEWARE = Setting(texts)
 
-    def __init__(self, user_settings: Mapping[str, Any] | None = None) -> None:
-        self._explicit = user_settings
-
-    @functools.cached_property
-    def _user(self) -> dict[str, Any]:
-        if self._explicit is not None:
-            raw = dict(self._explicit)
-        else:
-            raw = dict(getattr(settings, "POPPY", {}) or {})
-        unknown = sorted(set(raw) - set(DEFAULTS))
-        if unknown:
-            raise ImproperlyConfigured(
-                f"Unknown POPPY setting(s): {', '.join(unknown)}. Known: {', '.join(DEFAULTS)}."
-            )
-        return raw
-
-    def raw(self, name: str) -> Any:
-        """The configured value as written (for checks and docs)."""
-        if name not in DEFAULTS:
-            raise AttributeError(f"Unknown POPPY setting: {name!r}")
-        return self._user.get(name, DEFAULTS[name])
-
     @functools.cached_property
     def token_options(self) -> TokenOptions:
         """``TOKENS`` parsed and checked (the one place it is): the default verifier's options."""
@@ -366,11 +400,6 @@ class PoppySettings:
     @functools.cached_property
     def texts(self) -> dict[str, str]:
         return {**DEFAULT_TEXTS, **self.TEXTS}
-
-    def reload(self) -> None:
-        for key in list(self.__dict__):
-            if key != "_explicit":  # the constructor's argument, not a cached value
-                delattr(self, key)
 
 
 def _declared(parse: Callable[[str, Any], Any]) -> frozenset[str]:
@@ -411,4 +440,4 @@ def endpoint_prefix() -> str:
     """
     configured = getattr(settings, "POPPY", None)
     path = configured.get("PATH", DEFAULTS["PATH"]) if isinstance(configured, Mapping) else None
-    return "/" + text("PATH", DEFAULTS["PATH"] if path is None else path).strip("/")
+    return "/" + text("POPPY['PATH']", DEFAULTS["PATH"] if path is None else path).strip("/")

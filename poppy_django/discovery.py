@@ -2,9 +2,9 @@
 
 An external authorization server may build ``poppy.json`` itself, calling
 :func:`protocol_entry` to advertise the endpoint; otherwise :func:`poppy_json_view` serves it
-at ``/.well-known/poppy.json``. With :mod:`poppy_django.authority` installed, the ``auth``
-object is the authority's (issuer, sign-in methods, scopes). ``POPPY["DISCOVERY"]`` sub-keys
-(all optional):
+at ``/.well-known/poppy.json``. With an issuer app installed in this project (the
+authority), the ``auth`` object carries what it registered (issuer, sign-in methods,
+scopes). ``POPPY["DISCOVERY"]`` sub-keys (all optional):
 
 ``PROTOCOL_VERSION`` ("0.2": what today's personal agents accept; the conversation wire is
 the same in 0.1 and 0.2), ``ORGANIZATION`` ({}: e.g. ``{"name": "Acme", "domain":
@@ -19,20 +19,20 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
 from poppy_django import addresses
 from poppy_django.addresses import configured_origin, endpoint_url, public_origin
-from poppy_django.auth import dev_authority
-from poppy_django.conf import poppy_settings
+from poppy_django.auth import local_issuer
+from poppy_django.conf import poppy_settings, unknown_keys
+from poppy_django.errors import error_response
 
 PROTOCOL_TYPE = "poppy"
 #: Personal agents use a document only at a version they support (the public SDK: "0.2").
 DEFAULT_PROTOCOL_VERSION = "0.2"
-#: Where :mod:`poppy_django.wellknown_urls` serves the development authority's JWKS.
+#: Where :mod:`poppy_django.wellknown_urls` serves the local issuer's JWKS.
 JWKS_PATH = "/.well-known/jwks.json"
 DISCOVERY_KEYS = frozenset({"PROTOCOL_VERSION", "ORGANIZATION", "AUTH", "EXTRA", "APIS"})
 
@@ -51,39 +51,30 @@ def protocol_entry(request: HttpRequest | None = None) -> dict[str, str]:
     return {"type": PROTOCOL_TYPE, "endpoint": endpoint_url(_origin(request))}
 
 
-def issuer(request: HttpRequest | None = None) -> str | None:
-    """The Poppy issuer: ``POPPY["ISSUER"]``, or the development authority's."""
-    return addresses.issuer()
-
-
 def _options() -> dict[str, Any]:
     options = dict(poppy_settings.DISCOVERY or {})
-    unknown = sorted(set(options) - DISCOVERY_KEYS)
+    unknown = unknown_keys('POPPY["DISCOVERY"]', options, sorted(DISCOVERY_KEYS))
     if unknown:
-        raise ImproperlyConfigured(
-            f'Unknown POPPY["DISCOVERY"] key(s): {", ".join(unknown)}. '
-            f"Known: {', '.join(sorted(DISCOVERY_KEYS))}."
-        )
+        raise ImproperlyConfigured(unknown)
     return options
 
 
-def _authority_capabilities(request: HttpRequest | None) -> dict[str, Any]:
-    """The ``auth`` fields of :mod:`poppy_django.authority` when the project installed it."""
-    if not apps.is_installed("poppy_django.authority"):
-        return {}
-    from poppy_django.authority.metadata import auth_capabilities
-
-    return auth_capabilities(request)
+def _issuer_capabilities(request: HttpRequest | None) -> dict[str, Any]:
+    """The ``auth`` fields the issuer app installed in this project publishes (sign-in
+    methods, scopes), learnt through its :mod:`~poppy_django.auth.local_issuer` registration."""
+    local = local_issuer.registered()
+    return dict(local.discovery_auth(request)) if local is not None else {}
 
 
 def poppy_document(request: HttpRequest | None = None) -> dict[str, Any]:
     """The whole ``poppy.json``: protocol_version, organization, auth.issuer, agent protocols."""
     options = _options()
-    auth: dict[str, Any] = {**_authority_capabilities(request), **dict(options.get("AUTH") or {})}
-    found = issuer(request)
+    auth: dict[str, Any] = {**_issuer_capabilities(request), **dict(options.get("AUTH") or {})}
+    found = addresses.token_issuer()
     if found:
         auth["issuer"] = found
-    if dev_authority.enabled() and not poppy_settings.ISSUER:
+    local = local_issuer.issuing()
+    if local is not None and local.serves_wellknown_jwks() and not poppy_settings.ISSUER:
         auth.setdefault("jwks_uri", _origin(request) + JWKS_PATH)
     organization = dict(options.get("ORGANIZATION") or {})
     # The document speaks for the host serving it: agents refuse another domain here.
@@ -109,16 +100,12 @@ def poppy_document(request: HttpRequest | None = None) -> dict[str, Any]:
 
 
 def _channel_entries(request: HttpRequest | None) -> dict[str, Any]:
-    """The optional channels that are on: ``web`` (browser sessions) and ``feedback``."""
+    """The optional channels that are on: ``web`` (browser sessions, the issuer app's) and
+    ``feedback``."""
     from poppy_django.feedback import discovery_entry as feedback_entry
 
-    entries: dict[str, Any] = {}
-    if apps.is_installed("poppy_django.authority"):
-        from poppy_django.authority.browser import discovery_entry as web_entry
-
-        web = web_entry(request)
-        if web is not None:
-            entries["web"] = web
+    local = local_issuer.registered()
+    entries: dict[str, Any] = dict(local.discovery_channels(request)) if local else {}
     feedback = feedback_entry(request)
     if feedback is not None:
         entries["feedback"] = feedback
@@ -147,6 +134,22 @@ def _api_entry(api: dict[str, Any], request: HttpRequest | None) -> dict[str, An
 def poppy_json_view(request: HttpRequest) -> JsonResponse:
     """``GET /.well-known/poppy.json``: public, cacheable, readable cross-origin."""
     response = JsonResponse(poppy_document(request))
+    response["Cache-Control"] = "public, max-age=300"
+    response["Access-Control-Allow-Origin"] = "*"
+    return response
+
+
+@require_safe
+def jwks_view(request: HttpRequest) -> HttpResponse:
+    """``GET`` the public keys of the issuer app in this project (404 while it issues none).
+
+    The one JWKS view: ``/.well-known/jwks.json`` (development mode's ``jwks_uri``) and the
+    authority's ``oauth/jwks.json`` both route here.
+    """
+    local = local_issuer.issuing()
+    if local is None:
+        return error_response("not_found")
+    response = JsonResponse(dict(local.public_jwks()))
     response["Cache-Control"] = "public, max-age=300"
     response["Access-Control-Allow-Origin"] = "*"
     return response

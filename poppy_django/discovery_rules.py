@@ -291,12 +291,12 @@ def check_discovery(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     They are built as served at ``POPPY["BASE_URL"]``; without it they depend on each
     request's host, and the check waits for one to be set.
     """
-    from django.apps import apps
     from django.conf import settings
     from django.core import checks
     from django.core.exceptions import ImproperlyConfigured
 
     from poppy_django.addresses import configured_origin
+    from poppy_django.auth import local_issuer
     from poppy_django.checks import poppy_dict_problem
     from poppy_django.discovery import poppy_document
 
@@ -311,15 +311,12 @@ def check_discovery(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         return []  # E004 (unknown DISCOVERY keys) or the authority's checks say why
     served_by = urlsplit(origin).hostname
     found = [("poppy.json", "E301", p) for p in discovery_problems(document, served_by)]
-    if apps.is_installed("poppy_django.authority"):
-        from poppy_django.authority.metadata import metadata_document
-
-        try:
-            metadata = metadata_document(None)
-        except ImproperlyConfigured:
-            metadata = None  # no issuer or key: the authority's own checks say so
-        if metadata is not None:
-            found += [("OAuth metadata", "E302", p) for p in metadata_problems(metadata, document)]
+    local = local_issuer.registered()
+    metadata = local.oauth_metadata(None) if local is not None else None
+    if metadata is not None:
+        found += [
+            ("OAuth metadata", "E302", p) for p in metadata_problems(dict(metadata), document)
+        ]
     messages: list[Any] = []
     for where, number, problem in found:
         text = f"{where} as served at {origin}: {problem}."

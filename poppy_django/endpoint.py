@@ -1,12 +1,12 @@
 """The DRF base view of the conversation endpoint: the wire's JSON in and out, no thread held.
 
 :class:`EndpointView` is a DRF ``APIView`` whose authentication, permission and throttle
-classes come from ``POPPY`` (the verifier-backed DPoP class, any verified caller, per-User
-rates), whose one parser and renderer speak the wire's JSON whatever the request's
-``Content-Type`` and ``Accept`` say, and whose exception handling answers every failure as
-the wire's ``{"error": ...}`` body. The order of checks is the wire's: method, then
-authentication (before the body is read), then permissions and throttles, then the view's
-own path id, then the body.
+classes default to ``POPPY``'s lists (the verifier-backed DPoP class, any verified caller,
+per-User rates; a subclass sets DRF's class attributes as usual), whose one parser and
+renderer speak the wire's JSON whatever the request's ``Content-Type`` and ``Accept`` say,
+and whose exception handling answers every failure as the wire's ``{"error": ...}`` body.
+The order of checks is the wire's: method, then authentication (before the body is read),
+then permissions and throttles, then the view's own path id, then the body.
 
 DRF's request cycle is synchronous; it runs whole in one worker thread per request (as the
 ORM work needs one anyway). A view that must wait — a long-poll, or a POST with ``?wait`` —
@@ -17,16 +17,15 @@ an async generator.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import cache
 from typing import Any
 
-from django.core.exceptions import DisallowedHost
 from django.core.serializers.json import DjangoJSONEncoder
-from django.http import Http404, HttpRequest
+from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.utils.module_loading import import_string
 from django.views.decorators.csrf import csrf_exempt
@@ -42,7 +41,8 @@ from rest_framework.views import APIView
 from poppy_django import observe
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError, error_response
-from poppy_django.setup_problems import host_refusal, server_error_description
+from poppy_django.rest_framework import wire_error_response as wire_exception_response
+from poppy_django.serializers import wire_error
 from poppy_django.threads import in_thread
 
 logger = logging.getLogger("poppy_django.views")
@@ -138,58 +138,26 @@ def configured(name: str) -> list[Any]:
     return _classes(tuple(getattr(poppy_settings, name)))
 
 
-def wire_exception_response(exc: Exception, request: HttpRequest | None = None) -> HttpResponseBase:
-    """Every failure as the wire's JSON error; anything unexpected is logged and a 500."""
-    if isinstance(exc, PoppyError):
-        return exc.response()
-    if isinstance(exc, exceptions.Throttled):
-        seconds = getattr(exc, "wait", None)
-        wait = math.ceil(seconds) if seconds is not None else 1
-        return error_response(
-            "too_many_requests",
-            "Too many requests: try again later.",
-            headers={"Retry-After": str(max(1, wait))},
-        )
-    if isinstance(exc, exceptions.APIException):
-        return _api_exception_response(exc)
-    if isinstance(exc, DisallowedHost):
-        return error_response("invalid_request", host_refusal(exc))
-    if isinstance(exc, Http404):
-        return error_response("not_found", "There is nothing at this path.")
-    method, path = (request.method, request.path) if request is not None else ("?", "?")
-    hint = server_error_description(exc)
-    logger.exception(
-        "poppy: %s %s failed%s", method, path, f": {hint}" if hint else "", exc_info=exc
-    )
-    return error_response("server_error", hint)
+class PoppyDefault:
+    """A DRF class-list attribute whose value is a ``POPPY`` list (``AUTHENTICATION_CLASSES``
+    ...): the default of :class:`EndpointView`, replaced by any plain assignment in a subclass.
 
-
-def _api_exception_response(exc: exceptions.APIException) -> HttpResponseBase:
-    """A DRF exception (e.g. from a company's own permission class) in the wire's shape.
-
-    Its code is the ``error`` (``PermissionDenied(detail, code="client_blocked")``), its
-    detail the description, and its ``auth_header`` the ``WWW-Authenticate`` header.
+    On a view it asks the view's ``<attribute>_for_endpoint()`` (which reads ``POPPY``), so a
+    subclass that overrides that older hook keeps working.
     """
-    detail = exc.detail
-    if isinstance(detail, dict) and isinstance(detail.get("error"), str):
-        code = str(detail["error"])
-        description = detail.get("error_description")
-    else:
-        codes = exc.get_codes()
-        code = codes if isinstance(codes, str) else exc.default_code
-        description = detail if isinstance(detail, str) else None
-    headers = {}
-    auth_header = getattr(exc, "auth_header", None)
-    if auth_header:
-        headers["WWW-Authenticate"] = str(auth_header)
-    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
-        headers.setdefault("WWW-Authenticate", "DPoP")
-    return error_response(
-        str(code),
-        str(description) if description else None,
-        status=exc.status_code,
-        headers=headers,
-    )
+
+    def __init__(self, setting: str) -> None:
+        self.setting = setting
+        self.hook = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.hook = f"{name}_for_endpoint"
+
+    def __get__(self, instance: object, owner: type) -> list[Any]:
+        if instance is None:
+            return configured(self.setting)
+        classes: list[Any] = getattr(instance, self.hook)()
+        return classes
 
 
 def method_not_allowed(allowed: str) -> HttpResponseBase:
@@ -214,25 +182,23 @@ class EndpointView(APIView):
     #: The OpenAPI document comes from drf-spectacular whatever the project's default is.
     schema = AutoSchema()
 
-    def get_authenticators(self) -> list[Any]:
-        return [auth() for auth in self.authentication_classes_for_endpoint()]
-
-    def get_permissions(self) -> list[Any]:
-        return [permission() for permission in self.permission_classes_for_endpoint()]
-
-    def get_throttles(self) -> list[Any]:
-        return [throttle() for throttle in self.throttle_classes_for_endpoint()]
+    #: DRF's class attributes, as DRF users set them; by default the ``POPPY`` lists (the
+    #: app's defaults, read at each request so ``override_settings`` applies). A subclass
+    #: assigning one replaces the default for its routes.
+    authentication_classes = PoppyDefault("AUTHENTICATION_CLASSES")
+    permission_classes = PoppyDefault("PERMISSION_CLASSES")
+    throttle_classes = PoppyDefault("THROTTLE_CLASSES")
 
     def authentication_classes_for_endpoint(self) -> list[Any]:
-        """``POPPY["AUTHENTICATION_CLASSES"]``; override to choose per view."""
+        """``POPPY["AUTHENTICATION_CLASSES"]`` (the older per-view hook; prefer the attribute)."""
         return configured("AUTHENTICATION_CLASSES")
 
     def permission_classes_for_endpoint(self) -> list[Any]:
-        """``POPPY["PERMISSION_CLASSES"]``; override to choose per view."""
+        """``POPPY["PERMISSION_CLASSES"]`` (the older per-view hook; prefer the attribute)."""
         return configured("PERMISSION_CLASSES")
 
     def throttle_classes_for_endpoint(self) -> list[Any]:
-        """``POPPY["THROTTLE_CLASSES"]``; override to choose per view."""
+        """``POPPY["THROTTLE_CLASSES"]`` (the older per-view hook; prefer the attribute)."""
         return configured("THROTTLE_CLASSES")
 
     @property
@@ -248,7 +214,9 @@ class EndpointView(APIView):
     def handle_exception(self, exc: Exception) -> HttpResponseBase:  # type: ignore[override]
         if isinstance(exc, _WrongMethod):
             return method_not_allowed(self.wire_method)
-        return wire_exception_response(exc, self.request._request)
+        if isinstance(exc, exceptions.ValidationError):  # a body serializer's first error
+            return wire_error(exc.detail).response()
+        return wire_exception_response(exc, self.request)
 
     def finalize_response(  # type: ignore[override]
         self, request: Request, response: HttpResponseBase, *args: Any, **kwargs: Any
@@ -274,7 +242,15 @@ class EndpointView(APIView):
         sync_view = super().as_view(**initkwargs)
 
         async def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            response: HttpResponseBase = await in_thread(sync_view, request, *args, **kwargs)
+            cycle = asyncio.ensure_future(in_thread(sync_view, request, *args, **kwargs))
+            try:
+                # Shielded: a request cancelled (the client gone) while DRF's cycle runs in
+                # its thread cannot stop the thread, which may still return a WaitingResponse
+                # holding a waiting-read slot; that slot is then released when it does.
+                response: HttpResponseBase = await asyncio.shield(cycle)
+            except asyncio.CancelledError:
+                cycle.add_done_callback(_release_unserved)
+                raise
             if isinstance(response, WaitingResponse):
                 response = await _finish_waiting(response, request)
             return response
@@ -283,6 +259,15 @@ class EndpointView(APIView):
         view.initkwargs = initkwargs  # type: ignore[attr-defined]
         view.login_required = False  # type: ignore[attr-defined]
         return csrf_exempt(view)
+
+
+def _release_unserved(cycle: asyncio.Future[Any]) -> None:
+    """The cleanup of a WaitingResponse no one will wait on (its request was cancelled)."""
+    if cycle.cancelled() or cycle.exception() is not None:
+        return
+    response = cycle.result()
+    if isinstance(response, WaitingResponse) and response.cleanup is not None:
+        response.cleanup()
 
 
 class _WrongMethod(Exception):

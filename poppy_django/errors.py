@@ -2,31 +2,52 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.http import JsonResponse
 
-#: The status of every error code of the wire contract.
-STATUS_OF: dict[str, int] = {
-    "invalid_request": 400,
-    "invalid_cursor": 400,
-    "invalid_token": 401,
-    "invalid_dpop_proof": 401,
-    "use_dpop_nonce": 401,
-    "sign_in_required": 403,
-    "insufficient_scope": 403,
-    "not_found": 404,
-    "conversation_not_found": 404,
-    "method_not_allowed": 405,
-    "conversation_closed": 409,
-    "message_id_conflict": 409,
-    "direct_conversation_open": 409,
-    "cursor_expired": 410,
-    "request_too_large": 413,
-    "too_many_requests": 429,
-    "server_error": 500,
-    "not_implemented": 501,
+
+@dataclass(frozen=True)
+class ErrorCode:
+    """An error code the app answers with: its status, and whether the wire contract has it
+    (the conversation endpoint's codes, which its OpenAPI document lists)."""
+
+    status: int
+    wire: bool = True
+
+
+#: Every error code the app answers with: the one table (statuses, the schema's enum).
+ERRORS: dict[str, ErrorCode] = {
+    "invalid_request": ErrorCode(400),
+    "invalid_cursor": ErrorCode(400),
+    "invalid_token": ErrorCode(401),
+    "invalid_dpop_proof": ErrorCode(401),
+    "use_dpop_nonce": ErrorCode(401),
+    "sign_in_required": ErrorCode(403),
+    "insufficient_scope": ErrorCode(403),
+    # Django's PermissionDenied on the endpoint's paths (PoppyEndpointMiddleware).
+    "forbidden": ErrorCode(403, wire=False),
+    "not_found": ErrorCode(404),
+    "conversation_not_found": ErrorCode(404),
+    "method_not_allowed": ErrorCode(405),
+    "conversation_closed": ErrorCode(409),
+    "message_id_conflict": ErrorCode(409),
+    "direct_conversation_open": ErrorCode(409),
+    # The desk's JSON API: an approval decided twice.
+    "action_decided": ErrorCode(409, wire=False),
+    "cursor_expired": ErrorCode(410),
+    "request_too_large": ErrorCode(413),
+    "too_many_requests": ErrorCode(429),
+    "server_error": ErrorCode(500),
+    "not_implemented": ErrorCode(501),
 }
+
+#: The status of every error code.
+STATUS_OF: dict[str, int] = {code: error.status for code, error in ERRORS.items()}
+
+#: The wire contract's codes, in the table's order.
+WIRE_ERROR_CODES: list[str] = [code for code, error in ERRORS.items() if error.wire]
 
 
 class PoppyError(Exception):

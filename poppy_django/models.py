@@ -313,19 +313,6 @@ class SupportDesk(Conversation):
         default_permissions = ()
 
 
-class RevokedSession(models.Model):
-    """A development-authority session ended by ``poppy_token --revoke`` (see docs/security.md).
-
-    In the database so that every process sees a revocation; only ids, never a token.
-    """
-
-    session_id = models.CharField(max_length=512, unique=True)
-    revoked_at = models.DateTimeField(auto_now_add=True)
-
-    def __str__(self) -> str:
-        return self.session_id
-
-
 class FeedbackReport(models.Model):
     """A personal agent's report of a task it could not do here (Poppy draft 0.2 §8).
 
@@ -365,7 +352,6 @@ __all__ = [
     "Operation",
     "OperationRevision",
     "Responder",
-    "RevokedSession",
     "Status",
     "SupportDesk",
 ]

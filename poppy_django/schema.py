@@ -20,7 +20,6 @@ from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.plumbing import build_basic_type
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -32,29 +31,13 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 
 from poppy_django import serializers as wire_serializers
+from poppy_django.errors import WIRE_ERROR_CODES
+from poppy_django.models import EventType, Responder, Status
 
-STATUSES = ["working", "idle", "queued", "closed"]
-RESPONDERS = ["agent", "human"]
-ERROR_CODES = [
-    "invalid_request",
-    "invalid_cursor",
-    "invalid_token",
-    "invalid_dpop_proof",
-    "use_dpop_nonce",
-    "sign_in_required",
-    "insufficient_scope",
-    "not_found",
-    "conversation_not_found",
-    "method_not_allowed",
-    "conversation_closed",
-    "message_id_conflict",
-    "direct_conversation_open",
-    "cursor_expired",
-    "request_too_large",
-    "too_many_requests",
-    "server_error",
-    "not_implemented",
-]
+# Derived from the code that writes them: the models' choices and the one error table.
+STATUSES: list[str] = list(Status.values)
+RESPONDERS: list[str] = list(Responder.values)
+ERROR_CODES: list[str] = WIRE_ERROR_CODES
 
 # The wire's own fields, typed for the document.
 extend_schema_field(OpenApiTypes.STR)(wire_serializers.WireString)
@@ -96,47 +79,51 @@ class OutboundMessageSerializer(serializers.Serializer):
     context = serializers.DictField(required=False)  # type: ignore[assignment]
 
 
-def _event(name: str, type_: str, **fields: serializers.Field) -> type[serializers.Serializer]:
+def _event(
+    name: str, type_: EventType, **fields: serializers.Field
+) -> type[serializers.Serializer]:
     """An event serializer: ``id`` (a cursor), ``type``, ``created_at`` and its own fields."""
     declared: dict[str, Any] = {
         "id": serializers.CharField(help_text="The event id, also a cursor."),
-        "type": serializers.ChoiceField(choices=[type_]),
+        "type": serializers.ChoiceField(choices=[str(type_.value)]),
         "created_at": serializers.DateTimeField(),
         **fields,
     }
     return type(name, (serializers.Serializer,), declared)
 
 
-MessageEvent = _event("MessageEvent", "message", message=OutboundMessageSerializer())
+MessageEvent = _event("MessageEvent", EventType.MESSAGE, message=OutboundMessageSerializer())
 StateEvent = _event(
     "StateEvent",
-    "state",
+    EventType.STATE,
     status=serializers.ChoiceField(choices=STATUSES),
     responder=serializers.ChoiceField(choices=RESPONDERS),
 )
 AuthorizationEvent = _event(
     "AuthorizationEvent",
-    "authorization",
+    EventType.AUTHORIZATION,
     error=serializers.ChoiceField(choices=["sign_in_required", "insufficient_scope"]),
     scope=serializers.CharField(required=False),
 )
-UserRequestedEvent = _event("UserRequestedEvent", "user_requested", reason=serializers.CharField())
+UserRequestedEvent = _event(
+    "UserRequestedEvent", EventType.USER_REQUESTED, reason=serializers.CharField()
+)
 DirectOpenedEvent = _event(
-    "DirectOpenedEvent", "direct_opened", conversation_id=serializers.CharField()
+    "DirectOpenedEvent", EventType.DIRECT_OPENED, conversation_id=serializers.CharField()
 )
 DirectClosedEvent = _event(
-    "DirectClosedEvent", "direct_closed", conversation_id=serializers.CharField()
+    "DirectClosedEvent", EventType.DIRECT_CLOSED, conversation_id=serializers.CharField()
 )
 
 EVENT = PolymorphicProxySerializer(
     component_name="Event",
     serializers={
-        "message": MessageEvent,
-        "state": StateEvent,
-        "authorization": AuthorizationEvent,
-        "user_requested": UserRequestedEvent,
-        "direct_opened": DirectOpenedEvent,
-        "direct_closed": DirectClosedEvent,
+        EventType.MESSAGE: MessageEvent,
+        EventType.STATE: StateEvent,
+        EventType.AUTHORIZATION: AuthorizationEvent,
+        EventType.USER_REQUESTED: UserRequestedEvent,
+        EventType.DIRECT_OPENED: DirectOpenedEvent,
+        EventType.DIRECT_CLOSED: DirectClosedEvent,
     },
     resource_type_field_name="type",
 )
@@ -329,7 +316,7 @@ def postprocess(result: dict[str, Any], generator: Any, request: Any, public: bo
             for status, response in operation.get("responses", {}).items():
                 for name, description in _HEADERS.get(status, {}).items():
                     response.setdefault("headers", {})[name] = {
-                        "schema": build_basic_type(OpenApiTypes.STR),
+                        "schema": {"type": "string"},
                         "description": description,
                     }
     result.setdefault("components", {}).setdefault("schemas", {})["TextDelta"] = {

@@ -196,13 +196,20 @@ class ParentField(serializers.Field):
 _MESSAGE_REQUIRED = _object_errors("The body needs a message object.")
 
 
-class MessageBodySerializer(serializers.Serializer):
+class WireBodySerializer(serializers.Serializer):
+    """A request body: a JSON object (``is_valid(raise_exception=True)``; the endpoint answers
+    the ``ValidationError`` with :func:`wire_error`)."""
+
+    default_error_messages = {"invalid": "The body must be a JSON object."}
+
+
+class MessageBodySerializer(WireBodySerializer):
     """``POST {endpoint}/{id}/messages``: ``{"message": {...}}``."""
 
     message = MessageSerializer(error_messages=_MESSAGE_REQUIRED)
 
 
-class StartBodySerializer(serializers.Serializer):
+class StartBodySerializer(WireBodySerializer):
     """``POST {endpoint}``: a message, optionally with ``parent_conversation_id``."""
 
     parent_conversation_id = ParentField(required=False, allow_null=True)
@@ -232,13 +239,3 @@ def wire_error(errors: Any) -> PoppyError:
     if code == "conversation_not_found":
         return PoppyError(code)
     return PoppyError(code, str(first))
-
-
-def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
-    """The serializer's validated data for ``data``, or the wire's error."""
-    if not isinstance(data, dict):
-        raise PoppyError("invalid_request", "The body must be a JSON object.")
-    bound = serializer_class(data=data)
-    if not bound.is_valid():
-        raise wire_error(bound.errors)
-    return dict(bound.validated_data)

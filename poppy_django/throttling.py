@@ -1,8 +1,9 @@
 """Bounds per caller: request rates (DRF throttles) and concurrent waiting reads.
 
-Rates are DRF's :class:`~rest_framework.throttling.SimpleRateThrottle` keyed by personal
-agent and User, with the rates of ``POPPY["THROTTLE_RATES"]`` for each view's
-``throttle_scope`` (starts and messages by default); counts live in Django's default cache.
+Rates are DRF's :class:`~rest_framework.throttling.ScopedRateThrottle` keyed by personal
+agent and User, with the rates of ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]`` or
+``POPPY["THROTTLE_RATES"]`` for each view's ``throttle_scope`` (starts and messages by
+default); counts live in Django's default cache.
 A refusal is the wire's ``429 too_many_requests`` with ``Retry-After``.
 
 Waiting reads (long-polls and streams) are not requests per minute but connections held:
@@ -20,7 +21,8 @@ from typing import Any
 
 from django.core.cache import DEFAULT_CACHE_ALIAS
 from rest_framework.request import Request
-from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.settings import api_settings
+from rest_framework.throttling import ScopedRateThrottle
 
 from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
@@ -39,26 +41,37 @@ def caller_key(principal: Principal) -> str:
     return hashlib.sha256(raw).hexdigest()[:32]
 
 
-class PoppyRateThrottle(SimpleRateThrottle):
-    """DRF's rate throttle per personal agent and User, for the view's ``throttle_scope``.
+class PoppyRateThrottle(ScopedRateThrottle):
+    """DRF's scoped rate throttle per personal agent and User, for the view's ``throttle_scope``.
 
-    A view without a scope, or a scope whose rate is None, is not limited. While the cache
-    is unreachable requests are let through (logged): a limit is protection, and a Redis
-    restart must not turn messages the database could record into errors. Counting is a
-    fixed window (``rate`` requests per period, the period aligned to the clock) kept by
-    an atomic ``cache.incr``: one cache call per request, and concurrent requests from
-    several processes cannot slip past the count (DRF's default history list is read and
-    written back, a race across processes).
+    The rate of a scope is ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"][scope]`` when the
+    project names it there, else ``POPPY["THROTTLE_RATES"][scope]`` (the app's defaults for
+    ``conversation_start`` and ``message``). A view without a scope, or a scope whose rate is
+    None or missing, is not limited. While the cache is unreachable requests are let through
+    (logged): a limit is protection, and a Redis restart must not turn messages the database
+    could record into errors. Counting is a fixed window (``rate`` requests per period, the
+    period aligned to the clock) kept by an atomic ``cache.incr``: one cache call per
+    request, and concurrent requests from several processes cannot slip past the count (DRF's
+    default history list is read and written back, a race across processes).
     """
 
     def __init__(self) -> None:  # the rate depends on the view: see allow_request
         self.cache = shared_cache(DEFAULT_CACHE_ALIAS)
 
+    def get_rate(self) -> str | None:
+        """The scope's rate: DRF's ``DEFAULT_THROTTLE_RATES``, else ``POPPY["THROTTLE_RATES"]``."""
+        drf_rates: dict[str, Any] = dict(api_settings.DEFAULT_THROTTLE_RATES or {})
+        scope = str(self.scope)
+        if scope in drf_rates:
+            return None if drf_rates[scope] is None else str(drf_rates[scope])
+        rate: str | None = (poppy_settings.THROTTLE_RATES or {}).get(scope)
+        return rate
+
     def allow_request(self, request: Request, view: Any) -> bool:
-        self.scope = getattr(view, "throttle_scope", None)
+        self.scope = getattr(view, self.scope_attr, None)
         if not self.scope:
             return True
-        self.rate = (poppy_settings.THROTTLE_RATES or {}).get(self.scope)
+        self.rate = self.get_rate()
         if self.rate is None:
             return True
         allowed, seconds = self.parse_rate(self.rate)

@@ -28,7 +28,7 @@ from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
 from poppy_django.endpoint import EndpointView, WaitingResponse
 from poppy_django.schema import endpoint_schema
-from poppy_django.serializers import MessageBodySerializer, StartBodySerializer, validated
+from poppy_django.serializers import MessageBodySerializer, StartBodySerializer
 from poppy_django.streaming import event_stream_response
 from poppy_django.throttling import Slot, waiting_slots
 
@@ -111,8 +111,10 @@ class ConversationsView(EndpointView):
     def post(self, request: Request) -> Response:
         principal = principal_of(request)
         wait = wait_param(request)
-        body = validated(StartBodySerializer, self.body(request))
-        message, parent_id = body["message"], body.get("parent_conversation_id")
+        start = StartBodySerializer(data=self.body(request))
+        start.is_valid(raise_exception=True)
+        message = start.validated_data["message"]
+        parent_id = start.validated_data.get("parent_conversation_id")
         return _record(
             request,
             principal,
@@ -132,7 +134,9 @@ class MessagesView(EndpointView):
         principal = principal_of(request)
         try:
             wait = wait_param(request)
-            message = validated(MessageBodySerializer, self.body(request))["message"]
+            body = MessageBodySerializer(data=self.body(request))
+            body.is_valid(raise_exception=True)
+            message = body.validated_data["message"]
         except Exception:
             # The wire answers an unknown or foreign conversation before a bad query or
             # body. A valid request skips this read: the write checks ownership itself.

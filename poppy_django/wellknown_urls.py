@@ -1,15 +1,15 @@
-"""``/.well-known/`` routes: ``poppy.json`` and the development authority's JWKS.
+"""``/.well-known/`` routes: ``poppy.json`` and the local issuer's JWKS.
 
 Include at the site root: ``path("", include("poppy_django.wellknown_urls"))``. The JWKS
-answers 404 unless ``POPPY["DEV_AUTHORITY"]`` is on.
+answers 404 unless an issuer app in this project issues tokens (the authority, e.g. in its
+development mode: ``POPPY["DEV_AUTHORITY"]``).
 """
 
 from __future__ import annotations
 
 from django.urls import path
 
-from poppy_django.auth.dev_authority import jwks_view
-from poppy_django.discovery import poppy_json_view
+from poppy_django.discovery import jwks_view, poppy_json_view
 
 app_name = "poppy_wellknown"
 

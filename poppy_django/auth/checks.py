@@ -1,4 +1,4 @@
-"""System checks of the auth settings (``poppy_django.E101``-``E106``, ``W101``-``W102``).
+"""System checks of the auth settings (``poppy_django.E101``-``E108``, ``W101``-``W103``).
 
 ``poppy_django.checks.check_auth`` runs them once the POPPY dict itself is valid (E004).
 The DPoP checks run only when ``POPPY["AUTHENTICATE"]`` is the default DPoP verifier; the
@@ -10,20 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
-from poppy_django.auth.options import (
-    ASYMMETRIC_ALGORITHMS,
-    parse_options,
-    refused_algorithms,
-    unknown_keys,
-)
+from poppy_django.auth import local_issuer
+from poppy_django.auth.options import ASYMMETRIC_ALGORITHMS, refused_algorithms
 from poppy_django.conf import poppy_settings
 
 DPOP_VERIFIER = "poppy_django.auth.dpop.verify"
+FAKE_VERIFIER = "poppy_django.auth.fake.verify"
 #: Cache backends that cannot hold a replay cache shared by processes (or at all).
 _DUMMY_CACHE = "django.core.cache.backends.dummy.DummyCache"
 _LOCAL_CACHE = "django.core.cache.backends.locmem.LocMemCache"
@@ -39,16 +35,27 @@ def _uses_dpop_verifier() -> bool:
 
 
 def check_dev_authority(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """E101/W103: the development authority mints any token for anyone: never in production.
+    """E101/W103/E107: the development mode mints any token for anyone: never in production.
 
-    It is also refused at run time (``dev_authority.enabled``), since ASGI servers run no
-    checks; W103 reports the explicit opt-in that lifts that.
+    It is also refused at run time (by the authority's development mode), since ASGI servers
+    run no checks; W103 reports the explicit opt-in that lifts that. E107: the setting is on
+    but no issuer app in this project registered itself to honour it.
     """
-    from poppy_django.auth import dev_authority
-
-    if not poppy_settings.raw("DEV_AUTHORITY") or settings.DEBUG:
+    configured = poppy_settings.DEV_AUTHORITY
+    if not configured:
         return []
-    if dev_authority.allowed_without_debug():
+    if local_issuer.registered() is None:
+        return [
+            checks.Error(
+                'POPPY["DEV_AUTHORITY"] is on but no issuer app mints its tokens.',
+                hint='Add "poppy_django.authority" to INSTALLED_APPS (no extra needed for '
+                "its development mode).",
+                id="poppy_django.E107",
+            )
+        ]
+    if settings.DEBUG:
+        return []
+    if isinstance(configured, dict) and configured.get("ALLOW_WITHOUT_DEBUG") is True:
         return [
             checks.Warning(
                 'POPPY["DEV_AUTHORITY"] runs with DEBUG=False (ALLOW_WITHOUT_DEBUG): anyone '
@@ -63,6 +70,23 @@ def check_dev_authority(app_configs: Any = None, **kwargs: Any) -> list[checks.C
             "manage.py poppy_token can act for any User. It is refused at run time.",
             hint='Turn POPPY["DEV_AUTHORITY"] off and configure your issuer (ISSUER, TOKENS).',
             id="poppy_django.E101",
+        )
+    ]
+
+
+def check_fake_verifier(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """E108: the fake verifier (:mod:`poppy_django.auth.fake`) trusts any header it is sent."""
+    from poppy_django.auth import fake
+
+    configured = poppy_settings.raw("AUTHENTICATE")
+    if settings.DEBUG or configured not in (FAKE_VERIFIER, fake.verify):
+        return []
+    return [
+        checks.Error(
+            'POPPY["AUTHENTICATE"] is the fake verifier with DEBUG=False: it trusts any '
+            "PoppyFake header, so anyone can act for any User.",
+            hint='Use "poppy_django.auth.dpop.verify" (or your own verifier) in production.',
+            id="poppy_django.E108",
         )
     ]
 
@@ -99,7 +123,7 @@ def check_dpop_verifier(app_configs: Any = None, **kwargs: Any) -> list[checks.C
                     id="poppy_django.E103",
                 )
             )
-    own_issuer = apps.is_installed("poppy_django.authority")  # its keys are checked locally
+    own_issuer = local_issuer.registered() is not None  # its keys are checked locally
     if not raw.get("JWKS_URL") and not raw.get("JWKS") and not dev and not own_issuer:
         errors.append(
             checks.Error(
@@ -108,17 +132,9 @@ def check_dpop_verifier(app_configs: Any = None, **kwargs: Any) -> list[checks.C
                 id="poppy_django.E104",
             )
         )
-    unknown = unknown_keys(raw)
-    if unknown:
-        errors.append(
-            checks.Error(
-                f'Unknown POPPY["TOKENS"] key(s): {", ".join(unknown)}.',
-                id="poppy_django.E105",
-            )
-        )
-    elif not any(e.id == "poppy_django.E103" for e in errors):
+    if not any(e.id == "poppy_django.E103" for e in errors):
         try:
-            options = parse_options(raw)
+            options = poppy_settings.token_options
         except ImproperlyConfigured as exc:
             errors.append(checks.Error(str(exc), id="poppy_django.E105"))
         else:

@@ -41,12 +41,12 @@ from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 import jwt
-from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from poppy_django.auth import nonces, replay, sessions
+from poppy_django import addresses
+from poppy_django.auth import local_issuer, nonces, replay, sessions
 from poppy_django.auth.jwk import JWKError, b64url, public_key_for, thumbprint
 from poppy_django.auth.jwks import KeySource, RemoteKeys, StaticKeys
 from poppy_django.auth.options import TokenOptions
@@ -565,8 +565,8 @@ _current: DPoPVerifier | None = None
 
 
 def key_source(options: TokenOptions) -> KeySource:
-    """Inline JWKS, else the JWKS URL, else the development authority's key, else (with
-    :mod:`poppy_django.authority` installed) the project's own authority's key."""
+    """Inline JWKS, else the JWKS URL, else the keys of the issuer app installed in this
+    project (:mod:`poppy_django.auth.local_issuer`): its tokens are checked locally."""
     if options.jwks is not None:
         return StaticKeys(options.jwks)
     if options.jwks_url:
@@ -576,36 +576,26 @@ def key_source(options: TokenOptions) -> KeySource:
             min_refresh=options.jwks_min_refresh_seconds,
             timeout=options.jwks_timeout_seconds,
         )
-    from poppy_django.auth import dev_authority
-
-    if dev_authority.enabled():
-        return StaticKeys(dev_authority.public_jwks())
-    if apps.is_installed("poppy_django.authority"):
-        # This project is its own issuer: its tokens are checked locally, no HTTP round trip.
-        from poppy_django.authority import keys
-
-        return StaticKeys(keys.public_jwks())
-    if dev_authority.configured():
-        raise ImproperlyConfigured(
-            f"The DPoP verifier has no issuer keys: {dev_authority.disabled_reason()}"
-        )
+    local = local_issuer.registered()
+    if local is not None:
+        refusal = local.refusal()
+        if refusal is not None:
+            raise ImproperlyConfigured(f"The DPoP verifier has no issuer keys: {refusal}")
+        return StaticKeys(dict(local.public_jwks()))
     raise ImproperlyConfigured(
         'The DPoP verifier needs issuer keys: POPPY["TOKENS"]["JWKS_URL"] or ["JWKS"].'
     )
 
 
-def expected_issuer() -> str:
-    """``POPPY["ISSUER"]``, else the development authority's issuer (when it may run)."""
-    if poppy_settings.ISSUER:
-        return poppy_settings.ISSUER
-    from poppy_django.auth import dev_authority
-
-    if dev_authority.enabled():
-        return dev_authority.issuer()
-    if dev_authority.configured():
-        raise ImproperlyConfigured(
-            f"The DPoP verifier has no issuer: {dev_authority.disabled_reason()}"
-        )
+def _issuer() -> str:
+    """:func:`poppy_django.addresses.token_issuer`, required: the verifier cannot run without."""
+    found = addresses.token_issuer()
+    if found:
+        return found
+    local = local_issuer.registered()
+    refusal = local.refusal() if local is not None else None
+    if refusal is not None:
+        raise ImproperlyConfigured(f"The DPoP verifier has no issuer: {refusal}")
     raise ImproperlyConfigured('The DPoP verifier needs POPPY["ISSUER"].')
 
 
@@ -614,7 +604,7 @@ def build_verifier(clock: Callable[[], float] = time.time) -> DPoPVerifier:
     options = poppy_settings.token_options
     return DPoPVerifier(
         options,
-        issuer=expected_issuer(),
+        issuer=_issuer(),
         keys=key_source(options),
         path=str(poppy_settings.PATH),
         clock=clock,
@@ -647,5 +637,6 @@ def reset() -> None:
 
 @receiver(setting_changed)
 def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("POPPY", "SECRET_KEY", "CACHES", "DEBUG"):  # DEBUG: the dev authority
+    # DEBUG and POPPY_AUTHORITY: which key and issuer the local issuer has.
+    if setting in ("POPPY", "POPPY_AUTHORITY", "SECRET_KEY", "CACHES", "DEBUG"):
         reset()

@@ -8,7 +8,7 @@ Written once here so the verifier, the system checks and the docs agree. Sub-key
     unknown ``kid`` at most once per ``JWKS_MIN_REFRESH_SECONDS`` per process (no fetch storm).
 ``JWKS`` (None)
     An inline JWKS (``{"keys": [...]}``) instead of a URL. With neither and
-    ``POPPY["DEV_AUTHORITY"]`` on, the development authority's own key is used.
+    an issuer app installed in this project (the authority), its own key is used.
 ``ALGORITHMS`` (``["ES256", "RS256", "EdDSA"]``)
     Token signature algorithms. ``none`` and HMAC are never accepted (check E103).
 ``DPOP_ALGORITHMS`` (``["ES256", "RS256", "EdDSA"]``)
@@ -55,6 +55,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+
+from poppy_django.conf import unknown_keys
 
 #: Token algorithms the verifier can check. HMAC and ``none`` are deliberately absent.
 ASYMMETRIC_ALGORITHMS = frozenset(
@@ -127,11 +129,6 @@ class TokenOptions:
         return self.proof_max_age + 2 * self.leeway
 
 
-def unknown_keys(raw: Mapping[str, Any]) -> list[str]:
-    """Sub-keys of ``TOKENS`` this module does not know (a typo would be silently ignored)."""
-    return sorted(set(raw) - set(TOKEN_DEFAULTS))
-
-
 def _strings(name: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
@@ -162,22 +159,16 @@ def _number(name: str, value: Any) -> float:
 def parse_options(raw: Mapping[str, Any] | None) -> TokenOptions:
     """Validate ``POPPY["TOKENS"]``; raises ``ImproperlyConfigured`` naming the bad key."""
     raw = dict(raw or {})
-    unknown = unknown_keys(raw)
+    unknown = unknown_keys('POPPY["TOKENS"]', raw, TOKEN_DEFAULTS)
     if unknown:
-        raise ImproperlyConfigured(
-            f'Unknown POPPY["TOKENS"] key(s): {", ".join(unknown)}. '
-            f"Known: {', '.join(TOKEN_DEFAULTS)}."
-        )
+        raise ImproperlyConfigured(unknown)
     merged = {**TOKEN_DEFAULTS, **raw}
     claims = merged["CLAIMS"] or {}
     if not isinstance(claims, Mapping) or not all(isinstance(v, str) for v in claims.values()):
         raise ImproperlyConfigured('POPPY["TOKENS"]["CLAIMS"] must map names to claim names.')
-    unknown_claims = sorted(set(claims) - set(DEFAULT_CLAIMS))
+    unknown_claims = unknown_keys('POPPY["TOKENS"]["CLAIMS"]', claims, DEFAULT_CLAIMS)
     if unknown_claims:
-        raise ImproperlyConfigured(
-            f'Unknown POPPY["TOKENS"]["CLAIMS"] key(s): {", ".join(unknown_claims)}. '
-            f"Known: {', '.join(DEFAULT_CLAIMS)}."
-        )
+        raise ImproperlyConfigured(unknown_claims)
     jwks = merged["JWKS"]
     if jwks is not None and not (isinstance(jwks, Mapping) and isinstance(jwks.get("keys"), list)):
         raise ImproperlyConfigured('POPPY["TOKENS"]["JWKS"] must be a JWKS: {"keys": [...]}.')

@@ -10,9 +10,22 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import ngettext
 
-from poppy_django.authority.grants import revoke_grants
 from poppy_django.authority.models import Client, Grant, Session
-from poppy_django.authority.sessions import end_sessions
+
+
+def end_sessions(sessions: QuerySet[Session]) -> int:
+    """:func:`poppy_django.authority.sessions.end_sessions`, imported when an action runs: the
+    OAuth modules need the authority's extra (Authlib), the admin (development mode) does not."""
+    from poppy_django.authority.sessions import end_sessions
+
+    return end_sessions(sessions)
+
+
+def revoke_grants(grants: QuerySet[Grant]) -> int:
+    """:func:`poppy_django.authority.grants.revoke_grants`, imported when an action runs."""
+    from poppy_django.authority.grants import revoke_grants
+
+    return revoke_grants(grants)
 
 
 class ClientForm(forms.ModelForm):

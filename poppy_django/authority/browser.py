@@ -207,7 +207,7 @@ def verify_assertion(
 
 def user_for_account(account_id: str) -> Any:
     """The Django user of a signed-in Session's account (``USER_FOR_ACCOUNT``), or None."""
-    hook = authority_settings().hook("USER_FOR_ACCOUNT")
+    hook = authority_settings().USER_FOR_ACCOUNT
     if hook is not None:
         return hook(account_id)
     model = get_user_model()

@@ -27,18 +27,18 @@ STATUS_CALLABLE = "poppy_django.authority.status.session_is_active"
 
 
 def check_authority(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[Any]:
+    from poppy_django.addresses import token_issuer
     from poppy_django.authority import keys
     from poppy_django.authority.conf import authority_settings
     from poppy_django.authority.status import session_is_active
     from poppy_django.conf import poppy_settings
-    from poppy_django.discovery import issuer
 
     try:
-        authority_settings()
+        authority_settings().validate()
     except ImproperlyConfigured as exc:
         return [checks.Error(str(exc), id="poppy_authority.E001")]
     try:
-        found = issuer()
+        found = token_issuer()
     except ImproperlyConfigured:
         return []  # the POPPY dict itself is broken: poppy_django.E004 says how
     problems: list[Any] = []
@@ -62,7 +62,9 @@ def check_authority(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> 
     except (ImproperlyConfigured, OSError) as exc:
         problems.append(checks.Error(str(exc), id="poppy_authority.E003"))
     status = poppy_settings.raw("SESSION_STATUS")
-    if status not in (STATUS_CALLABLE, session_is_active):
+    # Development mode alone (no deployment key, so no token endpoint's Sessions) revokes
+    # only with poppy_token --revoke: no warning, as for the development authority before.
+    if status not in (STATUS_CALLABLE, session_is_active) and keys.deployment_key_configured():
         problems.append(
             checks.Warning(
                 "Sign-outs take effect only when Session Tokens expire.",

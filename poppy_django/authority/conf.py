@@ -1,21 +1,33 @@
 """``POPPY_AUTHORITY``: the authorization server's settings, every key with its default.
 
 A Django setting of its own (not a ``POPPY`` key): a project that verifies tokens issued
-elsewhere never sees these. Unknown keys raise ``ImproperlyConfigured`` naming them.
+elsewhere never sees these. Typed like ``POPPY`` (:class:`poppy_django.conf.TypedSettings`:
+one parser per key, unknown keys refused by the same rule, import strings imported once).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
-from django.utils.module_loading import import_string
+
+from poppy_django.conf import (
+    Setting,
+    TypedSettings,
+    flag,
+    imported,
+    integer,
+    items,
+    number,
+    optional_integer,
+    optional_text,
+    text,
+    texts,
+    texts_by_name,
+)
 
 DEFAULTS: dict[str, Any] = {
     # PEM file of the ES256 signing key; None: $POPPY_AUTHORITY_SIGNING_KEY, else the
@@ -92,52 +104,86 @@ DEFAULTS: dict[str, Any] = {
     "MEDIATED_CODE_ATTEMPTS": 3,
 }
 
-IMPORT_STRINGS = frozenset(
-    {"FETCH_TRANSPORT", "RESOLVER", "ACCOUNT_ID", "USER_FOR_ACCOUNT", "MEDIATED_CHECK"}
-)
+
+def clients_policy(name: str, value: Any) -> str:
+    """``CLIENTS``: ``"open"`` or ``"registered"``."""
+    if value not in ("open", "registered"):
+        raise ImproperlyConfigured(f'{name} is "open" or "registered", not {value!r}.')
+    return str(value)
 
 
-@dataclass(frozen=True)
-class AuthoritySettings:
-    """``POPPY_AUTHORITY`` merged over :data:`DEFAULTS`."""
-
-    values: Mapping[str, Any]
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.values[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def hook(self, name: str) -> Callable[..., Any] | None:
-        """The callable an import-string key names, or None."""
-        value = self.values[name]
-        if value is None or callable(value):
-            return value
-        try:
-            hook: Callable[..., Any] = import_string(value)
-            return hook
-        except ImportError as exc:
-            raise ImproperlyConfigured(
-                f"POPPY_AUTHORITY[{name!r}] = {value!r} cannot be imported: {exc}"
-            ) from exc
+def scope_descriptions(name: str, value: Any) -> dict[str, str]:
+    """``CUSTOM_SCOPES``: scope -> the words the consent page shows."""
+    return texts_by_name(name, value)
 
 
-@functools.cache
+def optional_domains(name: str, value: Any) -> list[str] | None:
+    return None if value is None else texts(name, value)
+
+
+def optional_items(name: str, value: Any) -> list[Any] | None:
+    """``MEDIATED_FIELDS``: None (off) or a list (its items checked where they are used)."""
+    return None if value is None else items(name, value)
+
+
+class AuthoritySettings(TypedSettings):
+    """Typed, cached access to ``settings.POPPY_AUTHORITY``: one attribute per key (DEFAULTS)."""
+
+    SETTING = "POPPY_AUTHORITY"
+    DEFAULTS = DEFAULTS
+
+    SIGNING_KEY_FILE = Setting(optional_text)
+    SESSION_TOKEN_SECONDS = Setting(integer)
+    LEEWAY_SECONDS = Setting(number)
+    PROOF_MAX_AGE_SECONDS = Setting(number)
+    CLIENTS = Setting(clients_policy)
+    SESSIONS_PER_CLIENT_PER_MINUTE = Setting(optional_integer)
+    DOMAINS = Setting(optional_domains)
+    CUSTOM_SCOPES = Setting(scope_descriptions)
+    DEVICE_CODE_SECONDS = Setting(integer)
+    DEVICE_INTERVAL_SECONDS = Setting(integer)
+    DEVICE_CODE_FAILURES_PER_USER = Setting(optional_integer)
+    DEVICE_CODE_FAILURES_PER_ADDRESS = Setting(optional_integer)
+    DEVICE_CODE_FAILURE_WINDOW_SECONDS = Setting(number)
+    #: callable(user) -> str: the account a Django user signs in to.
+    ACCOUNT_ID: Setting[Callable[..., Any] | None] = Setting(imported)
+    FETCH_TIMEOUT_SECONDS = Setting(number)
+    FETCH_MAX_BYTES = Setting(integer)
+    CLIENT_METADATA_CACHE_SECONDS = Setting(number)
+    CLIENT_FAILURE_CACHE_SECONDS = Setting(number)
+    FETCHES_PER_HOST_PER_MINUTE = Setting(optional_integer)
+    #: zero-argument factory returning an httpx transport.
+    FETCH_TRANSPORT: Setting[Callable[..., Any] | None] = Setting(imported)
+    #: resolve(host) -> list of IP address strings.
+    RESOLVER: Setting[Callable[..., Any] | None] = Setting(imported)
+    REPLAY_CACHE = Setting(text)
+    BROWSER_SESSIONS = Setting(flag)
+    BROWSER_RETURN_HOSTS = Setting(optional_domains)
+    #: user_for_account(account_id) -> user | None, for browser sessions.
+    USER_FOR_ACCOUNT: Setting[Callable[..., Any] | None] = Setting(imported)
+    MEDIATED_FIELDS = Setting(optional_items)
+    #: check(request, credentials) -> Authenticated | CodeRequired | None.
+    MEDIATED_CHECK: Setting[Callable[..., Any] | None] = Setting(imported)
+    MEDIATED_MAX_FAILURES = Setting(integer)
+    MEDIATED_WINDOW_SECONDS = Setting(number)
+    MEDIATED_CODE_SECONDS = Setting(number)
+    MEDIATED_CODE_ATTEMPTS = Setting(integer)
+
+    def validate(self) -> None:
+        """Parse every key now (the system check), raising the first error."""
+        for name in self.DEFAULTS:
+            getattr(self, name)
+
+
+_settings = AuthoritySettings()
+
+
 def authority_settings() -> AuthoritySettings:
-    """The current settings (cached; reloaded when ``POPPY_AUTHORITY`` changes)."""
-    raw = dict(getattr(settings, "POPPY_AUTHORITY", {}) or {})
-    unknown = sorted(set(raw) - set(DEFAULTS))
-    if unknown:
-        raise ImproperlyConfigured(
-            f"Unknown POPPY_AUTHORITY key(s): {', '.join(unknown)}. Known: {', '.join(DEFAULTS)}."
-        )
-    if raw.get("CLIENTS", "open") not in ("open", "registered"):
-        raise ImproperlyConfigured('POPPY_AUTHORITY["CLIENTS"] is "open" or "registered".')
-    return AuthoritySettings({**DEFAULTS, **raw})
+    """The current settings (parsed at first use of each key; reloaded on a change)."""
+    return _settings
 
 
 @receiver(setting_changed)
 def _reload(*, setting: str, **kwargs: Any) -> None:
     if setting in ("POPPY_AUTHORITY", "POPPY"):
-        authority_settings.cache_clear()
+        _settings.reload()

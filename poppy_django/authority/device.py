@@ -16,7 +16,6 @@ from typing import Any
 
 from authlib.oauth2.rfc6749 import AccessDeniedError, InvalidGrantError, InvalidScopeError
 from authlib.oauth2.rfc8628 import AuthorizationPendingError, ExpiredTokenError, SlowDownError
-from authlib.oauth2.rfc8628.endpoint import create_string_user_code
 from django.core.cache import caches
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -52,7 +51,7 @@ def start(client: Client, scope: str | None) -> tuple[DeviceAuthorization, str]:
                 record = DeviceAuthorization.objects.create(
                     client=client,
                     device_code_hash=grants.token_hash(device_code),
-                    user_code=create_string_user_code(),
+                    user_code=new_user_code(),
                     scope=wanted,
                     expires_at=timezone.now() + timedelta(seconds=int(options.DEVICE_CODE_SECONDS)),
                     interval=int(options.DEVICE_INTERVAL_SECONDS),
@@ -61,6 +60,16 @@ def start(client: Client, scope: str | None) -> tuple[DeviceAuthorization, str]:
         except IntegrityError:  # a user code already in use: draw another
             continue
     raise RuntimeError("Could not draw a free user code.")
+
+
+#: RFC 8628 section 6.1's advice: consonants only (no words spelt), case-insensitive entry.
+USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"
+
+
+def new_user_code() -> str:
+    """A user code to type on the device page: ``XXXX-XXXX`` (20^8, about 34 bits)."""
+    letters = "".join(secrets.choice(USER_CODE_ALPHABET) for _ in range(8))
+    return f"{letters[:4]}-{letters[4:]}"
 
 
 def normalized_user_code(value: str) -> str:

@@ -103,7 +103,7 @@ def check_url(url: str) -> None:
         pass
     else:
         raise FetchError("a literal IP address is not fetched")
-    resolve = authority_settings().hook("RESOLVER") or _system_resolve
+    resolve = authority_settings().RESOLVER or _system_resolve
     addresses = list(resolve(host))
     if not addresses or not all(is_public_address(a) for a in addresses):
         raise FetchError("the host resolves to a non-public address")
@@ -181,7 +181,7 @@ def fetch_json(url: str) -> dict[str, Any]:
     closed under the helper, which then ends at its next read.
     """
     options = authority_settings()
-    factory = options.hook("FETCH_TRANSPORT")
+    factory = options.FETCH_TRANSPORT
     seconds = float(options.FETCH_TIMEOUT_SECONDS)
     limit = int(options.FETCH_MAX_BYTES)
     client = httpx.Client(

@@ -31,7 +31,7 @@ def token_hash(token: str) -> str:
 def account_id_of(user: Any) -> str:
     """The account a signed-in Django user is: ``POPPY_AUTHORITY["ACCOUNT_ID"]``, else the
     username."""
-    hook = authority_settings().hook("ACCOUNT_ID")
+    hook = authority_settings().ACCOUNT_ID
     return str(hook(user)) if hook else str(user.get_username())
 
 

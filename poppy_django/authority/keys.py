@@ -1,10 +1,15 @@
-"""The authority's ES256 signing key and the JWKS the verifier checks its tokens with.
+"""The authority's one ES256 signing key and the JWKS the verifier checks its tokens with.
 
-Where the key comes from, first found wins: the environment variable
-``POPPY_AUTHORITY_SIGNING_KEY`` (a PEM), ``POPPY_AUTHORITY["SIGNING_KEY_FILE"]``, else the
-development authority's key (``POPPY["DEV_AUTHORITY"]``): then this authority *is* the
-development authority's production form, and ``poppy_token`` and the token endpoint sign
-with one key, for one verifier.
+Where the key comes from, first found wins:
+
+1. the environment variable ``POPPY_AUTHORITY_SIGNING_KEY`` (a PEM);
+2. ``POPPY_AUTHORITY["SIGNING_KEY_FILE"]`` (a PEM file made by the deployment);
+3. in development mode (``POPPY["DEV_AUTHORITY"]``, :mod:`poppy_django.authority.development`)
+   the generated development key: ``$POPPY_DEV_SIGNING_KEY``, else its key file, created
+   once on first use.
+
+The token endpoint, ``poppy_token`` and the JWKS the verifier trusts all read
+:func:`signing_key`, so there is one key for one verifier by construction.
 """
 
 from __future__ import annotations
@@ -18,44 +23,75 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.exceptions import ImproperlyConfigured
 
-from poppy_django.auth import dev_authority
 from poppy_django.auth.jwk import public_jwk, thumbprint
+from poppy_django.authority import development
 from poppy_django.authority.conf import authority_settings
+from poppy_django.files import made_once
 
 ENV_KEY = "POPPY_AUTHORITY_SIGNING_KEY"
 ALGORITHM = "ES256"
 
 
-def _load(pem: bytes, origin: str) -> ec.EllipticCurvePrivateKey:
+def load_pem(pem: bytes, origin: str) -> ec.EllipticCurvePrivateKey:
+    """A P-256 private key from a PEM, or ``ImproperlyConfigured`` naming where it came from."""
     try:
         key = serialization.load_pem_private_key(pem, password=None)
     except ValueError as exc:
         raise ImproperlyConfigured(f"The authority's signing key in {origin} is no PEM.") from exc
     if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
-        raise ImproperlyConfigured(f"The authority's signing key in {origin} is not P-256.")
+        raise ImproperlyConfigured(f"The authority's signing key in {origin} is not P-256 (ES256).")
     return key
 
 
-@functools.lru_cache(maxsize=4)
-def _key(env_pem: str | None, path: str | None) -> ec.EllipticCurvePrivateKey:
+def new_pem() -> bytes:
+    """A fresh P-256 private key as an unencrypted PKCS#8 PEM."""
+    return ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _key(
+    env_name: str, env_pem: str | None, path: str | None, create: bool
+) -> ec.EllipticCurvePrivateKey:
     if env_pem:
-        return _load(env_pem.encode(), f"${ENV_KEY}")
+        return load_pem(env_pem.encode(), f"${env_name}")
     assert path is not None
-    return _load(Path(path).read_bytes(), path)
+    # Creating is atomic (files.made_once): two processes starting at once agree on one key.
+    pem = made_once(Path(path), new_pem) if create else Path(path).read_bytes()
+    return load_pem(pem, path)
+
+
+def deployment_key_configured() -> bool:
+    """Whether the deployment gave a key (environment or file), rather than development mode."""
+    return bool(os.environ.get(ENV_KEY) or authority_settings().SIGNING_KEY_FILE)
+
+
+def key_refusal() -> str | None:
+    """Why there is no signing key here, or None when :func:`signing_key` has one."""
+    if deployment_key_configured():
+        return None
+    if development.enabled():
+        return None
+    if development.configured():
+        return development.disabled_reason()
+    return f'The authority needs a signing key: ${ENV_KEY} or POPPY_AUTHORITY["SIGNING_KEY_FILE"].'
 
 
 def signing_key() -> ec.EllipticCurvePrivateKey:
-    """The private key Session Tokens are signed with (cached per process)."""
+    """The private key Session Tokens are signed with (cached per process and source)."""
     env_pem = os.environ.get(ENV_KEY) or None
     path = authority_settings().SIGNING_KEY_FILE
     if env_pem or path:
-        return _key(env_pem, path)
-    if dev_authority.enabled():
-        # Development mode: the development authority's key (it caches per key file).
-        return dev_authority.signing_key()
-    raise ImproperlyConfigured(
-        f'The authority needs a signing key: ${ENV_KEY} or POPPY_AUTHORITY["SIGNING_KEY_FILE"].'
-    )
+        return _key(ENV_KEY, env_pem, path, False)
+    refusal = key_refusal()
+    if refusal is not None:
+        raise ImproperlyConfigured(refusal)
+    # Development mode: the generated key.
+    dev_pem = os.environ.get(development.ENV_KEY) or None
+    return _key(development.ENV_KEY, dev_pem, str(development.key_file()), True)
 
 
 def jwks_of(key: ec.EllipticCurvePrivateKey) -> dict[str, Any]:
@@ -66,7 +102,7 @@ def jwks_of(key: ec.EllipticCurvePrivateKey) -> dict[str, Any]:
 
 def jwks_of_file(path: str | Path) -> dict[str, Any]:
     """The public JWKS of a PEM key file, for ``POPPY["TOKENS"]["JWKS"]`` in settings."""
-    return jwks_of(_load(Path(path).read_bytes(), str(path)))
+    return jwks_of(load_pem(Path(path).read_bytes(), str(path)))
 
 
 def public_jwks() -> dict[str, Any]:

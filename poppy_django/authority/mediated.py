@@ -334,7 +334,7 @@ def mediated_view(request: HttpRequest) -> JsonResponse:
     body.clear()
     keys = _attempt_keys(session, credentials, declared)
     _refuse_if_locked(keys)
-    check = authority_settings().hook("MEDIATED_CHECK") or django_check
+    check = authority_settings().MEDIATED_CHECK or django_check
     outcome = check(request, credentials)
     credentials.clear()
     if not isinstance(outcome, Authenticated | CodeRequired):

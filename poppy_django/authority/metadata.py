@@ -18,7 +18,6 @@ from django.views.decorators.http import require_safe
 
 from poppy_django import addresses
 from poppy_django.addresses import public_origin
-from poppy_django.auth.options import parse_options
 from poppy_django.authority.conf import authority_settings
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
@@ -32,11 +31,12 @@ DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
 
 
 def issuer() -> str:
-    """The authority's identifier, compared exactly by agents: ``POPPY["ISSUER"]``.
+    """This authority's identifier, compared exactly by agents: the one the verifier expects
+    (:func:`poppy_django.addresses.token_issuer`), which must be known here.
 
-    In development mode (``POPPY["DEV_AUTHORITY"]``) the development authority's issuer.
+    ``POPPY["ISSUER"]``; in development mode without it, the public origin.
     """
-    configured = addresses.issuer()
+    configured = addresses.token_issuer()
     if not configured:
         raise ImproperlyConfigured('The authority needs POPPY["ISSUER"] (its https URL).')
     return configured
@@ -60,7 +60,7 @@ def endpoint(request: HttpRequest | None, name: str) -> str:
 
 def token_audience(request: HttpRequest | None) -> list[str]:
     """What a Session Token's ``aud`` names: ``TOKENS["AUDIENCE"]``, else the endpoint URL."""
-    configured = parse_options(poppy_settings.TOKENS).audience
+    configured = poppy_settings.token_options.audience
     return list(configured) if configured else [addresses.endpoint_url(origin(request))]
 
 
@@ -96,7 +96,7 @@ def auth_capabilities(request: HttpRequest | None) -> dict[str, Any]:
 
 def metadata_document(request: HttpRequest | None) -> dict[str, Any]:
     """RFC 8414 metadata as this issuer advertises it (unchecked: see :func:`server_metadata`)."""
-    algorithms = list(parse_options(poppy_settings.TOKENS).dpop_algorithms)
+    algorithms = list(poppy_settings.token_options.dpop_algorithms)
     return {
         "issuer": issuer(),
         "token_endpoint": endpoint(request, "token"),

@@ -179,3 +179,21 @@ class MediatedSignIn(models.Model):
 
     def __str__(self) -> str:
         return self.sign_in_id
+
+
+class RevokedSession(models.Model):
+    """A development-mode session ended by ``poppy_token --revoke`` (see docs/security.md).
+
+    In the database so that every process sees a revocation; only ids, never a token. The
+    table keeps the name it had while the core owned the model (migration
+    ``poppy_django.0012_revokedsession_moved_to_the_authority``), so no row moves.
+    """
+
+    session_id = models.CharField(max_length=512, unique=True)
+    revoked_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "poppy_django_revokedsession"
+
+    def __str__(self) -> str:
+        return self.session_id

@@ -17,7 +17,6 @@ import jwt
 from poppy_django.auth import nonces, replay
 from poppy_django.auth.dpop import normalize_htu
 from poppy_django.auth.jwk import JWKError, public_key_for, thumbprint
-from poppy_django.auth.options import parse_options
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import InvalidDPoPProofError, UseDPoPNonceError
 from poppy_django.conf import poppy_settings
@@ -41,7 +40,7 @@ def verify_token_request_proof(proof: Any, url: str, *, now: float | None = None
     except jwt.InvalidTokenError:
         raise _refuse() from None
     alg = header.get("alg")
-    token_options = parse_options(poppy_settings.TOKENS)
+    token_options = poppy_settings.token_options
     allowed = token_options.dpop_algorithms
     if str(header.get("typ", "")).lower() != PROOF_TYPE or alg not in allowed:
         raise _refuse()

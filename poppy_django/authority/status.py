@@ -9,18 +9,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from poppy_django.auth import dev_authority
 from poppy_django.auth.principal import Principal
 from poppy_django.auth.sessions import SIGNED_OUT
-from poppy_django.authority.models import Session
+from poppy_django.authority.models import RevokedSession, Session
 
 
 def session_is_active(principal: Principal) -> bool | Literal["signed_out"]:
     """False when the token's Session ended or its client is blocked; ``"signed_out"`` for a
     signed-in token whose sign-in was revoked (the Session continues, signed out).
 
-    A ``session_id`` this authority never issued is a development token minted by
-    ``poppy_token`` (its development mode): the development authority's revocations decide.
+    A ``session_id`` with no Session row is a development token minted by ``poppy_token``
+    (development mode): active unless ``poppy_token --revoke`` revoked it.
     """
     if not principal.session_id:
         return True
@@ -31,7 +30,7 @@ def session_is_active(principal: Principal) -> bool | Literal["signed_out"]:
         .first()
     )
     if session is None:
-        return dev_authority.session_active(principal) if dev_authority.enabled() else True
+        return not RevokedSession.objects.filter(session_id=principal.session_id).exists()
     if not session.active or session.client.client_id != principal.client_id:
         return False
     if principal.signed_in and not (

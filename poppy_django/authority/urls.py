@@ -11,6 +11,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from poppy_django.authority import browser, mediated, metadata, pages, views
+from poppy_django.discovery import jwks_view
 
 app_name = "poppy_authority"
 
@@ -24,7 +25,7 @@ urlpatterns = [
     path("oauth/token", views.token_view, name="token"),
     path("oauth/revoke", views.revocation_view, name="revoke"),
     path("oauth/device_authorization", views.device_authorization_view, name="device"),
-    path("oauth/jwks.json", views.jwks_view, name="jwks"),
+    path("oauth/jwks.json", jwks_view, name="jwks"),
     path("oauth/authorize", pages.authorize_page, name="authorize"),
     path("device", pages.device_page, name="device-page"),
     path("account/agents", pages.connections_page, name="connections"),

@@ -16,16 +16,14 @@ from authlib.oauth2 import OAuth2Error
 from authlib.oauth2.rfc6749 import InvalidRequestError, UnsupportedGrantTypeError
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_safe
 
 from poppy_django.addresses import public_origin
-from poppy_django.auth.options import parse_options
 from poppy_django.authority import device, direct, grants, metadata, sessions
 from poppy_django.authority.assertions import verify_client_assertion, verify_session_assertion
 from poppy_django.authority.clients import client_for, remember
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import InvalidSessionError, no_store, oauth_error_response
-from poppy_django.authority.keys import ALGORITHM, public_jwks, signing_key
+from poppy_django.authority.keys import ALGORITHM, signing_key
 from poppy_django.authority.models import Client, Session
 from poppy_django.authority.proofs import verify_token_request_proof
 from poppy_django.authority.tokens import issue_session_token
@@ -243,14 +241,5 @@ def _own_session_id(token: str) -> str | None:
         )
     except jwt.InvalidTokenError:
         return None
-    sid = claims.get(parse_options(poppy_settings.TOKENS).claims["session_id"])
+    sid = claims.get(poppy_settings.token_options.claims["session_id"])
     return sid if isinstance(sid, str) else None
-
-
-@require_safe
-def jwks_view(request: HttpRequest) -> JsonResponse:
-    """``GET`` the public keys Session Tokens are signed with."""
-    response = JsonResponse(public_jwks())
-    response["Cache-Control"] = "public, max-age=300"
-    response["Access-Control-Allow-Origin"] = "*"
-    return response

@@ -2,8 +2,8 @@
 
 The company lists it in ``poppy.json`` (:mod:`poppy_django.discovery`, when enabled); the
 personal agent in its client metadata (``"extensions": {"operations": {"version": "1"}}``).
-The core never imports the authorization server: it reads the authority's stored client
-metadata only when :mod:`poppy_django.authority` is installed, or asks the
+The core never imports the authorization server: it reads the client metadata an issuer app
+in this project stored (:mod:`poppy_django.auth.local_issuer`), or asks the
 ``CLIENT_EXTENSIONS`` hook.
 """
 
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.apps import apps
-
+from poppy_django.auth import local_issuer
 from poppy_django.operations.options import options
 
 EXTENSION = "operations"
@@ -24,11 +23,10 @@ def lists_operations(client_id: str) -> bool:
     hook = options().client_extensions
     if hook is not None:
         return EXTENSION in set(hook(client_id))
-    if not apps.is_installed("poppy_django.authority"):
+    local = local_issuer.registered()
+    if local is None:
         return False  # no client metadata to read: only the hook can say it is listed
-    from poppy_django.authority.models import Client
-
-    metadata = Client.objects.filter(client_id=client_id).values_list("metadata", flat=True).first()
+    metadata = local.client_metadata(client_id)
     return _version(metadata) == VERSION
 
 

@@ -16,9 +16,11 @@ from poppy_django.agent import CompanyAgent, ToolContext, register, tool
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.scripted import ScriptedModel
 from poppy_django.conf import DEFAULT_TEXTS
+from poppy_django.fanout.listening import waiting_readers
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Status
 from tests.conftest import PersonalAgent, messages
 from tests.stream.asgi import get
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,6 +50,12 @@ def stream_until_idle(pa: PersonalAgent, conversation_id: str) -> list[Any]:
     return response.frames
 
 
+def stream_is_open() -> None:
+    """Wait (bounded) until the test's stream listens: its first frames then show what the
+    model says next, however slowly the stream's request started."""
+    eventually(lambda: bool(waiting_readers()), what="the test's stream to listen")
+
+
 # -- a hung model ------------------------------------------------------------------------
 
 
@@ -59,7 +67,7 @@ class HungModel:
         self.after: list[str] = []
 
     def run(self, turn: ModelTurn, call_tool, emit_text) -> None:
-        time.sleep(0.5)  # the test's stream is open by then
+        stream_is_open()
         emit_text("Let me ")
         self.release.wait(30)
         for late in (lambda: emit_text("late words"), lambda: call_tool("cancel_order", {})):
@@ -223,7 +231,7 @@ def test_a_parents_turn_waits_for_a_turn_of_its_direct(acct1: PersonalAgent, mon
 
 class SpeaksThenNeedsAScope:
     def run(self, turn: ModelTurn, call_tool, emit_text) -> None:
-        time.sleep(0.5)  # the test's stream is open by then
+        stream_is_open()
         emit_text("Let me look ")
         emit_text("that up.")
         call_tool("list_orders", {})

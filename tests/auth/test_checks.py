@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from poppy_django.auth.checks import check_dev_authority, check_dpop_verifier
+from poppy_django.auth.checks import check_dev_authority, check_dpop_verifier, check_fake_verifier
 
 GOOD = {
     "AUTHENTICATE": "poppy_django.auth.dpop.verify",
@@ -26,7 +26,9 @@ def ids(settings: Any, caches: Any = None, debug: bool = True, **poppy: Any) -> 
     settings.DEBUG = debug
     settings.CACHES = caches or REDIS
     settings.POPPY = {**settings.POPPY, **GOOD, **poppy}
-    return sorted(m.id for m in check_dev_authority() + check_dpop_verifier())
+    return sorted(
+        m.id for m in check_dev_authority() + check_dpop_verifier() + check_fake_verifier()
+    )
 
 
 def test_good_configuration_passes(settings: Any) -> None:
@@ -44,6 +46,51 @@ def test_w103_dev_authority_explicitly_allowed_without_debug(settings: Any) -> N
     assert ids(settings, debug=True, DEV_AUTHORITY=allowed) == []
     truthy = {"ALLOW_WITHOUT_DEBUG": "yes"}  # only True counts as the opt-in
     assert ids(settings, debug=False, DEV_AUTHORITY=truthy) == ["poppy_django.E101"]
+
+
+def test_e107_dev_authority_without_an_issuer_app(settings: Any) -> None:
+    settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a != "poppy_django.authority"]
+    assert "poppy_django.E107" in ids(settings, ISSUER=None, DEV_AUTHORITY=True)
+
+
+def test_e108_the_fake_verifier_is_refused_without_debug(settings: Any) -> None:
+    from poppy_django.auth import fake
+
+    for fake_verifier in ("poppy_django.auth.fake.verify", fake.verify):
+        assert ids(settings, debug=False, AUTHENTICATE=fake_verifier) == ["poppy_django.E108"]
+        assert ids(settings, debug=True, AUTHENTICATE=fake_verifier) == []
+
+
+def test_the_example_projects_explicit_fake_verifier_opt_in_silences_e108(
+    tmp_path: Any,
+) -> None:
+    """POPPY_AUTHENTICATE=…fake.verify (the benchmarks' and multi-process tests' opt-in):
+    ``manage.py check`` (and so ``migrate``) still runs with DEBUG off."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "POPPY_"))}
+    env.update({"DJANGO_DEBUG": "0", "POPPY_VAR_DIR": str(tmp_path), "POPPY_DEV_AUTHORITY": "0"})
+    env["DJANGO_SETTINGS_MODULE"] = "example_project.settings"
+    opted = subprocess.run(
+        [sys.executable, "-c", CHECK_WITH_FAKE],
+        env={**env, "POPPY_AUTHENTICATE": "poppy_django.auth.fake.verify"},
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    assert opted.returncode == 0, opted.stderr
+    assert "E108" not in opted.stdout + opted.stderr
+
+
+#: ``manage.py check`` in a fresh interpreter: E108 raised by the check run, or silenced.
+CHECK_WITH_FAKE = (
+    "import django; django.setup(); "
+    "from django.core.management import call_command; call_command('check')"
+)
 
 
 def test_e102_missing_issuer(settings: Any) -> None:

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from poppy_django.auth import dev_authority, dpop
+from poppy_django.auth import dpop
+from poppy_django.authority.tokens import mint_development_token
 from poppy_django.client import DPoPKey, PoppyClient, PoppyClientError, SSEFrame, iter_sse
 from poppy_django.models import Event
 from tests.threaded_server import serve
@@ -95,7 +96,7 @@ def settle(client: PoppyClient, conversation_id: str) -> list[dict[str, Any]]:
 
 def test_whole_conversation_over_http(live: str) -> None:
     key = DPoPKey()
-    token = dev_authority.mint_token(user="u-live", jkt=key.thumbprint)
+    token = mint_development_token(user="u-live", jkt=key.thumbprint)
     with PoppyClient(live, token, key=key, timeout=20) as client:
         started = client.start("hello there")  # first try is refused for a nonce, retried once
         assert client.nonce is not None
@@ -131,7 +132,7 @@ def test_whole_conversation_over_http(live: str) -> None:
             client.send(conversation_id, "after close")
         assert caught.value.error == "conversation_closed"
 
-        client.token = dev_authority.mint_token(user="u-live", jkt=DPoPKey().thumbprint)
+        client.token = mint_development_token(user="u-live", jkt=DPoPKey().thumbprint)
         with pytest.raises(PoppyClientError) as caught:
             client.events(conversation_id)
         assert (caught.value.status, caught.value.error) == (401, "invalid_dpop_proof")

@@ -1,4 +1,4 @@
-"""The development authority and ``manage.py poppy_token`` (design.md's exact contract)."""
+"""The authority's development mode and ``manage.py poppy_token`` (design.md's exact contract)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from poppy_django.auth import dev_authority, dpop
+from poppy_django.auth import dpop
+from poppy_django.authority import development, keys
 from poppy_django.client import DPoPKey
 from tests.auth.support import BASE_URL, ENDPOINT_URL, request_info
 
@@ -59,7 +60,7 @@ def test_signed_out_token(dev: Path) -> None:
     token = poppy_token("--user", "u1", f"--jkt={key.thumbprint}")
     principal = verify(token, key)
     assert (principal.user_id, principal.signed_in, principal.account_id) == ("u1", False, None)
-    assert principal.client_id == dev_authority.DEFAULT_CLIENT_ID
+    assert principal.client_id == development.DEFAULT_CLIENT_ID
     claims = claims_of(token)
     assert claims["iss"] == BASE_URL and claims["aud"] == ENDPOINT_URL
     assert claims["cnf"] == {"jkt": key.thumbprint} and claims["signed_in"] is False
@@ -101,8 +102,8 @@ def test_token_is_bound_to_the_thumbprint(dev: Path) -> None:
 
 def test_the_key_is_shared_by_processes(dev: Path) -> None:
     """Every process reads the one key file; the first to create it wins."""
-    first = dev_authority._create_or_read(dev)
-    second = dev_authority._create_or_read(dev)
+    first = keys.signing_key()
+    second = keys.load_pem(dev.read_bytes(), str(dev))  # what another process reads
     assert first.private_numbers() == second.private_numbers()
     assert dev.stat().st_mode & 0o077 == 0  # not readable by others
 
@@ -112,8 +113,8 @@ def test_key_from_the_environment(dev: Path, monkeypatch: pytest.MonkeyPatch) ->
     pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     ).decode()
-    monkeypatch.setenv(dev_authority.ENV_KEY, pem)
-    assert dev_authority.signing_key().private_numbers() == key.private_numbers()
+    monkeypatch.setenv(development.ENV_KEY, pem)
+    assert keys.signing_key().private_numbers() == key.private_numbers()
     assert not dev.exists()
 
 
@@ -141,7 +142,7 @@ def test_refused_without_the_dev_authority(settings: Any) -> None:
 def test_jwks_view(dev: Path) -> None:
     response = Client().get("/.well-known/jwks.json")
     jwks = response.json()
-    assert jwks == dev_authority.public_jwks()
+    assert jwks == keys.public_jwks()
     (entry,) = jwks["keys"]
     assert entry["kty"] == "EC" and "d" not in entry and entry["alg"] == "ES256"
 
@@ -149,8 +150,10 @@ def test_jwks_view(dev: Path) -> None:
 def test_jwks_view_is_404_when_off(settings: Any) -> None:
     from django.test import RequestFactory
 
+    from poppy_django.discovery import jwks_view
+
     settings.POPPY = {**settings.POPPY, "DEV_AUTHORITY": False}
-    response = dev_authority.jwks_view(RequestFactory().get("/.well-known/jwks.json"))
+    response = jwks_view(RequestFactory().get("/.well-known/jwks.json"))
     assert response.status_code == 404
 
 
@@ -180,7 +183,7 @@ def test_url_names_the_audience_and_one_default_everywhere(settings: Any, dev: P
     # Without BASE_URL: poppy_token, the issuer and poppy_chat agree on one origin.
     settings.POPPY = {**settings.POPPY, "BASE_URL": None}
     claims = claims_of(poppy_token("--user", "u1", f"--jkt={key.thumbprint}"))
-    assert claims["iss"] == dev_authority.DEFAULT_ORIGIN == "http://127.0.0.1:8000"
+    assert claims["iss"] == development.DEFAULT_ORIGIN == "http://127.0.0.1:8000"
     assert (
         claims["aud"] == PoppyChat()._default_url() == "http://127.0.0.1:8000/poppy/conversations"
     )

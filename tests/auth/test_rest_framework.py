@@ -60,14 +60,24 @@ def test_refusal_keeps_code_status_and_challenge(pinned: Issuer, pa_key: DPoPKey
     assert response["Cache-Control"] == "no-store"
 
 
-@pytest.mark.parametrize("scheme", [None, "Bearer"])
-def test_no_dpop_credentials_is_401_with_challenge(
-    pinned: Issuer, pa_key: DPoPKey, scheme: str | None
+@pytest.mark.parametrize(
+    ("scheme", "challenge"),
+    [
+        # No credentials: the DPoP challenge without an error (RFC 6750 section 3.1).
+        (None, 'DPoP algs="ES256 RS256 EdDSA"'),
+        # A Session Token sent as Bearer: refused by the verifier, as the endpoint does.
+        ("Bearer", 'DPoP error="invalid_token", algs="ES256 RS256 EdDSA"'),
+    ],
+)
+def test_no_dpop_credentials_is_401_invalid_token_with_challenge(
+    pinned: Issuer, pa_key: DPoPKey, scheme: str | None, challenge: str
 ) -> None:
     token = pinned.token(jkt=pa_key.thumbprint, now=NOW)
     response = get(token if scheme else None, None, scheme=scheme or "DPoP")
     assert response.status_code == 401
-    assert response["WWW-Authenticate"] == 'DPoP algs="ES256 RS256 EdDSA"'
+    assert response.json()["error"] == "invalid_token"
+    assert response["WWW-Authenticate"] == challenge
+    assert response["Cache-Control"] == "no-store"
 
 
 def test_scope_refusal_is_403_and_nonce_is_sent(
@@ -145,7 +155,29 @@ def test_orders_api_refuses_without_the_scope_or_signed_out(
 def test_orders_api_without_a_token_is_401_with_a_dpop_challenge(pinned: Issuer) -> None:
     response = Client().get("/api/orders")
     assert response.status_code == 401
+    assert response.json()["error"] == "invalid_token"
     assert response["WWW-Authenticate"].startswith("DPoP")
+    assert response["Cache-Control"] == "no-store"
+
+
+@pytest.mark.urls("example_project.urls")
+@pytest.mark.django_db
+def test_orders_api_answers_a_session_token_sent_as_bearer_as_the_endpoint_does(
+    pinned: Issuer, pa_key: DPoPKey
+) -> None:
+    """Issue 23 gap 2 (``security.dpop-token-as-bearer``): same code, challenge, no-store."""
+    token = pinned.token(jkt=pa_key.thumbprint, now=NOW, account="acct-1", scope="orders:read")
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    api = Client().get("/api/orders", **headers)
+    endpoint = Client().post("/poppy/conversations", b"{}", "application/json", **headers)
+    for response in (api, endpoint):
+        assert response.status_code == 401
+        assert response.json()["error"] == "invalid_token"
+        assert response["WWW-Authenticate"] == (
+            'DPoP error="invalid_token", algs="ES256 RS256 EdDSA"'
+        )
+        assert response["Cache-Control"] == "no-store"
+    assert api.json() == endpoint.json()
 
 
 @pytest.mark.urls("example_project.urls")

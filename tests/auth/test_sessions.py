@@ -287,7 +287,7 @@ def dev(settings: Any, tmp_path: Path) -> Iterator[None]:
         "TOKENS": {},
         "DEV_AUTHORITY": {"KEY_FILE": str(tmp_path / "dev-key.pem")},
         # What the example project configures, with no cache window for the test.
-        "SESSION_STATUS": "poppy_django.auth.dev_authority.session_active",
+        "SESSION_STATUS": "poppy_django.authority.status.session_is_active",
         "SESSION_STATUS_CACHE_SECONDS": 0,
     }
     dpop.reset()

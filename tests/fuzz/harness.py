@@ -23,7 +23,9 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec
 from hypothesis import HealthCheck, settings
 
-from poppy_django.auth import dev_authority
+from poppy_django import addresses
+from poppy_django.authority import development, keys
+from poppy_django.authority.tokens import mint_development_token
 from poppy_django.client import DPoPKey
 from poppy_django.models import Conversation, Event, MessageReceipt
 from tests.fuzz.strategies import Credentials
@@ -65,7 +67,7 @@ class Caller:
     @classmethod
     def new(cls, base_url: str) -> Caller:
         key = DPoPKey()
-        token = dev_authority.mint_token(user=f"fuzz-{secrets.token_hex(4)}", jkt=key.thumbprint)
+        token = mint_development_token(user=f"fuzz-{secrets.token_hex(4)}", jkt=key.thumbprint)
         return cls(base_url, key, token)
 
     def headers(self, method: str, url: str, how: Credentials) -> list[tuple[bytes, bytes]]:
@@ -90,7 +92,7 @@ class Caller:
                 (b"dpop", self._forged_proof(method, url, how)),
             ]
         if how.kind == "forged_token":
-            forged = self._token(how.token_claims, how.token_header, dev_authority.signing_key())
+            forged = self._token(how.token_claims, how.token_header, keys.signing_key())
             return [
                 (b"authorization", b"DPoP " + forged),
                 (b"dpop", self._proof_for(method, url, forged)),
@@ -136,18 +138,18 @@ class Caller:
     def _token(self, claims: dict[str, Any], header: dict[str, Any], key: Any) -> bytes:
         now = int(time.time())
         payload = {
-            "iss": dev_authority.issuer(),
-            "aud": dev_authority.default_audience(),
+            "iss": addresses.token_issuer(),
+            "aud": development.default_audience(),
             "iat": now,
             "nbf": now,
             "exp": now + 600,
             "sub": "fuzz-user",
-            "client_id": dev_authority.DEFAULT_CLIENT_ID,
+            "client_id": development.DEFAULT_CLIENT_ID,
             "sid": "ses-fuzz",
             "cnf": {"jkt": self.key.thumbprint},
             **claims,
         }
-        headers = {"kid": dev_authority.public_jwks()["keys"][0]["kid"], **header}
+        headers = {"kid": keys.public_jwks()["keys"][0]["kid"], **header}
         return _signed(payload, headers, key)
 
 

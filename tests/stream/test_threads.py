@@ -30,11 +30,27 @@ def test_release_request_thread_ends_the_thread_the_request_context_holds():
     assert later is not held
 
 
-def test_release_request_thread_outside_a_request_does_nothing():
-    release_request_thread()
-    asyncio.run(_release_in_a_bare_loop())
+def test_release_request_thread_outside_a_request_leaves_every_request_its_thread():
+    """Called where no request runs (a bare loop, a plain thread), it ends no request's
+    thread: a request in progress keeps the one it has."""
 
+    async def scenario() -> tuple[threading.Thread, threading.Thread]:
+        holding, finish = asyncio.Event(), asyncio.Event()
 
-async def _release_in_a_bare_loop() -> None:
-    release_request_thread()
-    assert await sync_to_async(lambda: 1, thread_sensitive=True)() == 1
+        async def request() -> tuple[threading.Thread, threading.Thread]:
+            async with ThreadSensitiveContext():
+                first = await sync_to_async(threading.current_thread, thread_sensitive=True)()
+                holding.set()
+                await finish.wait()
+                again = await sync_to_async(threading.current_thread, thread_sensitive=True)()
+            return first, again
+
+        task = asyncio.create_task(request())
+        await holding.wait()
+        release_request_thread()  # this task runs in no request's context
+        await asyncio.to_thread(release_request_thread)  # nor does a plain thread
+        finish.set()
+        return await task
+
+    first, again = asyncio.run(scenario())
+    assert again is first

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 from django.core.cache import cache
 
+from poppy_django.throttling import waiting_slots
 from tests.conftest import PersonalAgent
 from tests.wire.wire_support import assert_error, poppy, quiet_start, rows, wait_for
 
@@ -89,9 +91,12 @@ def hold_long_poll(agent: PersonalAgent, conversation_id: str, seconds: float) -
     same_caller = PersonalAgent(agent.client_id, agent.user_id)  # a test client per thread
 
     def hold() -> None:
-        # A probe of the test's may take the only slot first: then try again until held.
+        # A probe of the test's may take the only slot first: then try again until held
+        # (bounded: a slot leaked by an earlier request would otherwise spin here forever).
+        deadline = time.monotonic() + 20
         while same_caller.read(conversation_id, query).status_code == 429:
-            pass
+            if time.monotonic() > deadline:
+                return
 
     thread = threading.Thread(target=hold)
     thread.start()
@@ -124,6 +129,8 @@ def test_waiting_reads_are_bounded_per_caller(agent):
 
 
 def test_waiting_reads_are_bounded_per_process(agent):
+    # Every earlier waiting read gave its slot back (test_waiting_slots.py: even cancelled).
+    wait_for(lambda: waiting_slots.total == 0, what="no waiting-read slot held")
     with poppy(MAX_WAITING_PER_PROCESS=1):
         conversation_id = quiet_start(agent)
         held = hold_long_poll(agent, conversation_id, 3)

@@ -65,7 +65,16 @@ def test_every_route_event_type_and_error_is_described(document):
         "direct_opened",
         "direct_closed",
     }
-    assert set(_enum(schemas, schemas["Error"]["properties"]["error"])) == set(ERROR_CODES)
+    # The wire contract's codes (poppy-wire.md's Errors and Auth sections), written out here:
+    # the document must list exactly these, whatever the code generating it says.
+    assert set(_enum(schemas, schemas["Error"]["properties"]["error"])) == WIRE_CONTRACT_ERRORS
+    assert set(ERROR_CODES) == WIRE_CONTRACT_ERRORS
+    assert set(_enum(schemas, schemas["Read"]["properties"]["status"])) == {
+        "working",
+        "idle",
+        "queued",
+        "closed",
+    }
     assert "TextDelta" in schemas
     for path, method in ROUTES:
         responses = document["paths"][path][method]["responses"]
@@ -85,6 +94,28 @@ def test_requests_are_described_as_the_wire_reads_them(document):
                 assert parameter["schema"]["minimum"] == 0
     rules = document["components"]["schemas"]["MessageRequest"]["anyOf"]
     assert [rule["required"] for rule in rules] == [["text"], ["data"], ["context"]]
+
+
+WIRE_CONTRACT_ERRORS = {
+    "invalid_request",
+    "invalid_cursor",
+    "invalid_token",
+    "invalid_dpop_proof",
+    "use_dpop_nonce",
+    "sign_in_required",
+    "insufficient_scope",
+    "not_found",
+    "conversation_not_found",
+    "method_not_allowed",
+    "conversation_closed",
+    "message_id_conflict",
+    "direct_conversation_open",
+    "cursor_expired",
+    "request_too_large",
+    "too_many_requests",
+    "server_error",
+    "not_implemented",
+}
 
 
 def _enum(schemas: dict[str, Any], prop: dict[str, Any]) -> list[str]:

@@ -36,8 +36,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from poppy_django.addresses import endpoint_url
-from poppy_django.auth import dev_authority
+from poppy_django.addresses import DEFAULT_DEV_ORIGIN, endpoint_url
+from poppy_django.auth import local_issuer
 
 try:
     import httpx
@@ -72,7 +72,7 @@ class Command(BaseCommand):
         parser.add_argument("--user", default="chat-user", help="Dev authority: the User.")
         parser.add_argument("--account", help="Dev authority: sign in as this account.")
         parser.add_argument("--scope", action="append", default=[], dest="scopes")
-        parser.add_argument("--client-id", default=dev_authority.DEFAULT_CLIENT_ID)
+        parser.add_argument("--client-id", help="Dev authority: the client_id (its default).")
         parser.add_argument("--conversation", help="Continue this conversation id.")
         parser.add_argument("--message", help="Send this one message, print the reply, exit.")
         parser.add_argument("--stream", action="store_true", help="Follow replies over SSE.")
@@ -132,17 +132,7 @@ class Command(BaseCommand):
             except PoppyClientError as exc:
                 raise CommandError(f"The authority refused: {exc}") from exc
         elif not token:
-            try:
-                token = dev_authority.mint_token(
-                    user=options["user"],
-                    client_id=options["client_id"],
-                    account=options["account"],
-                    scopes=options["scopes"],
-                    jkt=key.thumbprint,
-                    audience=url,
-                )
-            except ImproperlyConfigured as exc:
-                raise CommandError(f"Give --token: {exc}") from exc
+            token = self._development_token(options, key, url)
         chat = _Chat(
             PoppyClient(url, token, key=key, verify=not options["insecure"]),
             self.stdout,
@@ -177,10 +167,31 @@ class Command(BaseCommand):
         finally:
             chat.stop()
 
+    def _development_token(self, options: dict[str, Any], key: DPoPKey, url: str) -> str:
+        """A token from the issuer app's development mode (``poppy_django.authority``)."""
+        local = local_issuer.registered()
+        if local is None:
+            raise CommandError(
+                "Give --token: no issuer in this project mints development tokens (add "
+                '"poppy_django.authority" to INSTALLED_APPS and set POPPY["DEV_AUTHORITY"]).'
+            )
+        extra = {"client_id": options["client_id"]} if options["client_id"] else {}
+        try:
+            return local.mint_development_token(
+                user=options["user"],
+                account=options["account"],
+                scopes=options["scopes"],
+                jkt=key.thumbprint,
+                audience=url,
+                **extra,
+            )
+        except ImproperlyConfigured as exc:
+            raise CommandError(f"Give --token: {exc}") from exc
+
     def _default_url(self) -> str:
         from poppy_django.conf import poppy_settings
 
-        base = poppy_settings.BASE_URL or dev_authority.DEFAULT_ORIGIN
+        base = poppy_settings.BASE_URL or DEFAULT_DEV_ORIGIN
         return endpoint_url(base)
 
     def _client_key(self, path: str | None) -> ec.EllipticCurvePrivateKey:
@@ -194,22 +205,12 @@ class Command(BaseCommand):
     def _register(self, identity: ClientIdentity) -> None:
         """Pre-register the client as staff would on the admin's Clients form: registered,
         allowed, with its JWKS stored, so the authority never fetches its metadata."""
-        from django.apps import apps
+        from poppy_django.auth import local_issuer
 
-        if not apps.is_installed("poppy_django.authority"):
+        local = local_issuer.registered()
+        if local is None or local.register_client is None:
             raise CommandError("--register needs poppy_django.authority in INSTALLED_APPS.")
-        from poppy_django.authority.models import Client
-
-        Client.objects.update_or_create(
-            client_id=identity.client_id,
-            defaults={
-                "registered": True,
-                "status": Client.Status.ALLOWED,
-                "jwks": identity.jwks(),
-                "fetched_at": None,
-                "name": "poppy_chat",
-            },
-        )
+        local.register_client(identity.client_id, identity.jwks(), "poppy_chat")
         self.stdout.write(f"[registered {identity.client_id} with this project's authority]")
 
     def _key(self, path: str | None) -> DPoPKey:

@@ -4,7 +4,8 @@
 [--url URL] [--session SID]`` prints one DPoP-bound token on its last line: signed in with
 ``--account``, signed out without; scopes count only when signed in. Pass the thumbprint as
 ``--jkt=THUMBPRINT``: one in 64 starts with ``-``, which a separate argument would turn into
-an option. ``--revoke SID`` ends a session instead. Needs the development authority.
+an option. ``--revoke SID`` ends a session instead. Needs the authority's development mode
+(``POPPY["DEV_AUTHORITY"]``); it works without the authority's extra (Authlib, httpx).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from poppy_django.auth import dev_authority
+from poppy_django.authority import development
+from poppy_django.authority.tokens import mint_development_token
 
 #: An RFC 7638 SHA-256 thumbprint: 32 bytes, unpadded base64url.
 THUMBPRINT_RE = re.compile(r"[A-Za-z0-9_-]{43}")
@@ -30,7 +32,7 @@ class Command(BaseCommand):
         parser.add_argument("--user", help="The pairwise User id (sub).")
         parser.add_argument(
             "--client-id",
-            default=dev_authority.DEFAULT_CLIENT_ID,
+            default=development.DEFAULT_CLIENT_ID,
             help="The personal agent's client_id.",
         )
         parser.add_argument(
@@ -50,7 +52,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--url",
             help="The server's public URL (its origin is used) the token is for; default: "
-            f"POPPY['BASE_URL'], else {dev_authority.DEFAULT_ORIGIN}.",
+            f"POPPY['BASE_URL'], else {development.DEFAULT_ORIGIN}.",
         )
         parser.add_argument("--session", help="The session id (sid); default: a new one.")
         parser.add_argument(
@@ -71,7 +73,7 @@ class Command(BaseCommand):
     def _revoke(self, session_id: str) -> None:
         if not SESSION_RE.fullmatch(session_id):
             raise CommandError("--revoke takes a session id ([A-Za-z0-9_-], 1-256 characters).")
-        if dev_authority.revoke(session_id):
+        if development.revoke(session_id):
             self.stdout.write(f"Revoked session {session_id}.")
         else:
             self.stdout.write(f"Session {session_id} was already revoked.")
@@ -92,14 +94,14 @@ class Command(BaseCommand):
         if url is not None and not re.match(r"https?://[^/?#]+", url):
             raise CommandError("--url must be an http(s) URL, e.g. http://127.0.0.1:8000.")
         scopes = [scope for value in options["scopes"] for scope in value.split()]
-        token = dev_authority.mint_token(
+        token = mint_development_token(
             user=options["user"],
             client_id=options["client_id"],
             scopes=scopes,
             account=options["account"],
             jkt=options["jkt"],
             ttl=options["ttl"],
-            audience=dev_authority.default_audience(url),
+            audience=development.default_audience(url),
             session=session,
         )
         self.stdout.write(token)

@@ -1,0 +1,59 @@
+"""A waiting read's slot is given back even when its request is cancelled mid-cycle.
+
+Found while looking at why ``test_limits.py::test_waiting_reads_are_bounded_per_process``
+could hang: a slot taken by a long-poll whose request was cancelled (the client gone) while
+DRF's cycle ran in its thread was never released, so every later waiting read of the
+process counted it — with ``MAX_WAITING_PER_PROCESS = 1``, forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+from django.test import RequestFactory
+
+from poppy_django.throttling import waiting_slots
+from poppy_django.views import EventsView
+from tests.wire.wire_support import quiet_start, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+entered = threading.Event()
+proceed = threading.Event()
+
+
+class HeldEventsView(EventsView):
+    """The app's read, held in its thread after it took its slot, until the test says go."""
+
+    def get(self, request: Any, conversation_id: str) -> Any:
+        response = super().get(request, conversation_id)
+        entered.set()
+        proceed.wait(20)
+        return response
+
+
+def test_a_long_poll_cancelled_while_its_cycle_runs_gives_its_slot_back(agent):
+    conversation_id = quiet_start(agent)
+    cursor = agent.read(conversation_id).json()["cursor"]
+    request = RequestFactory().get(
+        f"/poppy/conversations/{conversation_id}/events?wait=20&cursor={cursor}",
+        **agent.headers(),
+    )
+    entered.clear()
+    proceed.clear()
+    view = HeldEventsView.as_view()
+
+    async def cancel_mid_cycle() -> None:
+        task = asyncio.ensure_future(view(request, conversation_id=conversation_id))
+        assert await asyncio.to_thread(entered.wait, 20)
+        assert waiting_slots.total == 1  # the long-poll holds its slot
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        proceed.set()  # the thread returns its WaitingResponse after the cancellation
+        await asyncio.to_thread(wait_for, lambda: waiting_slots.total == 0, what="the slot back")
+
+    asyncio.run(cancel_mid_cycle())
