@@ -155,11 +155,10 @@ def protected_resource_metadata(request: HttpRequest) -> HttpResponse:
     """``GET /.well-known/oauth-protected-resource/{PATH}`` (RFC 9728)."""
     if not enabled() or request.method not in ("GET", "HEAD"):
         return error_response("not_found")
-    from poppy_django.auth.dpop import expected_issuer
-
+    issuer = addresses.token_issuer()
     document = {
         "resource": resource_url(request),
-        "authorization_servers": [expected_issuer()],
+        "authorization_servers": [issuer] if issuer else [],
         "scopes_supported": sorted(_scopes()),
         "bearer_methods_supported": ["header"],
         "dpop_signing_alg_values_supported": list(poppy_settings.token_options.dpop_algorithms),
