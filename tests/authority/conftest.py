@@ -9,6 +9,7 @@ run the example project as shipped (:mod:`tests.authority.shipped`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,7 @@ from django.core.asgi import get_asgi_application
 from django.core.cache import caches
 from personal_agent_protocol import (
     ConversationClient,
+    DeviceSignInClient,
     DiscoveryClient,
     DpopHttpClient,
     Message,
@@ -130,7 +132,7 @@ class World:
         self.plain = AgentIdentity(domain="plain.example", name="Plain", extensions=())
         self.network.add(self.plain.domain, self.plain.website())
         network.serve_identity(self.plain)
-        self.user = AcmeUser(self.network, ORIGIN, self.plain)
+        self.user = AcmeUser(self.network.client, ORIGIN, self.plain)
         self.http = self.network.client()
         self.browser = UserBrowser()
         self.host = PersonalAgentHost(
@@ -206,3 +208,24 @@ class World:
 @pytest.fixture
 def world(acme_settings: Any) -> World:
     return World()
+
+
+async def device_sign_in(world: World, user: str, session: Any, account: str) -> Any:
+    """Device Sign-In for ``session``, approved by ``account`` on the company's page."""
+    metadata = world.company.oauth_metadata
+    device = DeviceSignInClient(reactor=world.reactor, http_client=world.http)
+    started = await device.begin(
+        device_authorization_endpoint=metadata.device_authorization_endpoint,
+        token_endpoint=metadata.token_endpoint,
+        issuer=metadata.issuer,
+        client_id=world.atlas.client_id,
+        scopes=("poppy:read", "poppy:write"),
+        tenant_id=TENANT,
+        pairwise_user_id=user,
+        session_id=session.session_id,
+        organization=world.company.document.organization,
+        poppy_domains=metadata.poppy_domains,
+    )
+    await world.user.approve_device(started.user_code, account=account)
+    await asyncio.sleep(started.poll_interval)
+    return await device.poll(started.reference)

@@ -69,7 +69,9 @@ NOT_APPLICABLE = {
 class Operator(AcmeUser):
     """Acme's customer, and its operator revising a proposal as the company does."""
 
-    capabilities = AcmeUser.capabilities | {"revise"}
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.capabilities = self.capabilities | {"revise"}
 
     async def revise(self, operation_id: str) -> None:
         await asyncio.to_thread(
@@ -78,7 +80,7 @@ class Operator(AcmeUser):
 
 
 def test_the_operations_suite(world: World, customers: None) -> None:
-    driver = Operator(world.network, ORIGIN, world.plain)
+    driver = Operator(world.network.client, ORIGIN, world.plain)
     context = ConformanceContext(
         ORIGIN,
         identity=world.atlas,

@@ -19,8 +19,7 @@ from personal_agent_protocol.demo.sockets import served_over_tls
 from personal_agent_protocol.mcp import McpClient, McpError, fetch_mcp_server_metadata, mcp_api
 
 from example_project.shop.models import Order
-from tests.authority.conftest import ORIGIN, TENANT, World
-from tests.authority.test_sdk_end_to_end import _device_sign_in
+from tests.authority.conftest import ORIGIN, TENANT, World, device_sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,7 +53,7 @@ def test_tools_over_mcp_gated_by_scope_and_consequential_ones_propose(
             served = await fetch_mcp_server_metadata(world.http, URL, issuer=metadata.issuer)
             seen["dpop"] = served.supports_dpop
             session = await world.session(user)
-            polled = await _device_sign_in(world, user, session, "acct-1")
+            polled = await device_sign_in(world, user, session, "acct-1")
             result = await AccountTokenClient(
                 reactor=world.reactor, http_client=world.http
             ).token_for_mcp(

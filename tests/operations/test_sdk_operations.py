@@ -27,8 +27,7 @@ from poppy_django.authority.models import Client
 from poppy_django.models import ActionRecord, ActionStatus
 from poppy_django.operations import service
 from poppy_django.operations.models import Operation
-from tests.authority.conftest import ORIGIN, TENANT, World
-from tests.authority.test_sdk_end_to_end import _device_sign_in
+from tests.authority.conftest import ORIGIN, TENANT, World, device_sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,7 +47,7 @@ def _parsed(metadata: dict[str, Any]) -> Any:
 
 async def _signed_in(world: World, user: str, account: str = "acct-1") -> Any:
     session = await world.session(user)
-    return (await _device_sign_in(world, user, session, account)).token
+    return (await device_sign_in(world, user, session, account)).token
 
 
 async def _proposed_in_conversation(world: World, user: str, token: Any) -> Any:
