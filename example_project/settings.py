@@ -1,6 +1,8 @@
 """Settings of the example project, from the environment.
 
 - ``DATABASE_URL``: unset → SQLite under ``var/`` (the embedded default).
+- ``DATABASE_TRANSACTION_POOLING=1``: ``DATABASE_URL`` names a PgBouncer in transaction
+  pooling mode (no server-side cursors; docs/deployment.md, "Behind PgBouncer").
 - ``REDIS_URL``: unset → embedded mode (turns in in-process threads, in-process wake-ups);
   set → production mode (Celery workers, Redis fan-out and cache).
 - ``POPPY_BASE_URL``: the public origin DPoP proofs name.
@@ -115,7 +117,13 @@ WSGI_APPLICATION = "example_project.wsgi.application"
 DATABASE_URL = os.environ.get("DATABASE_URL")
 if DATABASE_URL:
     DATABASES = {
-        "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+        "default": dj_database_url.parse(
+            DATABASE_URL,
+            conn_max_age=60,
+            conn_health_checks=True,
+            # Behind PgBouncer in transaction pooling mode: no cursor outlives its transaction.
+            disable_server_side_cursors=os.environ.get("DATABASE_TRANSACTION_POOLING") == "1",
+        )
     }
 else:
     DATABASES = {

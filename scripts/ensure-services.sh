@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Start PostgreSQL and Redis when they are installed but down (CI machines start them before
-# the session; a developer's machine may have stopped them).
+# the session; a developer's machine may have stopped them); install PgBouncer when missing.
 set -euo pipefail
 
 if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; then
@@ -13,6 +13,12 @@ if command -v redis-cli >/dev/null && ! redis-cli -h 127.0.0.1 -p 6379 ping >/de
   redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
     --dir /var/lib/redis --logfile /var/log/redis/ci.log
   for _ in $(seq 30); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 1; done
+fi
+# PgBouncer: the tests start private ones (tests/pgbouncer.py), so only the binary is needed.
+if ! command -v pgbouncer >/dev/null && ! test -x /usr/sbin/pgbouncer; then
+  echo "installing PgBouncer"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
 fi
 pg_isready -h 127.0.0.1 -p 5432
 redis-cli -h 127.0.0.1 -p 6379 ping

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -238,8 +238,14 @@ class Cluster:
             time.sleep(0.2)
         raise RuntimeError(f"{name} did not start: {self.log(name)}")
 
-    def worker(self, name: str, app: str = "example_project") -> subprocess.Popen[bytes]:
-        """Start a Celery worker (solo pool: a kill takes the whole worker down)."""
+    def worker(
+        self, name: str, app: str = "example_project", options: Sequence[str] = ()
+    ) -> subprocess.Popen[bytes]:
+        """Start a Celery worker (solo pool: a kill takes the whole worker down).
+
+        ``options``: more ``celery worker`` options, after the defaults so they win
+        (``["--pool=prefork", "--concurrency=2"]``).
+        """
         process = self._spawn(
             name,
             [
@@ -258,6 +264,7 @@ class Cluster:
                 "-n",
                 f"{name}@%h",
                 f"--loglevel={self.log_level.upper()}",
+                *options,
             ],
         )
         deadline = time.monotonic() + 30
@@ -269,6 +276,28 @@ class Cluster:
         if self.log_level == "info":
             raise RuntimeError(f"{name} did not start: {self.log(name)}")
         return process
+
+    def llm(
+        self, name: str = "llm", *, ttft: float = 0.5, tokens: int = 20, rate: float = 20.0
+    ) -> str:
+        """Start the LLM-shaped local model (bench/llm_endpoint.py); its origin once it listens.
+
+        Processes started afterwards reach it as their model: ``POPPY_MODEL`` is set to
+        ``openai-chat:local`` and ``OPENAI_BASE_URL`` to ``<origin>/v1`` in :attr:`env`.
+        """
+        argv = [sys.executable, str(ROOT / "bench" / "llm_endpoint.py"), "--ttft", str(ttft)]
+        self._spawn(name, [*argv, "--tokens", str(tokens), "--rate", str(rate)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            printed = (self.tmp / f"{name}.log").read_text(errors="replace")
+            if "OPENAI_BASE_URL=" in printed:
+                base_url = printed.partition("OPENAI_BASE_URL=")[2].split()[0]
+                model = {"POPPY_MODEL": "openai-chat:local", "OPENAI_API_KEY": "local"}
+                self.env.update(model, OPENAI_BASE_URL=base_url)
+                return base_url.removesuffix("/v1")
+            self.check_alive(name)
+            time.sleep(0.1)
+        raise RuntimeError(f"{name} did not start: {self.log(name)}")
 
     def pid(self, name: str) -> int:
         return self.processes[name].pid
