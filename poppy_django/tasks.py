@@ -66,12 +66,19 @@ def prune_task() -> int:
 
 
 def pool_name(pool_cls: Any) -> str:
-    """The pool a worker was started with, as ``-P`` names it."""
+    """The pool a worker was started with, as ``-P`` names it (read without importing it:
+    gevent's module needs gevent)."""
     from celery import concurrency
 
-    resolved = concurrency.get_implementation(pool_cls) if isinstance(pool_cls, str) else pool_cls
-    module = getattr(resolved, "__module__", "") or str(resolved)
-    return module.rsplit(".", 1)[-1]
+    if isinstance(pool_cls, str):
+        target = concurrency.ALIASES.get(pool_cls) or pool_cls
+    else:
+        target = f"{pool_cls.__module__}:{pool_cls.__qualname__}"
+    names: dict[str, str] = {}
+    for name, path in concurrency.ALIASES.items():
+        if path:
+            names.setdefault(path, name)  # "prefork" before its other name, "processes"
+    return names.get(target, pool_cls if isinstance(pool_cls, str) else target)
 
 
 @worker_init.connect
