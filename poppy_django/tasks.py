@@ -68,14 +68,15 @@ def prune_task() -> int:
 def pool_name(pool_cls: Any) -> str:
     """The pool a worker was started with, as ``-P`` names it (read without importing it:
     gevent's module needs gevent)."""
-    from celery import concurrency
+    # The ``-P`` names (celery-types does not declare them).
+    from celery.concurrency import ALIASES  # type: ignore[attr-defined]
 
     if isinstance(pool_cls, str):
-        target = concurrency.ALIASES.get(pool_cls) or pool_cls
+        target = ALIASES.get(pool_cls) or pool_cls
     else:
         target = f"{pool_cls.__module__}:{pool_cls.__qualname__}"
     names: dict[str, str] = {}
-    for name, path in concurrency.ALIASES.items():
+    for name, path in ALIASES.items():
         if path:
             names.setdefault(path, name)  # "prefork" before its other name, "processes"
     return names.get(target, pool_cls if isinstance(pool_cls, str) else target)
