@@ -247,7 +247,9 @@ class Agent(threading.Thread):
                 "plain": f"hello number {n}",
                 "slow": f"hello number {n} #tokens=60",
                 "hours": f"store_hours please ({n})",
-                "orders": f"list_orders please ({n})",
+                # One order, not the list: the endpoint streams a tool's summary word by word,
+                # and the list of 300 orders would outlast the turn's time limit.
+                "orders": f"order_status {self.orders[-1]} please ({n})",
             }.get(kind, f"hello number {n}")
         return {
             "plain": f"hello number {n}",
