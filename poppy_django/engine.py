@@ -35,7 +35,7 @@ import os
 import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
@@ -301,18 +301,8 @@ class Engine:
         """Run blocking (ORM, sync tool) work on a database thread and await its result."""
         return await asyncio.wrap_future(self.database.submit(function, *args, **kwargs))
 
-    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run a coroutine on the loop from another thread and wait for its result."""
-        if threading.current_thread() is self._loop_thread:
-            coroutine.close()
-            raise RuntimeError("Engine.call() would block the engine's own loop")
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
-
     def publish_delta(self, function: Callable[..., None], *args: Any) -> None:
         self.deltas.publish(function, *args)
-
-    def in_loop(self) -> bool:
-        return threading.current_thread() is self._loop_thread
 
     def _run_loop(self) -> None:
         asyncio.set_event_loop(self.loop)

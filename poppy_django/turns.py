@@ -373,7 +373,7 @@ def model_for(agent_name: str) -> TurnModel | AsyncTurnModel:
 def run_turns(conversation_id: str, owner: str | None = None) -> None:
     """Answer everything unanswered in the conversation, if no one else is already on it;
     returns when done. The turns run on this process's engine (:mod:`poppy_django.engine`),
-    once it has a free place for them."""
+    once it has a free place for them: never call it from the engine's own loop."""
     engine.current().submit(conversation_id, owner).result()
 
 
