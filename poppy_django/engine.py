@@ -240,6 +240,11 @@ class Engine:
             self._free -= 1
             return True
 
+    @property
+    def stopping(self) -> bool:
+        """It takes no more turns (:meth:`stop` was called)."""
+        return self._stopping
+
     def give_back(self) -> None:
         """Free a reserved place (or one whose turn ended): a queued conversation takes it."""
         with self._places:

@@ -68,6 +68,8 @@ def sweep(stop: threading.Event | None = None) -> list[str]:
     taken: list[str] = []
     while stop is None or not stop.is_set():
         if not running.reserve(timeout=1.0):
+            if running.stopping:
+                break  # the engine stopped (a shutdown): the next sweep has a new one
             continue
         owner = leases.new_owner()
         try:
