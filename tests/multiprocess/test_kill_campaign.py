@@ -18,6 +18,7 @@ from tests.multiprocess.cluster import ROOT
 pytestmark = pytest.mark.multiprocess
 
 
+@pytest.mark.timeout(900)  # sixty agents' LLM-shaped turns: about five minutes
 def test_the_short_kill_campaign_finds_no_violation(tmp_path: Path):
     out = tmp_path / "kill_campaign.json"
     result = subprocess.run(
