@@ -1,6 +1,6 @@
 """The kill campaign's short version: a handful of SIGKILLed workers and web processes and a
-Redis restart under sixty conversing agents whose turns are LLM-shaped (pydantic-ai's OpenAI
-chat model streaming from the local endpoint), checked from the database and the clients.
+Redis restart under a dozen conversing agents, checked from the database and the clients.
+(``bench/kill_campaign.py --llm`` runs it on LLM-shaped turns: docs/operations.md.)
 The full campaign (200+ kills) is ``bench/kill_campaign.py``; its table is in the docs.
 """
 
@@ -18,14 +18,11 @@ from tests.multiprocess.cluster import ROOT
 pytestmark = pytest.mark.multiprocess
 
 
-@pytest.mark.timeout(900)  # sixty agents' LLM-shaped turns: about five minutes
+@pytest.mark.timeout(900)  # a few minutes on a loaded machine
 def test_the_short_kill_campaign_finds_no_violation(tmp_path: Path):
     out = tmp_path / "kill_campaign.json"
     result = subprocess.run(
-        [
-            *[sys.executable, str(ROOT / "bench" / "kill_campaign.py"), "--short", "--llm"],
-            *["--agents", "60", "--out", str(out)],
-        ],
+        [sys.executable, str(ROOT / "bench" / "kill_campaign.py"), "--short", "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -43,6 +40,3 @@ def test_the_short_kill_campaign_finds_no_violation(tmp_path: Path):
     assert report["kills"] >= 5 and report["web_kills"] >= 1 and report["redis_restarts"] == 1
     assert report["messages_acked"] > 0 and report["replies"] >= report["messages_acked"]
     assert report["actions_succeeded"] == report["cancels_asked"] > 0
-    # LLM-shaped turns (the local OpenAI-compatible endpoint): dozens of model calls in
-    # flight at once across the three workers while they were killed.
-    assert report["most_model_calls"] >= 24
