@@ -69,8 +69,12 @@ ORDERS_PER_AGENT = 300
 class Campaign:
     """The processes, and what the killer changes while the agents talk."""
 
-    def __init__(self, cluster: Cluster, *, kills: int, web_every: int, pace: float) -> None:
+    def __init__(
+        self, cluster: Cluster, *, kills: int, web_every: int, pace: float, llm: str | None = None
+    ) -> None:
         self.cluster = cluster
+        #: The LLM-shaped endpoint's origin when the turns go through it (``--llm``).
+        self.llm = llm
         self.kills_wanted = kills
         self.web_every = web_every
         self.pace = pace
@@ -237,7 +241,16 @@ class Agent(threading.Thread):
         if kind == "cancel" and self.orders:
             order = self.orders.pop(0)
             self.cancelled.append(order)
-            return f"cancel {order}"
+            return f"cancel_order {order}" if self.campaign.llm else f"cancel {order}"
+        if self.campaign.llm:  # the LLM-shaped endpoint calls a tool the message names
+            return {
+                "plain": f"hello number {n}",
+                "slow": f"hello number {n} #tokens=60",
+                "hours": f"store_hours please ({n})",
+                # One order, not the list: the endpoint streams a tool's summary word by word,
+                # and the list of 300 orders would outlast the turn's time limit.
+                "orders": f"order_status {self.orders[-1]} please ({n})",
+            }.get(kind, f"hello number {n}")
         return {
             "plain": f"hello number {n}",
             "slow": f"#slow {n}",
@@ -470,6 +483,11 @@ def table(result: dict[str, Any]) -> str:
         ("bound (LEASE + SWEEP + turn slack, s)", f"{BOUND_SECONDS:.0f}"),
         ("duration (s)", f"{result['duration_seconds']:.0f}"),
     ]
+    if "most_model_calls" in result:  # --llm
+        rows += [
+            ("LLM-shaped model calls", result["model_calls"]),
+            ("most model calls in flight at once", result["most_model_calls"]),
+        ]
     rows += [(f"violations: {name}", len(found)) for name, found in result["violations"].items()]
     rows.append(("**violations**", f"**{total}**"))
     width = max(len(name) for name, _ in rows)
@@ -486,6 +504,12 @@ def main() -> int:
     parser.add_argument("--short", action="store_true", help="a handful of kills (make test)")
     parser.add_argument("--out", type=Path, default=ROOT / "var" / "bench" / "kill_campaign.json")
     parser.add_argument("--logs", type=Path, help="keep the processes' logs in this directory")
+    parser.add_argument(
+        "--llm",
+        action="store_true",
+        help="LLM-shaped turns: the workers' model is the local OpenAI-compatible endpoint "
+        "(1 s to the first token, 20 tokens at 10/s), so many turns are in flight per worker",
+    )
     args = parser.parse_args()
     kills, web_every = (args.kills, 25) if not args.short else (6, 3)
 
@@ -503,7 +527,8 @@ def main() -> int:
             }
         )
         cluster.create()
-        campaign = Campaign(cluster, kills=kills, web_every=web_every, pace=args.pace)
+        llm = cluster.llm(ttft=1.0, tokens=20, rate=10.0) if args.llm else None
+        campaign = Campaign(cluster, kills=kills, web_every=web_every, pace=args.pace, llm=llm)
         try:
             signal.signal(signal.SIGINT, campaign.wind_down)
             signal.signal(signal.SIGTERM, campaign.wind_down)
@@ -534,6 +559,9 @@ def main() -> int:
                         time.sleep(0.2)
             campaign.stop_readers.set()
             result = check(cluster, campaign, agents)
+            if llm is not None:
+                served = httpx.get(f"{llm}/stats").json()
+                result.update(model_calls=served["requests"], most_model_calls=served["max_open"])
         finally:
             campaign.stop_readers.set()
             with contextlib.suppress(Exception):

@@ -41,6 +41,7 @@ RANGES: dict[str, tuple[float, float | None, bool]] = {
     "PAGE_SIZE": (1, 1000, True),
     "MAX_BODY_BYTES": (1024, 16 * 1024 * 1024, True),
     "EXECUTOR_THREADS": (1, 256, True),
+    "TURNS_IN_FLIGHT": (1, 100_000, True),
     "THREAD_HISTORY_ENTRIES": (1, None, True),
     "LEASE_SECONDS": (1.0, None, False),
     "HEARTBEAT_SECONDS": (0.1, None, False),

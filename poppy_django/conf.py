@@ -89,8 +89,14 @@ DEFAULTS: dict[str, Any] = {
     "ACTOR_FOR": None,
     # Import string of the turn executor class.
     "EXECUTOR": "poppy_django.executors.ThreadExecutor",
-    # Worker threads of the in-process executor.
-    "EXECUTOR_THREADS": 4,
+    # Threads per process for turns' blocking work (claims, commits, sync tools, actions),
+    # each with one database connection: the in-process executor's and each Celery worker
+    # process's turn engine (docs/concepts.md).
+    "EXECUTOR_THREADS": 8,
+    # Turns one process keeps in flight at once (awaiting their model on its event loop);
+    # past it a Celery task waits for a place (its worker takes no more messages) and an
+    # embedded dispatch waits in the engine's queue.
+    "TURNS_IN_FLIGHT": 200,
     # "approve-delegated" (the token's scopes approve actions) or "reject".
     "ACTIONS": "approve-delegated",
     # The Operations extension v1 (docs/operations-extension.md): off by default; a dict
@@ -358,6 +364,7 @@ class PoppySettings(TypedSettings):
     ACTOR_FOR: Setting[Callable[..., Any] | None] = Setting(imported)
     EXECUTOR: Setting[Executor] = Setting(imported)
     EXECUTOR_THREADS = Setting(integer)
+    TURNS_IN_FLIGHT = Setting(integer)
     ACTIONS = Setting(text)
     OPERATIONS = Setting(mapping)
     MCP = Setting(mapping)

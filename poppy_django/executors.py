@@ -1,20 +1,21 @@
-"""Where turns run: in-process worker threads (embedded default) or Celery workers.
+"""Where turns run: this process's turn engine (embedded default) or Celery workers'.
 
 ``POPPY["EXECUTOR"]`` names the class; its ``dispatch(conversation_id)`` is called after the
-message that needs a turn is committed. Both run :func:`poppy_django.turns.run_turns`, so
-the semantics (lease, retries, exactly-once reply) are the same, and both recover turns
-whose writer died with no extra process: Celery workers start their recovery sweep when
-ready (:mod:`poppy_django.tasks`); the embedded executor's process starts it with its pool
-or at its first request after a restart (:func:`recover_on_request`).
+message that needs a turn is committed. Both run :func:`poppy_django.turns.answer` on a
+process's turn engine (:mod:`poppy_django.engine`), so the semantics (lease, retries,
+exactly-once reply) and the number of turns one process keeps in flight are the same, and
+both recover turns whose writer died with no extra process: Celery workers start their
+recovery sweep when ready (:mod:`poppy_django.tasks`); the embedded executor's process starts
+it with its engine or at its first request after a restart (:func:`recover_on_request`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from poppy_django import engine
 from poppy_django.conf import poppy_settings
 from poppy_django.recovery import sweeper
 
@@ -22,46 +23,33 @@ logger = logging.getLogger(__name__)
 
 
 class ThreadExecutor:
-    """Turns on a small pool of threads in this process: no broker, one process only."""
+    """Turns on this process's engine: no broker, one process only. A dispatch never waits:
+    past ``TURNS_IN_FLIGHT`` the conversation waits in the engine's queue for a place."""
 
-    _pool: ThreadPoolExecutor | None = None
+    _started = False
     _lock = threading.Lock()
 
     @classmethod
-    def pool(cls) -> ThreadPoolExecutor:
+    def start(cls) -> engine.Engine:
+        """The engine, with this process's recovery sweep started alongside it."""
+        running = engine.current()
         with cls._lock:
-            if cls._pool is None:
-                cls._pool = ThreadPoolExecutor(
-                    max_workers=poppy_settings.EXECUTOR_THREADS, thread_name_prefix="poppy-turn"
-                )
+            if not cls._started:
+                cls._started = True
                 sweeper.start()
-            return cls._pool
+        return running
 
     @classmethod
     def dispatch(cls, conversation_id: str) -> None:
-        cls.pool().submit(cls._run, conversation_id)
-
-    @staticmethod
-    def _run(conversation_id: str) -> None:
-        from django.db import connection
-
-        from poppy_django.turns import run_turns
-
-        try:
-            run_turns(conversation_id)
-        except Exception:
-            logger.exception("poppy: turns of %s failed", conversation_id)
-        finally:
-            connection.close()
+        cls.start().dispatch_soon(conversation_id)
 
     @classmethod
     def shutdown(cls, wait: bool = True) -> None:
-        """Finish the turns in flight (tests and graceful shutdown)."""
+        """Finish the turns in flight and queued (tests and graceful shutdown)."""
         with cls._lock:
-            pool, cls._pool = cls._pool, None
+            cls._started = False
         sweeper.stop(wait=wait)
-        if pool is not None:
-            pool.shutdown(wait=wait)
+        engine.stop(wait=wait)
 
 
 def recover_on_request(**kwargs: Any) -> None:
@@ -69,8 +57,8 @@ def recover_on_request(**kwargs: Any) -> None:
 
     (Only with the in-process executor: with Celery, the workers recover.)
     """
-    if poppy_settings.EXECUTOR is ThreadExecutor:
-        ThreadExecutor.pool()
+    if poppy_settings.EXECUTOR is ThreadExecutor and not ThreadExecutor._started:
+        ThreadExecutor.start()
 
 
 class CeleryExecutor:

@@ -3,31 +3,30 @@
 A *conversation lease* (``lease_owner`` / ``lease_expires_at``) makes one worker the
 writer of a conversation; a *thread lease* (``thread_owner`` / ``thread_expires_at`` on the
 thread root) makes one turn at a time run in an agent thread, which a conversation shares
-with its Direct Conversation. Both are claimed by a conditional ``UPDATE``, renewed by one
-heartbeat thread while held, and simply expire when their holder dies.
+with its Direct Conversation. Both are claimed by a conditional ``UPDATE``, renewed while
+held — every lease of a process in one statement (:func:`renew_all`, the engine's heartbeat)
+— and simply expire when their holder dies.
 """
 
 from __future__ import annotations
 
-import logging
+import asyncio
 import os
 import secrets
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from django.db import connection, connections, models, router
+from django.db import connections, models, router
 from django.utils import timezone
 
 from poppy_django import event_log, statements
 from poppy_django.conf import poppy_settings
 from poppy_django.models import Conversation
-
-logger = logging.getLogger(__name__)
 
 #: How often a turn waiting for a busy agent thread checks it again, in seconds.
 THREAD_POLL_SECONDS = 0.2
@@ -130,7 +129,8 @@ def give_back_own_thread(conversation: Conversation, owner: str) -> bool:
 
 
 class Holder:
-    """What one worker holds for one conversation, renewed together by its heartbeat."""
+    """What one turn's run holds for one conversation: its lease, and the agent thread while a
+    turn runs in it. The engine's heartbeat renews every holder of the process together."""
 
     def __init__(self, conversation_id: str, owner: str) -> None:
         self.conversation_id = conversation_id
@@ -138,72 +138,65 @@ class Holder:
         #: Set when a renewal found the conversation lease gone.
         self.lost = threading.Event()
         self.thread_root: str | None = None
+        self._on_lost: list[Callable[[], None]] = []
 
-    def renew(self) -> None:
-        until = lease_until()
-        renewed = Conversation.objects.filter(
-            pk=self.conversation_id, lease_owner=self.owner
-        ).update(lease_expires_at=until)
-        if renewed != 1:
-            self.lost.set()
-            return
-        root = self.thread_root
-        if root is not None:
-            Conversation.objects.filter(pk=root, thread_owner=self.owner).update(
-                thread_expires_at=until
-            )
+    def mark_lost(self) -> None:
+        """Another worker holds the conversation now (called by the heartbeat's thread)."""
+        self.lost.set()
+        for callback in list(self._on_lost):
+            callback()
 
-    @contextmanager
-    def agent_thread(self, root_id: str, *, taken: bool = False) -> Iterator[None]:
+    def on_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (from any thread) when the lease is found lost; returns how to
+        stop that."""
+        self._on_lost.append(callback)
+        if self.lost.is_set():
+            callback()
+        return lambda: self._on_lost.remove(callback) if callback in self._on_lost else None
+
+    @asynccontextmanager
+    async def agent_thread(
+        self,
+        root_id: str,
+        run_sync: Callable[..., Awaitable[Any]],
+        *,
+        taken: bool = False,
+    ) -> AsyncIterator[None]:
         """Hold the agent thread for one turn (``taken``: the claim already took it); wait
-        (bounded) while another turn runs in it.
+        (bounded, without holding a thread) while another turn runs in it. ``run_sync`` runs
+        the blocking statements off the loop.
 
         The bound is a turn's time limit plus a lease: by then the other turn has ended, been
         abandoned, or its worker's claim has expired.
         """
         bound = poppy_settings.TURN_TIMEOUT_SECONDS + poppy_settings.LEASE_SECONDS
         deadline = time.monotonic() + bound
-        while not taken and not acquire_thread(root_id, self.owner):
+        while not taken and not await run_sync(acquire_thread, root_id, self.owner):
             if self.lost.is_set():
                 raise LeaseLost(self.conversation_id)
             if time.monotonic() > deadline:
                 raise ThreadBusy(root_id)
-            time.sleep(THREAD_POLL_SECONDS)
+            await asyncio.sleep(THREAD_POLL_SECONDS)
         self.thread_root = root_id
         try:
             yield
         finally:
             if self.thread_root is not None:  # not given back by the turn's own write
                 self.thread_root = None
-                release_thread(root_id, self.owner)
+                await run_sync(release_thread, root_id, self.owner)
 
     def thread_given_back(self) -> None:
         """The turn's commit freed the thread in its own write: nothing left to renew or free."""
         self.thread_root = None
 
 
-@contextmanager
-def heartbeat(holder: Holder) -> Iterator[Holder]:
-    """Renew what ``holder`` holds in the background until the block ends."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        try:
-            while not stop.wait(poppy_settings.HEARTBEAT_SECONDS):
-                holder.renew()
-                if holder.lost.is_set():
-                    return
-        except Exception:
-            logger.warning("poppy: heartbeat of %s failed", holder.conversation_id, exc_info=True)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(
-        target=beat, name=f"poppy-heartbeat-{holder.conversation_id}", daemon=True
-    )
-    thread.start()
-    try:
-        yield holder
-    finally:
-        stop.set()
-        thread.join()
+def renew_all(owners: list[str]) -> set[str]:
+    """Renew, in one statement, every conversation lease and agent thread these owners hold;
+    the owners whose conversation lease was renewed (the others lost theirs)."""
+    database = connections[router.db_for_write(Conversation)]
+    until = cast(models.DateTimeField, Conversation._meta.get_field("lease_expires_at"))
+    moment = until.get_db_prep_value(lease_until(), database)
+    statement, parameters = statements.leases_renewed(database.vendor, owners, moment)
+    with database.cursor() as cursor:
+        cursor.execute(statement, parameters)
+        return {row[0] for row in cursor.fetchall()} & set(owners)

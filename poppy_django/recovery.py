@@ -6,7 +6,8 @@ it has none when its lease expired (the worker died), or when no one ever claime
 in the embedded default, the process running the in-process executor — runs a
 :class:`Sweeper` thread that looks for such conversations at start and every
 ``SWEEP_SECONDS``, claims one with ``SELECT ... FOR UPDATE SKIP LOCKED`` (so two workers
-never take the same one) and answers it, then looks again.
+never take the same one) and hands it to the process's turn engine, then looks again while
+the engine has a free place.
 
 From a writer's death to another worker taking its turn up: at most ``LEASE_SECONDS`` +
 ``SWEEP_SECONDS`` (35 s with the defaults), as long as a worker has a free sweeper.
@@ -58,18 +59,30 @@ def claim_orphan(owner: str) -> str | None:
 
 
 def sweep(stop: threading.Event | None = None) -> list[str]:
-    """Answer orphaned conversations one after another until none is left; their ids."""
-    from poppy_django.turns import run_turns
+    """Take up orphaned conversations until none is left, each in a place of this process's
+    engine (waiting for one while all are taken); their ids. Returns once they are in
+    flight, not answered: a crashed worker's hundreds of turns are taken up at once."""
+    from poppy_django import engine
 
+    running = engine.current()
     taken: list[str] = []
     while stop is None or not stop.is_set():
+        if not running.reserve(timeout=1.0):
+            if running.stopping:
+                break  # the engine stopped (a shutdown): the next sweep has a new one
+            continue
         owner = leases.new_owner()
-        conversation_id = claim_orphan(owner)
+        try:
+            conversation_id = claim_orphan(owner)
+        except BaseException:
+            running.give_back()
+            raise
         if conversation_id is None:
+            running.give_back()
             break
         logger.warning("poppy: taking up %s, left without a writer", conversation_id)
         taken.append(conversation_id)
-        run_turns(conversation_id, owner)
+        running.start(conversation_id, owner)
     _recover_operations(stop)
     return taken
 

@@ -12,6 +12,7 @@ still builds model instances and applies the fields' converters) or a cursor.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from django.db import models
 
@@ -119,3 +120,31 @@ def actions_in_status() -> str:
         f" WHERE {_column(ActionRecord, 'conversation')} = %s AND {status} = %s"
         f" ORDER BY {_column(ActionRecord, 'created_at')}, {_column(ActionRecord, 'id')}"
     )
+
+
+def leases_renewed(vendor: str, owners: list[str], until: Any) -> tuple[str, list[Any]]:
+    """Renew until ``until`` every conversation lease and agent thread held by one of
+    ``owners``, returning the conversation leases' owners renewed: the statement and its
+    parameters (PostgreSQL takes the owners as one array, SQLite as a list of values)."""
+    table = Conversation._meta.db_table
+    lease_owner, lease_until = (
+        _column(Conversation, "lease_owner"),
+        _column(Conversation, "lease_expires_at"),
+    )
+    thread_owner, thread_until = (
+        _column(Conversation, "thread_owner"),
+        _column(Conversation, "thread_expires_at"),
+    )
+    values: list[Any]
+    if vendor == "postgresql":
+        among, values = "= ANY(%s)", [owners]
+    else:
+        among, values = f"IN ({', '.join(['%s'] * len(owners))})", list(owners)
+    statement = (
+        f'UPDATE "{table}" SET'  # noqa: S608 - identifiers only
+        f" {lease_until} = CASE WHEN {lease_owner} {among} THEN %s ELSE {lease_until} END,"
+        f" {thread_until} = CASE WHEN {thread_owner} {among} THEN %s ELSE {thread_until} END"
+        f" WHERE {lease_owner} {among} OR {thread_owner} {among}"
+        f" RETURNING {lease_owner}"
+    )
+    return statement, [*values, until, *values, until, *values, *values]

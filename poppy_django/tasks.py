@@ -1,23 +1,51 @@
-"""Celery tasks (turns; pruning for beat) and each worker's recovery sweep.
+"""Celery tasks (turns; pruning for beat), each worker's recovery sweep, and its pool check.
 
-A worker starts its recovery sweep when it is ready and stops it when it shuts down, so a
-deployment of web processes and workers recovers from a dead worker with no beat at all.
+A turn's task only dispatches: it waits for a free place in the worker process's turn engine
+(:mod:`poppy_django.engine`; while it waits the worker takes no more messages) and hands the
+conversation over, so one worker process keeps up to ``TURNS_IN_FLIGHT`` turns in flight
+whatever its pool's concurrency. The message is acknowledged once the turn is in flight: the
+conversation is ``working`` in the database from then on, and if the process dies its lease
+expires and a recovery sweep takes it up.
+
+A worker starts its recovery sweep when it is ready (prefork: in each child process, which
+runs its own engine) and stops it when it shuts down, so a deployment of web processes and
+workers recovers from a dead worker with no beat at all.
+
+Pools: ``prefork``, ``threads`` and ``solo`` run the engine in each worker process;
+``gevent`` and ``eventlet`` refuse to start (their monkey-patching would turn the engine's
+threads and loop into greenlets of one hub).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import shared_task
-from celery.signals import worker_ready, worker_shutting_down
+from celery.signals import (
+    worker_init,
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+    worker_shutting_down,
+)
+
+logger = logging.getLogger(__name__)
+
+#: The pools whose worker processes run the turn engine.
+SUPPORTED_POOLS = ("prefork", "threads", "solo")
+#: Set by :func:`_check_pool`: whether each child process (prefork) or the worker itself runs
+#: the engine and the sweep.
+_per_child = False
 
 
 @shared_task(name="poppy_django.run_turns", acks_late=True, reject_on_worker_lost=True)
 def run_turns_task(conversation_id: str) -> None:
-    """Answer a conversation; a duplicate delivery finds the lease taken and returns."""
-    from poppy_django.turns import run_turns
+    """Hand the conversation to this process's engine once it has a place; a duplicate
+    delivery finds the lease taken and ends at once."""
+    from poppy_django import engine
 
-    run_turns(conversation_id)
+    engine.current().submit(conversation_id)
 
 
 @shared_task(name="poppy_django.reap")
@@ -37,8 +65,54 @@ def prune_task() -> int:
     return report.events if report else 0
 
 
+def pool_name(pool_cls: Any) -> str:
+    """The pool a worker was started with, as ``-P`` names it (read without importing it:
+    gevent's module needs gevent)."""
+    # The ``-P`` names (celery-types does not declare them).
+    from celery.concurrency import ALIASES  # type: ignore[attr-defined]
+
+    if isinstance(pool_cls, str):
+        target = ALIASES.get(pool_cls) or pool_cls
+    else:
+        target = f"{pool_cls.__module__}:{pool_cls.__qualname__}"
+    names: dict[str, str] = {}
+    for name, path in ALIASES.items():
+        if path:
+            names.setdefault(path, name)  # "prefork" before its other name, "processes"
+    return names.get(target, pool_cls if isinstance(pool_cls, str) else target)
+
+
+@worker_init.connect
+def _check_pool(sender: Any = None, **kwargs: Any) -> None:
+    """Refuse to start a worker whose pool cannot run the engine (a clear message, exit 1)."""
+    global _per_child
+    name = pool_name(getattr(sender, "pool_cls", "prefork"))
+    if name not in SUPPORTED_POOLS:
+        message = (
+            f"poppy-django: the Celery pool {name!r} cannot run turns; start the worker with "
+            f"--pool prefork, threads or solo (see docs/deployment.md)."
+        )
+        logger.critical(message)
+        raise SystemExit(message)  # not an Exception: Celery's signal dispatch lets it through
+    _per_child = name == "prefork"
+
+
+@worker_process_init.connect
+def _start_engine(**kwargs: Any) -> None:
+    """A prefork child (or the solo worker) starts its engine now, not at its first turn."""
+    from poppy_django import engine
+
+    engine.current()
+    if _per_child:
+        from poppy_django.recovery import sweeper
+
+        sweeper.start()
+
+
 @worker_ready.connect
 def _start_recovery(**kwargs: Any) -> None:
+    if _per_child:
+        return  # each child sweeps with its own engine
     from poppy_django.recovery import sweeper
 
     sweeper.start()
@@ -49,6 +123,19 @@ def _stop_recovery(**kwargs: Any) -> None:
     from poppy_django.recovery import sweeper
 
     sweeper.stop(wait=False)
+
+
+@worker_shutdown.connect
+def _finish_turns(**kwargs: Any) -> None:
+    """A warm shutdown finishes the turns in flight first (a solo or threads worker; a
+    prefork child's turns end with the child, and the recovery sweep takes them up)."""
+    from poppy_django import engine
+    from poppy_django.conf import poppy_settings
+
+    running = engine.running()
+    if running is not None:
+        running.drain(timeout=poppy_settings.TURN_TIMEOUT_SECONDS + 5)
+        engine.stop(wait=False)
 
 
 # The Operations extension's task, registered wherever Celery finds this module.

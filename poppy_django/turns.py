@@ -1,6 +1,7 @@
 """Turns: one writer per conversation under a lease, answering the log's unanswered messages.
 
-``run_turns(conversation_id)`` is what executors (and the recovery sweep) run. It claims
+``answer(conversation_id)`` is what the engine runs for executors and the recovery sweep
+(``run_turns`` waits for it from another thread). It claims
 the conversation's lease, runs the actions staff approved, then repeats claim → prepare →
 run → commit until no user message is left unanswered:
 
@@ -11,9 +12,10 @@ run → commit until no user message is left unanswered:
   Conversation) in the same write when it can;
 - *prepare*: otherwise waits for the agent thread, then reads the principal, actor and
   thread;
-- *run*: the model and tools in a thread of their own, bounded by ``TURN_TIMEOUT_SECONDS``
-  (past it the run is abandoned and nothing it does later is written), with a heartbeat
-  keeping the leases;
+- *run*: the model awaited on the process's engine loop (:mod:`poppy_django.engine`), sync
+  tools on its database threads, bounded by ``TURN_TIMEOUT_SECONDS`` (past it the run is
+  cancelled and nothing it still tries is written), the engine's heartbeat keeping the
+  leases;
 - *commit* (locked): writes the reply and moves ``answered_seq`` in one transaction, only
   while the lease is still ours, so a reply is written exactly once; with nothing left to
   answer, the same write sets the conversation idle and frees its lease and thread.
@@ -24,17 +26,19 @@ message, under the turn's message id, and the conversation goes on.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
-import threading
 import time
+from asyncio import FIRST_COMPLETED
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import close_old_connections, connection, router, transaction
+from django.db import router, transaction
 
 from poppy_django import (
     approvals,
+    engine,
     event_log,
     fanout,
     ids,
@@ -45,8 +49,8 @@ from poppy_django import (
     statements,
     wire,
 )
-from poppy_django.agent.guard import TurnGuard
-from poppy_django.agent.model_api import TurnInput, TurnModel
+from poppy_django.agent.guard import TurnAbandoned, TurnGuard
+from poppy_django.agent.model_api import AsyncTurnModel, TurnInput, TurnModel
 from poppy_django.agent.model_choice import build_model
 from poppy_django.agent.runtime import TurnOutcome, TurnRequest, resolve_actor, run_turn
 from poppy_django.auth import Actor, Principal
@@ -63,7 +67,7 @@ from poppy_django.models import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LeaseLost", "new_owner", "pending_messages", "run_turns"]
+__all__ = ["LeaseLost", "answer", "new_owner", "pending_messages", "run_turns"]
 
 
 # -- claim, prepare, run, commit ---------------------------------------------------------
@@ -358,7 +362,7 @@ def _remember(conversation: Conversation, request: TurnRequest, reply: str | Non
     )
 
 
-def model_for(agent_name: str) -> TurnModel:
+def model_for(agent_name: str) -> TurnModel | AsyncTurnModel:
     """The model a setting names for this agent: no code change to switch."""
     return build_model(poppy_settings.MODELS.get(agent_name, poppy_settings.MODEL))
 
@@ -367,73 +371,94 @@ def model_for(agent_name: str) -> TurnModel:
 
 
 def run_turns(conversation_id: str, owner: str | None = None) -> None:
-    """Answer everything unanswered in the conversation, if no one else is already on it."""
+    """Answer everything unanswered in the conversation, if no one else is already on it;
+    returns when done. The turns run on this process's engine (:mod:`poppy_django.engine`),
+    once it has a free place for them: never call it from the engine's own loop."""
+    engine.current().submit(conversation_id, owner).result()
+
+
+async def answer(conversation_id: str, owner: str | None = None) -> None:
+    """:func:`run_turns` on the engine's loop: claims, commits and sync tools on its database
+    threads, the model awaited here."""
+    running = engine.current()
     owner = owner or new_owner()
     turn_id: str | None = None
-    close_old_connections()
     try:
-        if not leases.acquire(conversation_id, owner):
+        if not await running.run_sync(leases.acquire, conversation_id, owner):
             return
-        with leases.heartbeat(leases.Holder(conversation_id, owner)) as holder:
+        with running.heartbeat.holding(leases.Holder(conversation_id, owner)) as holder:
             while True:
-                approvals.run_approved(conversation_id, owner)
-                slot = claim(conversation_id, owner)
+                slot = await running.run_sync(_next_claim, conversation_id, owner)
                 if slot is Claim.DONE:
                     return
                 if isinstance(slot, TurnSlot):
                     turn_id = slot.turn_id
-                    if _run_one(slot, holder):
+                    if await _run_one(slot, holder):
                         return
     except LeaseLost:
-        observe.moment(
+        await running.run_sync(
+            observe.moment,
             "lease_lost",
             signals.lease_lost,
             level=logging.WARNING,
             conversation_id=conversation_id,
             turn_id=turn_id,
         )
-    finally:
-        close_old_connections()
 
 
-def _run_one(slot: TurnSlot, holder: leases.Holder) -> bool:
+def _next_claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
+    """Run what staff approved, then claim the next turn (one job on a database thread)."""
+    approvals.run_approved(conversation_id, owner)
+    return claim(conversation_id, owner)
+
+
+def _started(slot: TurnSlot) -> TurnRequest:
+    request = prepare(slot)
+    observe.moment(
+        "turn_started",
+        signals.turn_started,
+        conversation_id=slot.conversation_id,
+        turn_id=slot.turn_id,
+        message_ids=request.answered_message_ids,
+    )
+    return request
+
+
+async def _run_one(slot: TurnSlot, holder: leases.Holder) -> bool:
     """One turn, ended by its reply or by the failed-turn message: never left hanging.
 
     True when its commit also ended the conversation's work (nothing left to claim).
     """
+    running = engine.current()
     owner = holder.owner
     if slot.attempt > poppy_settings.TURN_MAX_ATTEMPTS:
-        fail(slot, owner, f"gave up after {slot.attempt - 1} attempts")
+        await running.run_sync(fail, slot, owner, f"gave up after {slot.attempt - 1} attempts")
         return False
     started = time.monotonic()
     committed: Committed | None = None
     try:
-        with holder.agent_thread(slot.thread_root_id, taken=slot.claimed is not None):
-            request = prepare(slot)
-            observe.moment(
-                "turn_started",
-                signals.turn_started,
-                conversation_id=slot.conversation_id,
-                turn_id=slot.turn_id,
-                message_ids=request.answered_message_ids,
-            )
-            outcome = _run_bounded(request, holder)
+        async with holder.agent_thread(
+            slot.thread_root_id, running.run_sync, taken=slot.claimed is not None
+        ):
+            request = await running.run_sync(_started, slot)
+            outcome = await _run_bounded(request, holder)
             if holder.lost.is_set():
                 raise LeaseLost(slot.conversation_id)
             if not outcome.failed:
-                committed = commit(request, outcome, owner)
+                committed = await running.run_sync(commit, request, outcome, owner)
                 if committed.thread_freed:
                     holder.thread_given_back()
     except LeaseLost:
         raise
     except Exception as exc:  # planning, hooks, the agent, formatting, the commit...
         logger.exception("poppy: turn %s of %s failed", slot.turn_id, slot.conversation_id)
-        fail(slot, owner, observe.describe_failure(exc))
+        await running.run_sync(fail, slot, owner, observe.describe_failure(exc))
         return False
     if outcome.failed:
-        fail(slot, owner, outcome.error)
+        await running.run_sync(fail, slot, owner, outcome.error)
         return False
-    observe.moment(
+    await running.run_sync(
+        observe.moment,
         "turn_finished",
         signals.turn_finished,
         conversation_id=slot.conversation_id,
@@ -444,34 +469,46 @@ def _run_one(slot: TurnSlot, holder: leases.Holder) -> bool:
     return committed is not None and committed.done
 
 
-def _run_bounded(request: TurnRequest, holder: leases.Holder) -> TurnOutcome:
-    """Run the model in a thread of its own; past the time limit, abandon it."""
+async def _run_bounded(request: TurnRequest, holder: leases.Holder) -> TurnOutcome:
+    """Run the model as a task of its own; past the time limit (or once the lease is lost),
+    cancel it and refuse whatever it still tries to write."""
+    running = engine.current()
     guard = TurnGuard()
-    finished: list[TurnOutcome] = []
 
     def relay(piece: str) -> None:
-        with guard.writing():
-            fanout.publish_delta(request.conversation_id, request.message_id, piece)
+        if guard.abandoned:
+            raise TurnAbandoned("the turn passed its time limit")
+        running.publish_delta(
+            fanout.publish_delta, request.conversation_id, request.message_id, piece
+        )
 
-    def work() -> None:
-        try:
-            finished.append(run_turn(request, model_for, relay, guard))
-        finally:
-            connection.close()
+    loop = asyncio.get_running_loop()
+    lost: asyncio.Future[None] = loop.create_future()
 
-    runner = threading.Thread(
-        target=work, name=f"poppy-turn-{request.conversation_id}", daemon=True
+    def settle() -> None:
+        if not lost.done():
+            lost.set_result(None)
+
+    def lease_lost() -> None:
+        loop.call_soon_threadsafe(settle)
+
+    forget = holder.on_lost(lease_lost)
+    model: asyncio.Future[TurnOutcome] = asyncio.ensure_future(
+        run_turn(request, model_for, relay, guard)
     )
-    runner.start()
-    deadline = time.monotonic() + poppy_settings.TURN_TIMEOUT_SECONDS
-    while runner.is_alive() and time.monotonic() < deadline and not holder.lost.is_set():
-        runner.join(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
-    if runner.is_alive():
-        guard.abandon()
-        if holder.lost.is_set():
-            raise LeaseLost(request.conversation_id)
-        limit = poppy_settings.TURN_TIMEOUT_SECONDS
-        return TurnOutcome(failed=True, error=f"timed out after {limit} s")
-    if not finished:  # the thread died without an outcome (BaseException)
-        return TurnOutcome(failed=True, error="the turn's thread ended without an outcome")
-    return finished[0]
+    limit = poppy_settings.TURN_TIMEOUT_SECONDS
+    try:
+        waited: set[asyncio.Future[Any]] = {model, lost}
+        done, _ = await asyncio.wait(waited, timeout=limit, return_when=FIRST_COMPLETED)
+        if model in done:
+            return model.result()
+    finally:
+        forget()
+        if not model.done():
+            model.cancel()
+    # Whatever the cancelled run still does (a sync tool on a database thread, an action's
+    # transaction) is refused from now on; an action committing right now finishes first.
+    await running.run_sync(guard.abandon)
+    if holder.lost.is_set():
+        raise LeaseLost(request.conversation_id)
+    return TurnOutcome(failed=True, error=f"timed out after {limit} s")

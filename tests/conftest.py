@@ -1,8 +1,9 @@
 """Shared fixtures: a personal agent talking to the endpoint through Django's test client.
 
 Tests that need turns use ``transaction=True``: turns are dispatched only when the
-message's transaction commits, and run on the in-process executor's threads, which must see
-committed rows. Each test waits for its turns to finish before the database is flushed.
+message's transaction commits, and run on the in-process turn engine (its loop and database
+threads), which must see committed rows. Each test waits for its turns to finish before the
+database is flushed.
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from django.test import Client
+from django.conf import settings
+from django.db import connection
+from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
 
+from poppy_django import engine
 from poppy_django.auth.fake import fake_authorization
 from poppy_django.executors import ThreadExecutor
 
@@ -155,6 +160,27 @@ def dispatch_lost() -> Iterator[None]:
         yield
     finally:
         ThreadExecutor.dispatch = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def engine_queries() -> Iterator[list[str]]:
+    """The SQL of the turns run meanwhile, in order: the engine runs them on one database
+    thread, whose connection is captured (the heartbeat, every ``HEARTBEAT_SECONDS``, is not
+    a turn's)."""
+    with override_settings(POPPY={**settings.POPPY, "EXECUTOR_THREADS": 1}):
+        database = engine.current().database
+        capture = CaptureQueriesContext(connection)
+        database.submit(capture.__enter__).result()
+        sql: list[str] = []
+        try:
+            yield sql
+        finally:
+            database.submit(capture.__exit__, None, None, None).result()
+            sql.extend(
+                database.submit(
+                    lambda: [query["sql"] for query in capture.captured_queries]
+                ).result()
+            )
 
 
 def messages(events: list[dict]) -> list[dict]:

@@ -3,12 +3,11 @@
 ``PydanticAIModel("openai:gpt-4o")`` takes any pydantic-ai model name, ``"test"`` (its offline
 TestModel) or a pydantic-ai ``Model`` instance, so the provider is a setting, not code.
 
-Why two threads: the runtime runs a turn synchronously in a worker thread whose database
-connection holds the turn's state, and ``call_tool`` / ``emit_text`` use the Django ORM there.
-pydantic-ai is asyncio, runs plain ``def`` tools in a thread pool (another connection), and
-Django refuses ORM calls from a thread with a running event loop. So the agent runs on a
-fresh event loop in a helper thread, and every callback is handed back to the calling thread
-and run there, one at a time, in the order the model produced it.
+The model runs on the engine's event loop (:mod:`poppy_django.engine`), with every other turn
+of the process: pydantic-ai's agent is awaited there, streaming over the provider's httpx
+client, which the process's turns share (one connection pool per process and model). Tools
+are awaited in the model's order, one at a time; ``call_tool`` runs them where they belong
+(``async def`` tools on the loop, blocking ones on the engine's database threads).
 
 Text: every piece of text the model writes is emitted as it streams in, including text it
 writes before a tool call ("Let me look that up."); the texts of successive model responses
@@ -17,7 +16,8 @@ usual case), the pieces concatenate to exactly that text.
 
 Ending early: when ``call_tool`` or ``emit_text`` raises (``TurnInterrupted`` above all), the
 run is cancelled, nothing more reaches the callbacks, and ``run`` re-raises that exception
-itself — it never depends on pydantic-ai passing it through.
+itself — it never depends on pydantic-ai passing it through. A turn's time limit cancels the
+task awaiting ``run``, which cancels the model's request (its stream is closed).
 """
 
 from __future__ import annotations
@@ -25,16 +25,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import threading
+import weakref
 from collections.abc import AsyncIterable
-from concurrent.futures import Future
-from dataclasses import dataclass
 from itertools import groupby
-from queue import SimpleQueue
 from typing import Any
 
 from pydantic import ValidationError
-from pydantic_ai import Agent, CancellationToken, ModelRetry, RunContext
+from pydantic_ai import Agent, ModelRetry, RunContext
 from pydantic_ai import Tool as PydanticTool
 from pydantic_ai.messages import (
     AgentStreamEvent,
@@ -51,35 +48,29 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model, infer_model
 
-from poppy_django.agent.model_api import CallTool, EmitText, ModelTurn
+from poppy_django.agent.model_api import AsyncCallTool, EmitText, ModelTurn
 from poppy_django.agent.tools import Tool, describe_invalid_arguments
 
 #: Between the texts of two model responses (e.g. before and after a tool call).
 RESPONSE_SEPARATOR = "\n\n"
 
 
-@dataclass(frozen=True)
-class _Text:
-    piece: str
+class _Ended:
+    """What ended a run early: the exception a callback raised (re-raised by ``run``)."""
 
+    def __init__(self) -> None:
+        self.failure: BaseException | None = None
+        self.run: asyncio.Task[Any] | None = None
 
-@dataclass(frozen=True)
-class _Call:
-    name: str
-    arguments: dict[str, Any]
-    result: Future[Any]
-
-
-@dataclass(frozen=True)
-class _Finished:
-    error: BaseException | None
-
-
-_Message = _Text | _Call | _Finished
+    def end(self, failure: BaseException) -> None:
+        if self.failure is None:
+            self.failure = failure
+            if self.run is not None:
+                self.run.cancel()
 
 
 class _TurnEnded(Exception):
-    """Answers a tool call the model made after the calling thread ended the turn."""
+    """Answers a tool call the model made after the turn was ended."""
 
 
 class PydanticAIModel:
@@ -91,73 +82,48 @@ class PydanticAIModel:
         infer_model(model_name)
         self.model_name = model_name
 
-    def run(self, turn: ModelTurn, call_tool: CallTool, emit_text: EmitText) -> None:
-        inbox: SimpleQueue[_Message] = SimpleQueue()
-        cancel = CancellationToken()
-        worker = threading.Thread(
-            target=self._drive, args=(turn, inbox, cancel), name="poppy-llm-turn", daemon=True
-        )
-        worker.start()
-        failure: BaseException | None = None
-        while not isinstance(message := inbox.get(), _Finished):
-            if failure is not None:
-                if isinstance(message, _Call):
-                    message.result.set_exception(_TurnEnded())
-                continue
-            try:
-                if isinstance(message, _Text):
-                    emit_text(message.piece)
-                else:
-                    message.result.set_result(call_tool(message.name, message.arguments))
-            except BaseException as error:
-                failure = error
-                if isinstance(message, _Call):
-                    message.result.set_exception(_TurnEnded())
-                cancel.cancel()
-        worker.join()
-        if failure is not None:
-            raise failure
-        if message.error is not None:
-            raise _naming_the_model(message.error, self.model_name)
-
-    def _drive(
-        self, turn: ModelTurn, inbox: SimpleQueue[_Message], cancel: CancellationToken
-    ) -> None:
-        """The helper thread: run the agent on its own event loop, then say how it ended."""
-        try:
-            asyncio.run(self._answer(turn, inbox, cancel))
-        except BaseException as error:
-            inbox.put(_Finished(error))
-        else:
-            inbox.put(_Finished(None))
-
-    async def _answer(
-        self, turn: ModelTurn, inbox: SimpleQueue[_Message], cancel: CancellationToken
-    ) -> None:
+    async def run(self, turn: ModelTurn, call_tool: AsyncCallTool, emit_text: EmitText) -> None:
+        ended = _Ended()
         agent = Agent(
-            # A model per turn: a provider's HTTP client belongs to the event loop it was used
-            # on, and this loop closes with the turn.
-            infer_model(self.model_name),
+            _shared_model(self.model_name, asyncio.get_running_loop()),
             instructions=_instructions(turn),
-            tools=[_pydantic_tool(tool, inbox) for tool in turn.tools],
+            tools=[_pydantic_tool(tool, call_tool, ended) for tool in turn.tools],
         )
-        async with agent:  # closes the provider's HTTP client with the turn
-            await agent.run(
+        ended.run = asyncio.ensure_future(
+            agent.run(
                 _user_prompt(turn),
                 message_history=_history(turn.history),
-                event_stream_handler=_TextRelay(inbox),
-                cancellation_token=cancel,
+                event_stream_handler=_TextRelay(emit_text, ended),
             )
+        )
+        try:
+            await ended.run
+        except BaseException as error:
+            if ended.failure is None:
+                if isinstance(error, Exception):
+                    _naming_the_model(error, self.model_name)
+                raise  # the model's own error, or cancelled from outside (the time limit)
+        finally:
+            if not ended.run.done():
+                ended.run.cancel()
+        if ended.failure is not None:
+            raise ended.failure
 
 
-def _naming_the_model(error: BaseException, model: str | Model) -> BaseException:
-    """The model's name on a failure that lacks it (``UnexpectedModelBehavior``): the turn's
-    log line then says which model failed (:func:`poppy_django.observe.describe_failure`)."""
-    if getattr(error, "model_name", None) is None:
-        name = model if isinstance(model, str) else model.model_name
-        with contextlib.suppress(AttributeError):  # an exception type that takes no attributes
-            error.model_name = name  # type: ignore[attr-defined]
-    return error
+#: Per event loop, the models (and their providers' HTTP clients) its turns share: a client
+#: belongs to the loop it was used on, and one per process keeps connections to the provider.
+_shared: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Model]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _shared_model(name: str | Model, loop: asyncio.AbstractEventLoop) -> Model:
+    if isinstance(name, Model):
+        return name
+    models = _shared.setdefault(loop, {})
+    if name not in models:
+        models[name] = infer_model(name)
+    return models[name]
 
 
 def _instructions(turn: ModelTurn) -> str:
@@ -194,33 +160,48 @@ def _request_part(entry: dict[str, str]) -> ModelRequestPart:
     raise ValueError(f"A history entry's role is user, assistant or system, not {entry['role']!r}.")
 
 
-def _pydantic_tool(tool: Tool, inbox: SimpleQueue[_Message]) -> PydanticTool[None]:
-    """The tool as pydantic-ai sees it: its JSON schema, and a call run by the calling thread."""
+def _pydantic_tool(tool: Tool, call_tool: AsyncCallTool, ended: _Ended) -> PydanticTool[None]:
+    """The tool as pydantic-ai sees it: its JSON schema, and a call through ``call_tool``."""
 
     async def call(**arguments: Any) -> Any:
+        if ended.failure is not None:
+            raise _TurnEnded()
         try:
             validated = tool.validate(arguments)
         except ValidationError as error:
             raise ModelRetry(describe_invalid_arguments(tool.name, error)) from error
-        result: Future[Any] = Future()
-        inbox.put(_Call(tool.name, validated, result))
-        return await asyncio.wrap_future(result)
+        try:
+            return await call_tool(tool.name, validated)
+        except Exception as error:
+            ended.end(error)
+            raise _TurnEnded() from error
 
     return PydanticTool.from_schema(
         call,
         name=tool.name,
         description=tool.description,
         json_schema=tool.json_schema(),
-        # One call at a time, in the model's order, as the calling thread runs them anyway.
+        # One call at a time, in the model's order: an action's record depends on it.
         sequential=True,
     )
+
+
+def _naming_the_model(error: BaseException, model: str | Model) -> BaseException:
+    """The model's name on a failure that lacks it (``UnexpectedModelBehavior``): the turn's
+    log line then says which model failed (:func:`poppy_django.observe.describe_failure`)."""
+    if getattr(error, "model_name", None) is None:
+        name = model if isinstance(model, str) else model.model_name
+        with contextlib.suppress(AttributeError):  # an exception type that takes no attributes
+            error.model_name = name  # type: ignore[attr-defined]
+    return error
 
 
 class _TextRelay:
     """pydantic-ai's event stream handler: forwards text as it streams in, per response."""
 
-    def __init__(self, inbox: SimpleQueue[_Message]) -> None:
-        self.inbox = inbox
+    def __init__(self, emit_text: EmitText, ended: _Ended) -> None:
+        self.emit_text = emit_text
+        self.ended = ended
         self.wrote = False
 
     async def __call__(
@@ -230,11 +211,15 @@ class _TextRelay:
         separate = self.wrote
         async for event in events:
             piece = _text_of(event)
-            if not piece:
+            if not piece or self.ended.failure is not None:
                 continue
             if separate:
                 piece, separate = RESPONSE_SEPARATOR + piece, False
-            self.inbox.put(_Text(piece))
+            try:
+                self.emit_text(piece)
+            except Exception as error:
+                self.ended.end(error)
+                return
             self.wrote = True
 
 

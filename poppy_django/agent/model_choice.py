@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
-from poppy_django.agent.model_api import TurnModel
+from poppy_django.agent.model_api import AsyncTurnModel, TurnModel
 from poppy_django.agent.scripted import ScriptedModel, load_script
 
 SCRIPTED = "scripted"
@@ -16,7 +16,7 @@ def is_scripted(model_name: str) -> bool:
     return model_name == SCRIPTED or model_name.startswith(SCRIPTED_WITH_RULES)
 
 
-def build_model(model_name: str) -> TurnModel:
+def build_model(model_name: str) -> TurnModel | AsyncTurnModel:
     """``"scripted"`` is the offline model (``"scripted:<dotted path>"`` with a project's
     rules, see :mod:`poppy_django.agent.scripted`); anything else is a pydantic-ai model name.
 

@@ -8,6 +8,7 @@ dies here leaves nothing half-written.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -17,9 +18,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from poppy_django import ids, observe
-from poppy_django.agent import actions, registry
+from poppy_django.agent import actions, model_api, registry
 from poppy_django.agent.guard import TurnAbandoned, TurnGuard
-from poppy_django.agent.model_api import ModelTurn, TurnInput, TurnInterrupted, TurnModel
+from poppy_django.agent.model_api import (
+    AsyncTurnModel,
+    ModelTurn,
+    RunSync,
+    TurnInput,
+    TurnInterrupted,
+    TurnModel,
+)
 from poppy_django.agent.tools import (
     PERSONAL_AGENT_ROLE,
     SCOPE_ROLE_PREFIX,
@@ -122,8 +130,11 @@ class TurnOutcome:
 class Toolbox:
     """The tools a turn offers, gated by the actor's roles, with actions run at most once."""
 
-    def __init__(self, request: TurnRequest, ctx: ToolContext, guard: TurnGuard) -> None:
+    def __init__(
+        self, request: TurnRequest, ctx: ToolContext, guard: TurnGuard, run_sync: RunSync
+    ) -> None:
         self.request = request
+        self.run_sync = run_sync
         self.ctx = ctx
         self.guard = guard
         self.agent = registry.get(request.agent_name)
@@ -132,7 +143,9 @@ class Toolbox:
         self.refusal: tuple[str, str] | None = None
         self._occurrences: Counter[str] = Counter()
 
-    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+    async def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Call a tool for the model: an ``async def`` read awaited on the loop, everything
+        blocking (sync reads, actions, their records) on the engine's database threads."""
         if self.guard.abandoned:
             raise TurnAbandoned(f"{name} called after the turn's time limit")
         tool = next((t for t in self.offered if t.name == name), None)
@@ -148,7 +161,9 @@ class Toolbox:
         except ValidationError as exc:
             return {"error": describe_invalid_arguments(name, exc)}
         if tool.kind == "read":
-            return tool.function(self.ctx, **validated)
+            if inspect.iscoroutinefunction(tool.function):
+                return await tool.function(self.ctx, **validated)
+            return await self.run_sync(tool.function, self.ctx, **validated)
         self._occurrences[name] += 1
         call = actions.ActionCall(
             conversation_id=self.request.conversation_id,
@@ -157,24 +172,32 @@ class Toolbox:
         )
         key = call.key(tool, validated)
         ctx = dataclasses.replace(self.ctx, call_key=key)
-        record = actions.propose(tool, validated, ctx, call, self.guard)
+        record = await self.run_sync(actions.propose, tool, validated, ctx, call, self.guard)
         outcome = record.to_wire()
         self.actions.append(outcome)
         return outcome
 
 
-def run_turn(
+async def run_turn(
     request: TurnRequest,
-    model_for: Callable[[str], TurnModel],
+    model_for: Callable[[str], TurnModel | AsyncTurnModel],
     emit_text: Callable[[str], None],
     guard: TurnGuard | None = None,
+    run_sync: RunSync | None = None,
 ) -> TurnOutcome:
     """Run the model for one turn; every failure becomes an outcome, never an exception.
 
     Failures include what surrounds the model: the ``ACTOR_FOR`` hook, an agent that is no
-    longer registered, a model that cannot be built, a tool that raises.
+    longer registered, a model that cannot be built, a tool that raises. Cancellation (the
+    turn's time limit) is not a failure here: it propagates to the caller.
+
+    ``run_sync`` runs blocking work off the loop (the engine's database threads by default).
     """
     guard = guard or TurnGuard()
+    if run_sync is None:
+        from poppy_django import engine
+
+        run_sync = engine.current().run_sync
     pieces: list[str] = []
 
     def write(piece: str) -> None:
@@ -193,7 +216,7 @@ def run_turn(
             conversation_id=request.conversation_id,
             page_context=request.page_context,
         )
-        toolbox = Toolbox(request, ctx, guard)
+        toolbox = Toolbox(request, ctx, guard, run_sync)
         turn = ModelTurn(
             instructions=toolbox.agent.instructions,
             history=request.history,
@@ -201,7 +224,7 @@ def run_turn(
             tools=toolbox.offered,
             page_context=request.page_context,
         )
-        model_for(request.agent_name).run(turn, toolbox.call, write)
+        await model_api.run_model(model_for(request.agent_name), turn, toolbox.call, write)
     except TurnAbandoned:
         outcome.failed = True
         outcome.error = "abandoned at the turn's time limit"

@@ -7,7 +7,7 @@ naming them in the text (``track_parcel number=123``), or with rules it supplies
 
 =================  ===============================================================
 ``#fail``          the model raises an error
-``#slow``          "Let me check that for you." in pieces about 0.3 s apart
+``#slow``          "Let me check that for you." in pieces about 0.3 s apart (awaited)
 ``#history``       "I see N messages; the first was: <first user text>."
 the project rules  each :class:`Rule` in order: its pattern matches → its tool is called
 a tool's name      a tool the turn offers, named as a word → it is called
@@ -21,9 +21,9 @@ is worded by ``ACTION_FORMATTER``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +31,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from poppy_django.agent.model_api import CallTool, EmitText, ModelTurn, TurnInput
+from poppy_django.agent.model_api import AsyncCallTool, EmitText, ModelTurn, TurnInput
 from poppy_django.agent.tools import Tool
 
 _WORDS = re.compile(r"\S+\s*")
@@ -87,7 +87,7 @@ class ScriptedModel:
     def __init__(self, script: Script | None = None) -> None:
         self.script = script or Script()
 
-    def run(self, turn: ModelTurn, call_tool: CallTool, emit_text: EmitText) -> None:
+    async def run(self, turn: ModelTurn, call_tool: AsyncCallTool, emit_text: EmitText) -> None:
         latest = next((item for item in reversed(turn.inputs) if item.text), None)
         text = latest.text if latest and latest.text else ""
         lowered = text.lower()
@@ -96,7 +96,7 @@ class ScriptedModel:
         if "#slow" in lowered:
             for piece in ("Let me ", "check that ", "for you."):
                 emit_text(piece)
-                time.sleep(self.slow_interval)
+                await asyncio.sleep(self.slow_interval)  # waits without holding a thread
             return
         if "#history" in lowered:
             users = [entry["text"] for entry in turn.history if entry["role"] == "user"]
@@ -108,13 +108,13 @@ class ScriptedModel:
             arguments = rule.match(text)
             if arguments is not None:
                 tool = _offered(turn, rule.tool)
-                _call(call_tool, emit_text, rule.tool, arguments, tool, reply=rule.reply)
+                await _call(call_tool, emit_text, rule.tool, arguments, tool, reply=rule.reply)
                 return
         if self.script.call_tools_by_name:
             for tool in turn.tools:
                 arguments = _named_call(tool, text)
                 if arguments is not None:
-                    _call(call_tool, emit_text, tool.name, arguments, tool, reply=True)
+                    await _call(call_tool, emit_text, tool.name, arguments, tool, reply=True)
                     return
         _echo(text, latest or (turn.inputs[-1] if turn.inputs else None), emit_text)
 
@@ -163,8 +163,8 @@ def _named_call(tool: Tool, text: str) -> dict[str, Any] | None:
     return arguments
 
 
-def _call(
-    call_tool: CallTool,
+async def _call(
+    call_tool: AsyncCallTool,
     emit_text: EmitText,
     name: str,
     arguments: dict[str, Any],
@@ -172,7 +172,7 @@ def _call(
     *,
     reply: bool,
 ) -> None:
-    result = call_tool(name, arguments)
+    result = await call_tool(name, arguments)
     refused = isinstance(result, dict) and set(result) == {"error"}
     if refused:  # no such tool offered, or invalid arguments: say so rather than nothing
         emit_text(f"Sorry, I could not do that: {result['error']}")

@@ -65,7 +65,8 @@ def _dispatch(operation_id: str) -> None:
     from poppy_django.executors import ThreadExecutor
 
     if poppy_settings.EXECUTOR is ThreadExecutor:
-        ThreadExecutor.pool().submit(_perform_closing, operation_id)
+        # In-process: on the engine's database threads, like the turns' sync work.
+        ThreadExecutor.start().database.submit(_perform_closing, operation_id)
         return
     from poppy_django.operations.tasks import perform_operation_task
 

@@ -64,7 +64,7 @@ class Recorder:
         self.threads.add(threading.get_ident())
         self.pieces.append(piece)
 
-    def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
         self.threads.add(threading.get_ident())
         self.calls.append((name, arguments))
         result = self.results[name]
@@ -73,7 +73,7 @@ class Recorder:
         return result
 
     def run(self, model: PydanticAIModel, turn: ModelTurn | None = None) -> None:
-        model.run(turn or make_turn(), self.call_tool, self.emit_text)
+        asyncio.run(model.run(turn or make_turn(), self.call_tool, self.emit_text))
 
 
 def tool_returns(messages: list[ModelMessage], outcome: str = "success") -> list[ToolReturnPart]:
@@ -104,8 +104,10 @@ def test_text_reaches_emit_text_in_pieces_while_the_model_writes() -> None:
         yield "A-1 has "
         yield "shipped."
 
-    PydanticAIModel(FunctionModel(stream_function=stream)).run(
-        make_turn(), recorder.call_tool, emit_text
+    asyncio.run(
+        PydanticAIModel(FunctionModel(stream_function=stream)).run(
+            make_turn(), recorder.call_tool, emit_text
+        )
     )
 
     assert recorder.pieces == ["Your order ", "A-1 has ", "shipped."]
@@ -134,8 +136,9 @@ def test_a_tool_call_reaches_call_tool_validated_and_its_result_goes_back() -> N
     assert tools["order_status"].description == order_status.description
 
 
-def test_callbacks_run_in_the_calling_thread() -> None:
-    """The runtime's ORM work in call_tool / emit_text must use the worker's connection."""
+def test_callbacks_run_on_the_loop_that_awaits_the_model() -> None:
+    """The model never calls back from a thread of its own: the runtime decides where
+    blocking work runs (the engine's database threads)."""
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
         if tool_returns(messages):
@@ -308,7 +311,7 @@ def test_an_emit_text_error_ends_the_turn() -> None:
     recorder = Recorder({"order_status": {"status": "shipped"}})
     model = PydanticAIModel(FunctionModel(stream_function=stream))
     with pytest.raises(ConnectionError, match="lease lost"):
-        model.run(make_turn(), recorder.call_tool, emit_text)
+        asyncio.run(model.run(make_turn(), recorder.call_tool, emit_text))
 
     assert recorder.calls == []
     assert requests == 1
@@ -322,17 +325,18 @@ def test_pydantic_ai_test_model_by_name() -> None:
     assert "shipped" in "".join(recorder.pieces)
 
 
-def test_run_works_from_a_thread_with_a_running_event_loop() -> None:
+def test_one_model_serves_turns_on_successive_event_loops() -> None:
+    """A provider's client belongs to its loop: a model used on a new loop (a new engine
+    after a fork or a restart) makes a new one rather than reusing a closed one."""
+
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
         yield "fine"
 
     recorder = Recorder()
-
-    async def inside_a_loop() -> None:
-        recorder.run(PydanticAIModel(FunctionModel(stream_function=stream)))
-
-    asyncio.run(inside_a_loop())
-    assert recorder.pieces == ["fine"]
+    model = PydanticAIModel(FunctionModel(stream_function=stream))
+    recorder.run(model)
+    recorder.run(model)
+    assert recorder.pieces == ["fine", "fine"]
 
 
 def test_build_model_picks_the_scripted_model_or_pydantic_ai() -> None:

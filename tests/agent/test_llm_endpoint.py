@@ -142,11 +142,6 @@ def test_a_hung_provider_is_a_failed_turn_at_the_time_limit(agent, settings) -> 
     assert answer["text"] == FAILED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="today's engine abandons a hung turn's thread but leaves its model call open "
-    "(issue 22: the new engine cancels it)",
-)
 def test_a_hung_providers_call_is_closed_when_the_turn_is_abandoned(
     through_endpoint: Serving, agent, settings
 ) -> None:

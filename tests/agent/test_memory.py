@@ -5,14 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from poppy_django import turns
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.scripted import ScriptedModel
 from poppy_django.models import AgentThread, AgentThreadEntry, Conversation
-from tests.conftest import PersonalAgent, dispatch_lost, messages
+from tests.conftest import PersonalAgent, dispatch_lost, engine_queries, messages
 from tests.wire.wire_support import poppy
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,9 +21,9 @@ class RecordingModel:
 
     seen: list[list[dict[str, str]]] = []
 
-    def run(self, turn: ModelTurn, call_tool: Any, emit_text: Any) -> None:
+    async def run(self, turn: ModelTurn, call_tool: Any, emit_text: Any) -> None:
         RecordingModel.seen.append(list(turn.history))
-        ScriptedModel().run(turn, call_tool, emit_text)
+        await ScriptedModel().run(turn, call_tool, emit_text)
 
 
 @pytest.fixture
@@ -110,9 +108,8 @@ def seeded_turn(agent: PersonalAgent, entries: int) -> tuple[list[str], list[dic
         )
         AgentThread.objects.filter(pk=thread.pk).update(last_position=entries)
         agent.send(conversation_id, "and now?")
-        with CaptureQueriesContext(connection) as queries:
+        with engine_queries() as run:
             turns.run_turns(conversation_id)
-    run = [query["sql"] for query in queries]  # before a request resets the log
     assert messages(agent.settled(conversation_id))[-1]["text"] == "You said: and now?"
     return run, RecordingModel.seen[-1]
 

@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from poppy_django import engine
+from poppy_django.agent.scripted import ScriptedModel
+from poppy_django.executors import ThreadExecutor
 from poppy_django.maintenance import reap
 from poppy_django.models import Conversation, Status
 from poppy_django.turns import run_turns
@@ -60,6 +63,28 @@ def test_concurrent_conversations_all_get_answered(acct1: PersonalAgent):
             ),
         )
         assert messages(events)[-1]["text"] == "Your orders: A-1 (shipped), A-2 (processing)."
+
+
+def test_a_hundred_slow_turns_wait_for_their_model_at_once(monkeypatch):
+    """The in-process executor holds a hundred waiting turns in flight on its engine's loop
+    (``#slow`` awaits between its pieces), and answers every one."""
+    # Each piece 2 s apart, so that the hundred claims are all made before the first turn ends.
+    monkeypatch.setattr(ScriptedModel, "slow_interval", 2.0)
+    # A hundred people (one start each: the start throttle is per personal agent and User),
+    # recorded first, then dispatched at once.
+    people = [PersonalAgent() for _ in range(100)]
+    with dispatch_lost():
+        started = [
+            (pa, pa.start(f"#slow {n}").json()["conversation_id"]) for n, pa in enumerate(people)
+        ]
+    for _, conversation_id in started:
+        ThreadExecutor.dispatch(conversation_id)
+    for pa, conversation_id in started:
+        events = pa.settled(conversation_id, timeout=120)
+        assert messages(events)[-1]["text"] == "Let me check that for you."
+    running = engine.current()
+    assert running.counters.most_in_flight >= 100
+    assert running.capacity >= 100  # the default TURNS_IN_FLIGHT
 
 
 def _unanswered_and_leased(agent: PersonalAgent, owner: str, expires_in: float) -> str:

@@ -1,5 +1,6 @@
 """The kill campaign's short version: a handful of SIGKILLed workers and web processes and a
 Redis restart under a dozen conversing agents, checked from the database and the clients.
+(``bench/kill_campaign.py --llm`` runs it on LLM-shaped turns: docs/operations.md.)
 The full campaign (200+ kills) is ``bench/kill_campaign.py``; its table is in the docs.
 """
 
@@ -17,6 +18,7 @@ from tests.multiprocess.cluster import ROOT
 pytestmark = pytest.mark.multiprocess
 
 
+@pytest.mark.timeout(900)  # a few minutes on a loaded machine
 def test_the_short_kill_campaign_finds_no_violation(tmp_path: Path):
     out = tmp_path / "kill_campaign.json"
     result = subprocess.run(

@@ -127,10 +127,11 @@ def test_a_failed_celery_task(transactional_db, records, monkeypatch) -> None:
     with dispatch_lost():
         conversation_id = agent.start(f"My {SECRET}").json()["conversation_id"]
 
-    def fails(conversation_id: str) -> None:
+    def fails(engine: object, conversation_id: str, owner: str | None = None) -> None:
         raise RuntimeError(f"could not answer My {SECRET}")
 
-    monkeypatch.setattr("poppy_django.turns.run_turns", fails)
+    # The task hands the conversation to its process's engine, which fails here.
+    monkeypatch.setattr("poppy_django.engine.Engine.submit", fails)
     result = run_turns_task.apply(args=[conversation_id])  # Celery's own tracer and logging
     assert result.failed()
     assert any(r.name == "celery.app.trace" and r.levelno >= logging.ERROR for r in records)

@@ -7,13 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from poppy_django import turns
 from poppy_django.fanout import publishing
 from poppy_django.models import Conversation
-from tests.conftest import PersonalAgent, dispatch_lost, kinds
+from tests.conftest import PersonalAgent, dispatch_lost, engine_queries, kinds
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,9 +37,8 @@ def test_a_turn_is_a_claim_and_a_commit(agent: PersonalAgent, nudges: list[dict[
         turns.run_turns(conversation_id)  # the first turn creates the agent thread
         assert agent.send(conversation_id, "and now?").status_code == 202
         nudges.clear()
-        with CaptureQueriesContext(connection) as captured:
+        with engine_queries() as sql:
             turns.run_turns(conversation_id)
-    sql = [query["sql"] for query in captured]
     assert sql.count("BEGIN") == sql.count("COMMIT") == 2
     conversation_writes = [s for s in sql if s.startswith('UPDATE "poppy_django_conversation"')]
     # The lease; the claim (attempt and thread); the commit (reply, idle, lease and thread).

@@ -1,0 +1,210 @@
+"""The turn engine: many turns in flight on one loop, a bound with backpressure, one heartbeat
+for every lease, and a time limit that cancels one turn without touching its neighbours."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from poppy_django import engine, tasks, turns
+from poppy_django.agent.llm import PydanticAIModel
+from poppy_django.agent.model_api import ModelTurn
+from poppy_django.agent.scripted import ScriptedModel
+from poppy_django.conf import DEFAULT_TEXTS
+from poppy_django.models import Conversation, Status
+from tests.conftest import PersonalAgent, messages
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FAILED = DEFAULT_TEXTS["failed_turn"]
+
+
+def reply_of(agent: PersonalAgent, conversation_id: str) -> str:
+    return [m for m in messages(agent.settled(conversation_id)) if m["role"] == "company"][-1][
+        "text"
+    ]
+
+
+def until(condition: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not hold in time"
+        time.sleep(0.02)
+
+
+class GatedModel:
+    """Every turn waits on the loop until the test opens the gate: turns pile up in flight."""
+
+    def __init__(self) -> None:
+        self.waiting = 0
+        self.most_waiting = 0
+        self.gate: asyncio.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def run(self, turn: ModelTurn, call_tool: Any, emit_text: Any) -> None:
+        if self.gate is None:
+            self.gate, self.loop = asyncio.Event(), asyncio.get_running_loop()
+        self.waiting += 1
+        self.most_waiting = max(self.most_waiting, self.waiting)
+        try:
+            await self.gate.wait()
+        finally:
+            self.waiting -= 1
+        emit_text(f"done: {turn.inputs[-1].text}")
+
+    def open(self) -> None:
+        assert self.loop is not None and self.gate is not None
+        self.loop.call_soon_threadsafe(self.gate.set)
+
+
+def test_turns_wait_for_their_model_together_without_a_thread_each(
+    agent: PersonalAgent, settings, monkeypatch
+):
+    settings.POPPY = {**settings.POPPY, "EXECUTOR_THREADS": 2, "TURNS_IN_FLIGHT": 50}
+    model = GatedModel()
+    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    started = [agent.start(f"hello {n}").json()["conversation_id"] for n in range(30)]
+    # Thirty turns await their model at once on two database threads.
+    until(lambda: model.waiting == 30)
+    assert threading.active_count() < 30
+    model.open()
+    for n, conversation_id in enumerate(started):
+        assert reply_of(agent, conversation_id) == f"done: hello {n}"
+
+
+def test_past_the_bound_turns_wait_for_a_place_and_all_are_answered(
+    agent: PersonalAgent, settings, monkeypatch
+):
+    settings.POPPY = {**settings.POPPY, "TURNS_IN_FLIGHT": 3}
+    model = GatedModel()
+    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    started = [agent.start(f"hello {n}").json()["conversation_id"] for n in range(8)]
+    until(lambda: model.waiting == 3)
+    running = engine.current()
+    assert running.counters.in_flight == 3
+    model.open()
+    for n, conversation_id in enumerate(started):
+        assert reply_of(agent, conversation_id) == f"done: hello {n}"
+    assert running.counters.most_in_flight == 3
+    assert model.most_waiting == 3
+
+
+def test_a_celery_task_waits_for_a_place_before_it_returns(
+    agent: PersonalAgent, settings, monkeypatch
+):
+    """While the engine is full the task does not return: its worker takes no more messages."""
+    settings.POPPY = {**settings.POPPY, "TURNS_IN_FLIGHT": 1}
+    model = GatedModel()
+    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    first = agent.start("first").json()["conversation_id"]
+    until(lambda: model.waiting == 1)
+    from tests.conftest import dispatch_lost
+
+    with dispatch_lost():
+        second = agent.start("second").json()["conversation_id"]
+    task = threading.Thread(target=tasks.run_turns_task.run, args=(second,))
+    task.start()
+    # The first turn holds the only place; the task is still waiting for it.
+    task.join(timeout=0.5)
+    assert task.is_alive() and model.waiting == 1
+    assert Conversation.objects.get(pk=second).lease_owner is None
+    model.open()
+    task.join(timeout=20)
+    assert not task.is_alive()
+    assert reply_of(agent, first) == "done: first"
+    assert reply_of(agent, second) == "done: second"
+
+
+class HangsOrAnswers:
+    """``hang`` waits forever on the loop (until cancelled); anything else answers."""
+
+    def __init__(self) -> None:
+        self.cancelled = 0
+
+    async def run(self, turn: ModelTurn, call_tool: Any, emit_text: Any) -> None:
+        text = turn.inputs[-1].text or ""
+        if text == "hang":
+            emit_text("Let me ")
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+        await ScriptedModel().run(turn, call_tool, emit_text)
+
+
+def test_a_turn_past_its_limit_is_cancelled_and_its_neighbours_go_on(
+    agent: PersonalAgent, settings, monkeypatch
+):
+    settings.POPPY = {**settings.POPPY, "TURN_TIMEOUT_SECONDS": 2.0}
+    model = HangsOrAnswers()
+    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    hung = agent.start("hang").json()["conversation_id"]
+    neighbours = [agent.start(f"#slow {n}").json()["conversation_id"] for n in range(3)]
+    for conversation_id in neighbours:
+        assert reply_of(agent, conversation_id) == "Let me check that for you."
+    assert reply_of(agent, hung) == FAILED
+    assert model.cancelled == 1
+    assert Conversation.objects.get(pk=hung).status == Status.IDLE
+
+
+def test_a_provider_failing_mid_stream_ends_that_turn_alone(agent: PersonalAgent, monkeypatch):
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        prompt = str(messages[-1].parts[-1].content)  # type: ignore[union-attr]
+        yield "Half "
+        await asyncio.sleep(0.2)
+        if "break" in prompt:
+            raise ConnectionError("the provider closed the stream")
+        yield "and whole."
+
+    model = PydanticAIModel(FunctionModel(stream_function=stream))
+    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    broken = agent.start("break").json()["conversation_id"]
+    fine = [agent.start(f"fine {n}").json()["conversation_id"] for n in range(3)]
+    assert reply_of(agent, broken) == FAILED
+    for conversation_id in fine:
+        assert reply_of(agent, conversation_id) == "Half and whole."
+
+
+def test_one_statement_renews_every_lease_the_process_holds(agent: PersonalAgent, monkeypatch):
+    model = GatedModel()
+    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    started = [agent.start(f"hello {n}").json()["conversation_id"] for n in range(5)]
+    until(lambda: model.waiting == 5)
+    before = dict(Conversation.objects.filter(pk__in=started).values_list("pk", "lease_expires_at"))
+    beat_at = timezone.now()
+    with CaptureQueriesContext(connection) as captured:
+        engine.current().heartbeat.beat()
+    assert len(captured) == 1 and captured[0]["sql"].startswith("UPDATE")
+    after = dict(Conversation.objects.filter(pk__in=started).values_list("pk", "lease_expires_at"))
+    assert all(after[pk] > before[pk] and after[pk] > beat_at for pk in started)
+    model.open()
+    for conversation_id in started:
+        reply_of(agent, conversation_id)
+
+
+def test_a_turn_whose_lease_was_taken_over_stops_and_writes_nothing(
+    agent: PersonalAgent, monkeypatch
+):
+    model = GatedModel()
+    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    until(lambda: model.waiting == 1)
+    # Another worker took the conversation over (this one stalled past its lease).
+    Conversation.objects.filter(pk=conversation_id).update(lease_owner="another-worker")
+    engine.current().heartbeat.beat()
+    until(lambda: model.waiting == 0)  # its model was cancelled
+    until(lambda: engine.current().idle())
+    said = [m for m in messages(agent.read(conversation_id).json()["events"])]
+    assert [m["role"] for m in said] == ["user"]
+    assert Conversation.objects.get(pk=conversation_id).lease_owner == "another-worker"
