@@ -151,7 +151,9 @@ def test_orders_api_without_a_token_is_401_with_a_dpop_challenge(pinned: Issuer)
 @pytest.mark.urls("example_project.urls")
 def test_poppy_json_lists_the_apis_that_accept_session_tokens(pinned: Issuer) -> None:
     document = Client().get("/.well-known/poppy.json").json()
-    assert document["apis"] == [{"type": "openapi", "url": BASE_URL + "/api/schema"}]
+    [api] = document["apis"]
+    assert (api["type"], api["url"]) == ("openapi", BASE_URL + "/api/schema")
+    assert api["description"]  # personal agents refuse an entry without one
     schema = Client().get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
     orders = schema["paths"]["/api/orders"]["get"]
     assert orders["security"] == [{"PoppySessionToken": []}]
