@@ -3,9 +3,9 @@ apply them (Poppy draft 0.2 §3.1-3.2), so a project cannot publish a document t
 
 Each rule broken is a :class:`Problem` naming the field (``apis.0.description``) and the
 fix. The rules are those of the public SDK's discovery models (its ``DiscoveryDocument`` and
-``OAuthServerMetadata``), written out here: the package never imports the SDK. A personal
-agent also accepts only https URLs; those problems are marked ``https``, so development over
-http (``DEBUG``) is told, not stopped.
+``OAuthServerMetadata``), written out here: the package never imports the SDK. The check
+runs with ``DEBUG`` off, where a document is published; development (often over plain http,
+with no organization name yet) is not stopped.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ class Problem:
     field: str
     message: str
     fix: str
-    https: bool = False
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message}"
@@ -61,7 +60,6 @@ def _url(value: Any, field: str, fix: str, *, required: bool = True) -> Iterator
             f"{value} is not https: personal agents refuse it",
             'Serve the project over TLS and set POPPY["BASE_URL"] (and POPPY["ISSUER"]) to '
             "its https origin.",
-            https=True,
         )
 
 
@@ -286,7 +284,7 @@ def metadata_problems(metadata: dict[str, Any], document: dict[str, Any]) -> lis
 
 
 def check_discovery(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    """E301/E302 (W301 for the https rules with ``DEBUG``): the documents as served.
+    """E301/E302 with ``DEBUG`` off: the documents as served.
 
     They are built as served at ``POPPY["BASE_URL"]``; without it they depend on each
     request's host, and the check waits for one to be set.
@@ -300,8 +298,8 @@ def check_discovery(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     from poppy_django.checks import poppy_dict_problem
     from poppy_django.discovery import poppy_document
 
-    if poppy_dict_problem() is not None:
-        return []  # E004 says why
+    if settings.DEBUG or poppy_dict_problem() is not None:
+        return []  # development; or E004 says why
     origin = configured_origin()
     if not origin:
         return []
@@ -310,18 +308,16 @@ def check_discovery(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     except ImproperlyConfigured:
         return []  # E004 (unknown DISCOVERY keys) or the authority's checks say why
     served_by = urlsplit(origin).hostname
-    found = [("poppy.json", "E301", p) for p in discovery_problems(document, served_by)]
+    found = [("poppy.json", "301", p) for p in discovery_problems(document, served_by)]
     local = local_issuer.registered()
     metadata = local.oauth_metadata(None) if local is not None else None
     if metadata is not None:
-        found += [
-            ("OAuth metadata", "E302", p) for p in metadata_problems(dict(metadata), document)
-        ]
-    messages: list[Any] = []
-    for where, number, problem in found:
-        text = f"{where} as served at {origin}: {problem}."
-        if problem.https and settings.DEBUG:
-            messages.append(checks.Warning(text, hint=problem.fix, id="poppy_django.W301"))
-        else:
-            messages.append(checks.Error(text, hint=problem.fix, id=f"poppy_django.{number}"))
-    return messages
+        found += [("OAuth metadata", "302", p) for p in metadata_problems(dict(metadata), document)]
+    return [
+        checks.Error(
+            f"{where} as served at {origin}: {problem}.",
+            hint=problem.fix,
+            id=f"poppy_django.E{number}",
+        )
+        for where, number, problem in found
+    ]

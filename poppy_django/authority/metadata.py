@@ -155,7 +155,7 @@ def metadata_view(request: HttpRequest, issuer_path: str = "") -> JsonResponse:
     document = server_metadata(request)
     if not is_https(document) and not settings.DEBUG:
         # RFC 8414 metadata is https only and personal agents refuse anything else: say so
-        # (check poppy_django.W301/E302 names it too) instead of serving what none can use.
+        # (check poppy_django.E302 names it too) instead of serving what none can use.
         return error_response(
             "not_found",
             f"No OAuth metadata over http: the issuer {document['issuer']} and its endpoints "

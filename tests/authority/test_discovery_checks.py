@@ -1,5 +1,6 @@
 """poppy.json and the OAuth metadata as served, judged by the rules personal agents apply:
-the checks E301/E302/W301 name the field and the fix; an http issuer is never a 500."""
+checks E301/E302 (``DEBUG`` off) name the field and the fix; an http issuer is never a
+500."""
 
 from __future__ import annotations
 
@@ -58,21 +59,21 @@ def test_metadata_that_does_not_list_the_domain_is_e302(acme_settings: Any) -> N
     assert 'POPPY_AUTHORITY["DOMAINS"]' in hint
 
 
-def test_http_is_a_warning_in_development_and_an_error_without_debug(acme_settings: Any) -> None:
+def test_http_is_refused_without_debug_and_development_is_not_stopped(
+    acme_settings: Any,
+) -> None:
     acme_settings.POPPY = {
         **acme_settings.POPPY,
         "BASE_URL": f"http://{DOMAIN}",
         "ISSUER": f"http://{DOMAIN}",
     }
-    acme_settings.DEBUG = True
-    found = problems(acme_settings)
-    assert found and {id_ for id_, _, _ in found} == {"poppy_django.W301"}
-    assert any("auth.issuer" in message for _, message, _ in found)
     acme_settings.DEBUG = False
-    assert {id_ for id_, _, _ in problems(acme_settings)} == {
-        "poppy_django.E301",
-        "poppy_django.E302",
-    }
+    found = problems(acme_settings)
+    assert {id_ for id_, _, _ in found} == {"poppy_django.E301", "poppy_django.E302"}
+    assert any("auth.issuer" in message and "not https" in message for _, message, _ in found)
+    assert all("BASE_URL" in hint for _, _, hint in found)
+    acme_settings.DEBUG = True
+    assert problems(acme_settings) == []
 
 
 @pytest.mark.django_db
