@@ -31,12 +31,17 @@ def revoke_grants(grants: QuerySet[Grant]) -> int:
 class ClientForm(forms.ModelForm):
     """The Clients form, saying what each field does for a personal agent."""
 
+    client_id = forms.URLField(
+        max_length=512,
+        assume_scheme="https",  # a client_id is an https URL
+        help_text="The personal agent's HTTPS client_id URL, exactly as its assertions name "
+        "it (their iss and sub), e.g. https://agent.example/client.",
+    )
+
     class Meta:
         model = Client
         fields = ["client_id", "name", "status", "registered", "metadata", "jwks"]
         help_texts = {
-            "client_id": "The personal agent's HTTPS client_id URL, exactly as its assertions "
-            "name it (their iss and sub), e.g. https://agent.example/client.",
             "name": "Shown to Users on the consent and connected-agents pages. Empty: the "
             "client_name of its metadata.",
             "status": "Blocked: new Sessions are refused and the block action ends its current "

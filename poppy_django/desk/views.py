@@ -69,7 +69,7 @@ def _health() -> dict[str, Any]:
     up (no worker running?) and this process failing to reach its broker."""
     problem = health.problem()
     return {
-        "stalled_count": Conversation.objects.filter(wording.stalled_annotation()).count(),
+        "stalled_count": wording.stalled_count(),
         "lease_seconds": f"{poppy_settings.LEASE_SECONDS:g}",
         "broker_problem": (
             {

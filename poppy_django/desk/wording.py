@@ -66,6 +66,13 @@ def stalled_annotation() -> Exists:
     return Exists(Conversation.objects.filter(orphans(), pk=OuterRef("pk")))
 
 
+def stalled_count() -> int:
+    """How many conversations wait for a worker none has taken them up (the sweep's query)."""
+    from poppy_django.recovery import orphans
+
+    return Conversation.objects.filter(orphans()).count()
+
+
 def stalled(conversation_id: str) -> bool:
     """:func:`stalled_annotation` for one conversation."""
     from poppy_django.recovery import orphans

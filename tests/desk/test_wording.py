@@ -172,3 +172,12 @@ def test_the_conversation_list_speaks_the_desks_words(agent: PersonalAgent) -> N
     service.human_joined(conversation_id, by="sam")
     filtered = client.get("/admin/poppy_django/conversation/?desk=waiting").content.decode()
     assert conversation_id not in filtered
+
+
+def test_the_clients_form_says_how_to_pre_register() -> None:
+    client = Client()
+    client.force_login(User.objects.create_superuser("root2", password=None))
+    form = client.get("/admin/poppy_authority/client/add/").content.decode()
+    assert "exactly as its assertions name it" in form
+    assert "Pre-registered by staff" in form and "metadata is never fetched" in form
+    assert "poppy_chat --print-jwks" in form
