@@ -3,9 +3,10 @@
 ``personal_agent_protocol.conformance`` plays a personal agent over real TCP and TLS
 (``served_over_tls``): discovery, Sessions, Device Sign-In approved by a customer on Acme's
 own pages (:mod:`tests.authority.driver`), Account Tokens, sign-out, conversations and the
-company-side security cases. The Operations extension is not offered, so its suite is not
-run. Every case must pass unless it is listed below with the reason; the report is written
-to ``var/conformance/`` (JSON and JUnit) and summarized in ``docs/authority.md``.
+company-side security cases. The Operations suite runs with a scenario of its own in
+tests/operations/test_conformance_operations.py. Every case must pass unless it is listed
+below with the reason; the report is written to ``var/conformance/`` (JSON and JUnit) and
+summarized in ``docs/authority.md``.
 """
 
 from __future__ import annotations
@@ -58,16 +59,23 @@ KNOWN_FAILURES = {
     "conversations.authorization-then-same-conversation": READS_AT_ONCE
     + "; and a draft difference: it wants the sign-in request also worded as a message in "
     "every conversation, where seed 000 does that only in Direct Conversations",
+    "lifecycle.mcp-protected-resource-metadata": (
+        "it wants a Bearer challenge too; the MCP server takes DPoP-bound tokens only "
+        "(docs/mcp.md), and challenges with DPoP alone"
+    ),
 }
 #: Cases the suite skips, with the reason it gives, that do not apply to this company.
 NOT_APPLICABLE = {
-    "protocol.extension-required-company": "the Operations extension is not offered",
+    "protocol.extension-required-company": (
+        "this scenario proposes no operation; it passes with the operations suite "
+        "(tests/operations/test_conformance_operations.py)"
+    ),
     "protocol.feedback-report": "no feedback endpoint is offered",
-    "lifecycle.mcp-protected-resource-metadata": "no MCP server is offered",
-    "lifecycle.mcp-bearer-for-its-url": "no MCP server is offered",
-    "lifecycle.mcp-bearer-only-at-mcp": "no MCP server is offered",
-    "lifecycle.mcp-token-type-by-server": "no MCP server is offered",
-    "lifecycle.mcp-sign-out-takes-effect": "no MCP server is offered",
+    "lifecycle.mcp-bearer-for-its-url": (
+        "the scenario names no MCP read tool (the MCP server's scope-gated tools/call is "
+        "tests/operations/test_mcp.py)"
+    ),
+    "lifecycle.mcp-sign-out-takes-effect": "the scenario names no MCP read tool",
     "lifecycle.browser-joins-session": "no browser session endpoint is offered",
     "lifecycle.browser-assertion-refused": "no browser session endpoint is offered",
     "conversations.cursor-expired-recovery": (
@@ -94,6 +102,7 @@ def session_status(acme_settings: Any) -> None:
     }
 
 
+@pytest.mark.timeout(420)  # every suite but operations, over TLS: minutes by nature
 def test_the_public_conformance_suite(world: World, customers: None, session_status: None) -> None:
     context = ConformanceContext(
         ORIGIN,
