@@ -71,7 +71,7 @@ def test_discovery_lists_neither_extension_nor_mcp_when_off(settings: Any) -> No
     }
     document = discovery.poppy_document()
     assert "extensions" not in document
-    assert "apis" not in document
+    assert [api["type"] for api in document["apis"]] == ["openapi"]  # no MCP server
 
 
 def test_unknown_discovery_key_is_named(settings: Any) -> None:

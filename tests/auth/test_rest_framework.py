@@ -151,7 +151,16 @@ def test_orders_api_without_a_token_is_401_with_a_dpop_challenge(pinned: Issuer)
 @pytest.mark.urls("example_project.urls")
 def test_poppy_json_lists_the_apis_that_accept_session_tokens(pinned: Issuer) -> None:
     document = Client().get("/.well-known/poppy.json").json()
-    assert document["apis"] == [{"type": "openapi", "url": BASE_URL + "/api/schema"}]
+    assert document["apis"] == [
+        {"type": "openapi", "url": BASE_URL + "/api/schema"},
+        # The example's MCP server of the Company Agent's tools (docs/mcp.md).
+        {
+            "type": "mcp",
+            "url": BASE_URL + "/poppy/mcp",
+            "resource": BASE_URL + "/poppy/mcp",
+            "description": "The Company Agent's tools over MCP (Streamable HTTP).",
+        },
+    ]
     schema = Client().get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
     orders = schema["paths"]["/api/orders"]["get"]
     assert orders["security"] == [{"PoppySessionToken": []}]
