@@ -37,7 +37,13 @@ def _answer(operation: Operation) -> Response:
 
 
 class _OperationsView(EndpointView):
-    """A route of the operations endpoint: ``404 not_found`` while the extension is off."""
+    """A route of the operations endpoint: ``404 not_found`` while the extension is off.
+
+    Not in the OpenAPI document (``schema = None``): the extension defines these routes,
+    and a generated description without the operation's schema would mislead.
+    """
+
+    schema = None  # type: ignore[assignment]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         if not options().enabled:

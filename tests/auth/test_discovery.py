@@ -46,18 +46,33 @@ def test_document_from_settings(settings: Any) -> None:
             "protocols": [{"type": "poppy", "endpoint": "https://api.acme.com/poppy/conversations"}]
         },
         "docs": "https://acme.com/poppy",
-        # The example project takes feedback reports (POPPY["FEEDBACK"]).
+        # The example project takes feedback reports (POPPY["FEEDBACK"]), offers its MCP
+        # server (docs/mcp.md) and the Operations extension (docs/operations-extension.md).
         "feedback": {"endpoint": "https://api.acme.com/poppy/feedback"},
-        # The example project offers the Operations extension (docs/operations-extension.md).
+        "apis": [
+            {
+                "type": "mcp",
+                "url": "https://api.acme.com/poppy/mcp",
+                "resource": "https://api.acme.com/poppy/mcp",
+                "description": "The Company Agent's tools over MCP (Streamable HTTP).",
+            }
+        ],
         "extensions": {
             "operations": {"version": "1", "endpoint": "https://api.acme.com/poppy/operations"}
         },
     }
 
 
-def test_discovery_lists_no_extension_when_operations_are_off(settings: Any) -> None:
-    settings.POPPY = {**settings.POPPY, "BASE_URL": "https://a.example", "OPERATIONS": {}}
-    assert "extensions" not in discovery.poppy_document()
+def test_discovery_lists_neither_extension_nor_mcp_when_off(settings: Any) -> None:
+    settings.POPPY = {
+        **settings.POPPY,
+        "BASE_URL": "https://a.example",
+        "OPERATIONS": {},
+        "MCP": {},
+    }
+    document = discovery.poppy_document()
+    assert "extensions" not in document
+    assert [api["type"] for api in document["apis"]] == ["openapi"]  # no MCP server
 
 
 def test_unknown_discovery_key_is_named(settings: Any) -> None:

@@ -183,9 +183,16 @@ def test_orders_api_answers_a_session_token_sent_as_bearer_as_the_endpoint_does(
 @pytest.mark.urls("example_project.urls")
 def test_poppy_json_lists_the_apis_that_accept_session_tokens(pinned: Issuer) -> None:
     document = Client().get("/.well-known/poppy.json").json()
-    [api] = document["apis"]
-    assert (api["type"], api["url"]) == ("openapi", BASE_URL + "/api/schema")
-    assert api["description"]  # personal agents refuse an entry without one
+    openapi, mcp = document["apis"]
+    assert (openapi["type"], openapi["url"]) == ("openapi", BASE_URL + "/api/schema")
+    assert openapi["description"]  # personal agents refuse an entry without one
+    # The example's MCP server of the Company Agent's tools (docs/mcp.md).
+    assert mcp == {
+        "type": "mcp",
+        "url": BASE_URL + "/poppy/mcp",
+        "resource": BASE_URL + "/poppy/mcp",
+        "description": "The Company Agent's tools over MCP (Streamable HTTP).",
+    }
     schema = Client().get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
     orders = schema["paths"]["/api/orders"]["get"]
     assert orders["security"] == [{"PoppySessionToken": []}]
