@@ -7,7 +7,7 @@ next request, on whichever process it lands: the issuer calls
 (at most :data:`ACK_SECONDS`) until every subscribed process has dropped them and said so.
 
 With ``EVENTSTREAM_REDIS`` set (the Redis of the fan-out bus), each web process holds one
-subscription to :data:`CHANNEL` in a daemon thread, started by its first cached status read.
+subscription to :func:`channel` in a daemon thread, started by its first cached status read.
 A process memoizes only while that subscription is confirmed; while it is down (Redis away)
 it does not memoize, and each request reads the shared cache (down too: asks the
 session-status callable), logged. After a reconnection it forgets everything it memoized,
@@ -33,8 +33,6 @@ from django.dispatch import receiver
 
 logger = logging.getLogger("poppy_django.auth")
 
-#: The Redis pub/sub channel revocations are published on.
-CHANNEL = "poppy:session-revoked"
 #: Where a process acknowledges a revocation: this prefix and the publisher's nonce.
 ACK_PREFIX = "poppy:session-revoked:ack:"
 #: How long :func:`publish` waits for every process's acknowledgement.
@@ -49,6 +47,14 @@ _thread: threading.Thread | None = None
 _listening = threading.Event()
 #: Set to stop the current listener (its Redis changed).
 _stop = threading.Event()
+
+
+def channel() -> str:
+    """The pub/sub channel revocations are published on, in this deployment's namespace
+    (pub/sub is server-wide: another deployment on the same Redis server never hears it)."""
+    from poppy_django.fanout.bus import namespace
+
+    return f"{namespace()}:session-revoked"
 
 
 def redis_kwargs() -> dict[str, Any] | None:
@@ -74,7 +80,7 @@ def publish(session_ids: Iterable[str], forget: Forget) -> None:
     reply = ACK_PREFIX + secrets.token_urlsafe(12)
     client = redis.Redis(**kwargs)
     try:
-        receivers = int(client.publish(CHANNEL, json.dumps({"ids": sorted(ids), "reply": reply})))
+        receivers = int(client.publish(channel(), json.dumps({"ids": sorted(ids), "reply": reply})))
         deadline = time.monotonic() + ACK_SECONDS
         acknowledged = 0
         while acknowledged < receivers:
@@ -144,7 +150,7 @@ def _listen(forget: Forget, kwargs: dict[str, Any], stop: threading.Event) -> No
     client = redis.Redis(**kwargs, health_check_interval=10)
     try:
         with client.pubsub() as pubsub:
-            pubsub.subscribe(CHANNEL)
+            pubsub.subscribe(channel())
             while not stop.is_set():
                 message = pubsub.get_message(timeout=1.0)
                 if message is None:
