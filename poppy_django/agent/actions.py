@@ -125,7 +125,7 @@ def execute(
             with transaction.atomic():
                 result = tool.function(ctx, **locked.arguments)
             locked.status = ActionStatus.SUCCEEDED
-            locked.result = _jsonable(result)
+            locked.result = jsonable(result)
         except ActionFailed as exc:
             locked.status = ActionStatus.FAILED
             locked.error = str(exc) or "failed"
@@ -135,7 +135,8 @@ def execute(
     return locked
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """A tool's result as JSON can hold it (anything else as its text)."""
     if value is None:
         return None
     try:

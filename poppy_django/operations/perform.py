@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from poppy_django import observe, signals
 from poppy_django.agent import registry
+from poppy_django.agent.actions import jsonable
 from poppy_django.agent.tools import ActionFailed, ToolContext
 from poppy_django.auth import Actor
 from poppy_django.conf import poppy_settings
@@ -137,7 +138,7 @@ def _run(operation_id: str) -> bool:
                 result = tool.function(ctx, **tool.validate(operation.arguments))
             operation.state = OperationState.SUCCEEDED
             operation.result_summary = f"Done: {operation.summary}."
-            operation.result_data = _jsonable(result)
+            operation.result_data = jsonable(result)
         except ActionFailed as exc:
             operation.state = OperationState.FAILED
             operation.result_summary = f"Nothing was changed: {exc or 'it failed'}."
@@ -175,17 +176,6 @@ def _announce(operation: Operation) -> None:
         status=operation.state,
         summary=operation.summary,
     )
-
-
-def _jsonable(value: object) -> object:
-    import json
-
-    if value is None:
-        return None
-    try:
-        return json.loads(json.dumps(value, default=str))
-    except (TypeError, ValueError):
-        return str(value)
 
 
 # -- recovery ------------------------------------------------------------------------------
