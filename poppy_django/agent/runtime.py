@@ -32,6 +32,7 @@ from poppy_django.agent.tools import (
     PERSONAL_AGENT_ROLE,
     SCOPE_ROLE_PREFIX,
     Component,
+    Tool,
     ToolContext,
     describe_invalid_arguments,
 )
@@ -172,10 +173,21 @@ class Toolbox:
         )
         key = call.key(tool, validated)
         ctx = dataclasses.replace(self.ctx, call_key=key)
-        record = await self.run_sync(actions.propose, tool, validated, ctx, call, self.guard)
-        outcome = record.to_wire()
+        outcome = await self.run_sync(_proposed_outcome, tool, validated, ctx, call, self.guard)
         self.actions.append(outcome)
         return outcome
+
+
+def _proposed_outcome(
+    tool: Tool,
+    arguments: dict[str, Any],
+    ctx: ToolContext,
+    call: actions.ActionCall,
+    guard: TurnGuard,
+) -> dict[str, Any]:
+    """Propose the action and word its record for the wire, both on a database thread (the
+    record of a proposed Operation reads the operation)."""
+    return actions.propose(tool, arguments, ctx, call, guard).to_wire()
 
 
 async def run_turn(

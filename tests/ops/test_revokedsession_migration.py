@@ -8,9 +8,9 @@ from django.db.migrations.executor import MigrationExecutor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CORE_BEFORE = ("poppy_django", "0008_remove_agentthread_history")
-AUTHORITY_BEFORE = ("poppy_authority", "0001_initial")
-AUTHORITY_AFTER = ("poppy_authority", "0002_revokedsession_from_the_core")
+CORE_BEFORE = ("poppy_django", "0011_operations")
+AUTHORITY_BEFORE = ("poppy_authority", "0003_mediated_sign_in")
+AUTHORITY_AFTER = ("poppy_authority", "0004_revokedsession_from_the_core")
 
 
 def test_revocations_made_before_the_move_are_still_revocations_after_it() -> None:
