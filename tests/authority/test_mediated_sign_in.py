@@ -49,7 +49,7 @@ def test_poppy_json_declares_the_fields_and_the_endpoint(world: World) -> None:
         ("username", False),
         ("password", True),
     ]
-    assert set(mediated.scopes) == {"poppy:read", "poppy:write"}
+    assert set(mediated.scopes) == {"poppy:read", "poppy:write", "orders:read"}
 
 
 def test_the_sdk_signs_the_session_in_and_the_company_agent_serves_the_account(
