@@ -176,7 +176,8 @@ def test_metadata_and_poppy_json_agree(hand: HandAgent) -> None:
     document = hand.http.get("/.well-known/poppy.json", secure=True, HTTP_HOST=DOMAIN).json()
     assert metadata["issuer"] == document["auth"]["issuer"] == ORIGIN
     assert document["organization"]["domain"] in metadata["poppy_domains"]
-    assert document["auth"]["device"] == {"scopes": ["poppy:read", "poppy:write"]}
+    # The example offers its orders API's scope too (POPPY_AUTHORITY["CUSTOM_SCOPES"]).
+    assert document["auth"]["device"] == {"scopes": ["poppy:read", "poppy:write", "orders:read"]}
     assert metadata["device_authorization_endpoint"] == f"{ORIGIN}/oauth/device_authorization"
     keys = hand.http.get("/oauth/jwks.json", secure=True, HTTP_HOST=DOMAIN).json()["keys"]
     assert [key["alg"] for key in keys] == ["ES256"] and "d" not in keys[0]
