@@ -2,7 +2,7 @@ from django.apps import apps
 from django.contrib import admin
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import URLPattern, URLResolver, include, path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularJSONAPIView
 
 from example_project.shop import api
 from poppy_django.authority.apps import serves_oauth
@@ -20,10 +20,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("", include("poppy_django.operations.urls")),
     # The MCP server of the Company Agent's tools (on in POPPY["MCP"]).
     path("", include("poppy_django.mcp_urls")),
-    # The OpenAPI 3 document of the conversation endpoint and the orders API.
+    # The OpenAPI 3 document of the conversation endpoint and the orders API, in JSON: what
+    # poppy.json's "openapi" entry points to and personal agents parse (YAML was the default).
     path(
         "api/schema",
-        SpectacularAPIView.as_view(
+        SpectacularJSONAPIView.as_view(
             custom_settings={**SPECTACULAR_SETTINGS, "TITLE": "Acme Outfitters for personal agents"}
         ),
         name="schema",

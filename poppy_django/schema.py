@@ -4,10 +4,10 @@ Requests are the serializers the views validate with (:mod:`poppy_django.seriali
 answers, events and errors are described here by serializers used only for the document.
 Serve it with drf-spectacular's view and this module's settings::
 
-    from drf_spectacular.views import SpectacularAPIView
+    from drf_spectacular.views import SpectacularJSONAPIView
     from poppy_django.schema import SPECTACULAR_SETTINGS
 
-    path("api/schema/", SpectacularAPIView.as_view(custom_settings=SPECTACULAR_SETTINGS))
+    path("api/schema/", SpectacularJSONAPIView.as_view(custom_settings=SPECTACULAR_SETTINGS))
 
 The post-processing hook adds what drf-spectacular does not model: the response headers
 (``Retry-After``, ``Allow``, ``WWW-Authenticate``) and the stream's ``text-delta`` frame.

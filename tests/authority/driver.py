@@ -2,8 +2,9 @@
 
 The conformance suite's ``UserDriver``: everything a personal agent cannot do itself goes
 through the example project's own HTML pages, with Django's login and CSRF (the token read
-from each page), as a person's browser would. ``forget_events`` is the operator running the
-product's own pruning (``poppy_django.maintenance.prune_events``).
+from each page), as a person's browser would. ``forget_events``, ``revise`` and ``performed``
+are the company's operator (hooks the test gives: the product's own pruning, revising and
+operation records).
 """
 
 from __future__ import annotations
@@ -67,17 +68,24 @@ class AcmeUser:
         *,
         password: str = PASSWORD,
         forget: Callable[[str], None] | None = None,
+        revise: Callable[[str], None] | None = None,
+        performed: Callable[[str], int] | None = None,
     ) -> None:
         """``browser_client`` makes a person's HTTP client (a new cookie jar each time);
-        ``forget(conversation_id)`` prunes a conversation's events, when the operator can."""
+        what the company's operator does, when it can: ``forget(conversation_id)`` prunes a
+        conversation's events, ``revise(operation_id)`` changes a proposal's terms,
+        ``performed(operation_id)`` counts the runs of its action."""
         self.browser_client = browser_client
         self.origin = origin
         self.password = password
         self.other_identity: AgentIdentity | None = other_identity
         self.forget = forget
+        self.reviser = revise
+        self.counter = performed
+        offered = {"forget_events": forget, "revise": revise, "performed": performed}
         self.capabilities = frozenset(
             {"disconnect", "second_identity", "direct_sign_in"}
-            | ({"forget_events"} if forget is not None else set())
+            | {name for name, hook in offered.items() if hook is not None}
         )
 
     def browser(self) -> Browser:
@@ -124,7 +132,9 @@ class AcmeUser:
         return done.headers["location"]
 
     async def revise(self, operation_id: str) -> None:
-        raise NotImplementedError("no Operations extension")
+        if self.reviser is None:
+            raise NotImplementedError("not a capability of this driver")
+        await asyncio.to_thread(self.reviser, operation_id)
 
     async def forget_events(self, conversation_id: str) -> None:
         if self.forget is None:
@@ -132,4 +142,6 @@ class AcmeUser:
         await asyncio.to_thread(self.forget, conversation_id)
 
     async def performed(self, operation_id: str) -> int:
-        raise NotImplementedError("no Operations extension")
+        if self.counter is None:
+            raise NotImplementedError("not a capability of this driver")
+        return await asyncio.to_thread(self.counter, operation_id)

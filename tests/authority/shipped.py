@@ -270,24 +270,42 @@ class ShippedAcme:
         return self.cluster.manage(*args)
 
 
-#: The operator's shell: prunes every event it may (``maintenance.prune_events``, what
-#: ``poppy_prune_events --older-than 0s`` does) each time it reads a line.
-_PRUNE_LOOP = """
+#: The operator's shell: each line it reads is one JSON command, answered with one line
+#: ``done <JSON>``. ``prune``: every event it may (``maintenance.prune_events``, what
+#: ``poppy_prune_events --older-than 0s`` does); ``revise``: the company changes a proposal
+#: (``operations.service.revise``, what staff or a hook call); ``performed``: how many runs of
+#: an operation's action the product recorded (its ``attempts`` once it has an outcome: each
+#: run's effect and outcome commit together, so a second run would show as 2).
+_OPERATOR_SHELL = """
+import json
 import sys
 from datetime import timedelta
 from poppy_django.maintenance import prune_events
-for _ in sys.stdin:
-    print("pruned", prune_events(timedelta(0)).events, flush=True)
+from poppy_django.operations import service
+from poppy_django.operations.models import Operation, OperationState
+
+FINAL = (OperationState.SUCCEEDED, OperationState.FAILED)
+for line in sys.stdin:
+    command = json.loads(line)
+    if command["do"] == "prune":
+        answer = prune_events(timedelta(0)).events
+    elif command["do"] == "revise":
+        answer = service.revise(command["operation_id"], summary=command["summary"]).revision
+    else:
+        operation = Operation.objects.get(pk=command["operation_id"])
+        answer = operation.attempts if operation.state in FINAL else 0
+    print("done", json.dumps(answer), flush=True)
 """
 
 
 class Operator:
-    """Acme's operator at a ``manage.py shell`` kept open, so pruning runs at once (a new
-    ``manage.py`` process takes seconds to start, by when the suite's turn has answered)."""
+    """Acme's operator at a ``manage.py shell`` kept open in the deployment's environment, so
+    a command runs at once (a new ``manage.py`` process takes seconds to start, by when the
+    suite's turn has answered)."""
 
     def __init__(self, acme: ShippedAcme) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), "shell", "-v", "0", "-c", _PRUNE_LOOP],
+            [sys.executable, str(ROOT / "manage.py"), "shell", "-v", "0", "-c", _OPERATOR_SHELL],
             env=acme.cluster.env,
             cwd=ROOT,
             stdin=subprocess.PIPE,
@@ -296,18 +314,29 @@ class Operator:
         )
         self.lock = threading.Lock()
 
-    def prune(self) -> int:
-        """Prune now; how many events went."""
+    def _run(self, **command: str) -> Any:
         with self.lock:
             assert self.process.stdin is not None and self.process.stdout is not None
-            self.process.stdin.write("prune\n")
+            self.process.stdin.write(json.dumps(command) + "\n")
             self.process.stdin.flush()
             while True:  # past what the shell itself prints at start
                 line = self.process.stdout.readline()
                 if not line:
                     raise RuntimeError("the operator's shell exited")
-                if line.startswith("pruned "):
-                    return int(line.split()[1])
+                if line.startswith("done "):
+                    return json.loads(line.removeprefix("done "))
+
+    def prune(self) -> int:
+        """Prune now; how many events went."""
+        return int(self._run(do="prune"))
+
+    def revise(self, operation_id: str, summary: str) -> int:
+        """The company revises a proposal (shown to the User as ``summary``); its revision."""
+        return int(self._run(do="revise", operation_id=operation_id, summary=summary))
+
+    def performed(self, operation_id: str) -> int:
+        """How many times the operation's action was run to an outcome."""
+        return int(self._run(do="performed", operation_id=operation_id))
 
     def close(self) -> None:
         if self.process.stdin is not None:

@@ -5,7 +5,9 @@ suites: lifecycle, conversations, protocol, security, operations) against Acme r
 :mod:`tests.authority.shipped` starts it: its own settings and URLs, ``DJANGO_DEBUG=0``,
 uvicorn over TLS, a Celery worker, PostgreSQL and Redis; the agents' client metadata fetched
 over HTTPS through Acme's outbound hooks; a customer's consent given on Acme's own pages
-(:mod:`tests.authority.driver`).
+(:mod:`tests.authority.driver`), a browser of the suite's own for the browser-session cases;
+the company's operator (revising a proposal, pruning events, counting an operation's runs)
+is a shell in the deployment's environment (:class:`tests.authority.shipped.Operator`).
 
 Every case passes except those docs/conformance.md lists (its table "Cases that do not
 pass", read here), each with its reason: the test fails on any other failure or skip, and
@@ -25,6 +27,7 @@ from typing import Any
 import pytest
 from personal_agent_protocol.conformance import (
     ConformanceContext,
+    Proposal,
     Scenario,
     run_conformance,
     select_cases,
@@ -34,21 +37,33 @@ from personal_agent_protocol.demo.kit import AgentIdentity
 from tests.authority.driver import AcmeUser
 from tests.authority.shipped import ORIGIN, PASSWORD, Operator, shipped_acme
 
-pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "conformance.md"
 REPORT_DIR = ROOT / "var" / "conformance"
 
 #: Acme as shipped: its orders API needs orders:read; asking for one's orders signed out
-#: makes the Company Agent ask for sign-in.
+#: makes the Company Agent ask for sign-in. Cancelling an order proposes an Operation
+#: (through the API, and in a conversation for "cancel A-2"); A-1 has shipped, so cancelling
+#: it, confirmed, fails and its result says so. Its MCP server reads the orders.
 SCENARIO = Scenario(
     read_path="/api/orders",
     read_scope="orders:read",
     scopes=("poppy:read", "poppy:write", "orders:read"),
+    proposals={
+        "user": Proposal(
+            "POST", "/api/orders/A-2/cancel", documented_as="/api/orders/{order_id}/cancel"
+        ),
+        "fails": Proposal("POST", "/api/orders/A-1/cancel"),
+    },
+    operation_prompt="cancel A-2",
     account_prompt="What are my orders?",
     greeting="Hello.",
+    mcp_read_tool="list_orders",
 )
+#: What Acme's staff change when they revise a proposal (``operations.terms-changed``).
+REVISED_SUMMARY = "Cancel order A-2 (refund within 5 days)"
 
 _ROW = re.compile(
     r"^\| `(?P<case>[a-z]+\.[a-z0-9-]+)` \| (?P<outcome>failed|skipped|timing) \| (?P<why>.+) \|$"
@@ -77,15 +92,29 @@ def test_every_suite_as_shipped(tmp_path: Path) -> None:
         def forget(conversation_id: str) -> None:
             operator.prune()
 
+        def revise(operation_id: str) -> None:
+            operator.revise(operation_id, REVISED_SUMMARY)
+
+        driver = AcmeUser(
+            acme.client,
+            ORIGIN,
+            plain,
+            password=PASSWORD,
+            forget=forget,
+            revise=revise,
+            performed=operator.performed,
+        )
+
         async def run() -> Any:
-            async with acme.client() as http:
+            async with acme.client() as http, acme.client() as browser:
                 context = ConformanceContext(
                     ORIGIN,
                     identity=atlas,
                     http=http,
-                    driver=AcmeUser(acme.client, ORIGIN, plain, password=PASSWORD, forget=forget),
+                    driver=driver,
                     scenario=SCENARIO,
                     address_resolver=acme.resolve,
+                    browser_http=browser,
                 )
                 return await run_conformance(context, cases=select_cases())
 
