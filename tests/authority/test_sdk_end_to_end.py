@@ -149,8 +149,11 @@ def test_discovery_from_the_domain_alone(acme: ShippedAcme) -> None:
     assert document.auth.issuer == ORIGIN
     assert "orders:read" in document.auth.device.scopes
     assert str(document.agent.protocols[0].endpoint) == f"{ORIGIN}/poppy/conversations"
-    [api] = document.apis
-    assert (api.type, str(api.url)) == ("openapi", f"{ORIGIN}/api/schema") and api.description
+    # Its orders API and the MCP server of the Company Agent's tools, each described.
+    openapi, mcp = document.apis
+    assert (openapi.type, str(openapi.url)) == ("openapi", f"{ORIGIN}/api/schema")
+    assert (mcp.type, str(mcp.url)) == ("mcp", f"{ORIGIN}/poppy/mcp")
+    assert openapi.description and mcp.description
     metadata = company.oauth_metadata
     assert metadata.issuer == ORIGIN
     assert metadata.poppy_domains == [DOMAIN]
