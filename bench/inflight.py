@@ -423,6 +423,11 @@ def started(args: argparse.Namespace, tmp: Path) -> Iterator[Stack]:
         "POPPY_DEV_AUTHORITY": "1",  # mints the bench's tokens: the explicit opt-in
         "POPPY_AUTHENTICATE": "poppy_django.auth.dpop.verify",
         "POPPY_TURN_TIMEOUT_SECONDS": str(args.turn_timeout),
+        # The engine's bounds (bench/inflight_settings.py): the defaults would cap a worker
+        # process at 200 turns in flight.
+        "DJANGO_SETTINGS_MODULE": "bench.inflight_settings",
+        "POPPY_BENCH_TURNS_IN_FLIGHT": str(args.turns_in_flight),
+        "POPPY_BENCH_EXECUTOR_THREADS": str(args.executor_threads),
     }
     with contextlib.ExitStack() as stack:
         bouncer = None
@@ -433,7 +438,7 @@ def started(args: argparse.Namespace, tmp: Path) -> Iterator[Stack]:
         if bouncer is not None:
             cluster.env["DATABASE_URL"] = bouncer.url(cluster.name)
         stack.callback(cluster.destroy)
-        cluster.create()
+        create_without_discovery_checks(cluster)
         tokens = max(1, round(args.rate * args.stream_seconds))
         llm = cluster.llm(ttft=args.ttft, tokens=tokens, rate=args.rate)
         if args.model == "scripted":  # the example's own offline model: turns that never wait
@@ -444,6 +449,16 @@ def started(args: argparse.Namespace, tmp: Path) -> Iterator[Stack]:
         for name in workers:
             cluster.worker(name, options=options)
         yield Stack(cluster, port, llm, workers, bouncer)
+
+
+def create_without_discovery_checks(cluster: Cluster) -> None:
+    """:meth:`Cluster.create`, migrating with ``--skip-checks``: with DEBUG off and
+    ``POPPY_BASE_URL`` set, checks E301/E302 refuse the plain-http loopback origin the bench
+    serves on (no personal agent but the bench's own connects to it)."""
+    cluster.start_redis()
+    cluster.pg(f'DROP DATABASE IF EXISTS "{cluster.name}" WITH (FORCE)')
+    cluster.pg(f'CREATE DATABASE "{cluster.name}"')
+    cluster.manage("migrate", "-v0", "--skip-checks")
 
 
 def warm_up(stack: Stack, agents: list[Agent], args: argparse.Namespace) -> None:
@@ -469,6 +484,10 @@ def main() -> None:
     parser.add_argument("--pool", default="prefork", help="celery worker --pool")
     parser.add_argument("--concurrency", type=int, default=2, help="celery worker -c")
     parser.add_argument("--workers", type=int, default=1, help="Celery worker processes")
+    parser.add_argument(
+        "--turns-in-flight", type=int, default=1000, help='POPPY["TURNS_IN_FLIGHT"]'
+    )
+    parser.add_argument("--executor-threads", type=int, default=8, help='POPPY["EXECUTOR_THREADS"]')
     parser.add_argument("--pgbouncer", action="store_true", help="through a private PgBouncer")
     parser.add_argument("--pool-size", type=int, default=20, help="PgBouncer's pool size")
     parser.add_argument("--timeout", type=float, default=900, help="per N: give up after")
@@ -502,7 +521,10 @@ def main() -> None:
 
 
 def _header(args: argparse.Namespace) -> str:
-    shape = f"{args.workers} worker(s) --pool={args.pool} -c {args.concurrency}"
+    shape = (
+        f"{args.workers} worker(s) --pool={args.pool} -c {args.concurrency}"
+        f", TURNS_IN_FLIGHT={args.turns_in_flight}, EXECUTOR_THREADS={args.executor_threads}"
+    )
     model = f"ttft {args.ttft} s + {args.stream_seconds} s at {args.rate} tokens/s"
     if args.model == "scripted":
         model = "scripted (no waiting)"
