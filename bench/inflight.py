@@ -192,6 +192,7 @@ class Sampler(threading.Thread):
 @dataclass
 class Outcome:
     posted: float = 0.0
+    accepted: float | None = None  # the 201 read
     first_delta: float | None = None
     complete: float | None = None
     text: str = ""
@@ -295,6 +296,7 @@ async def converse(
             json.dumps({"message": message}).encode(),
         )
         body = await whole_body(conn, headers)
+        outcome.accepted = time.perf_counter()
         if status != 201:
             outcome.error = f"POST {status}: {body[:200]!r}"
             return
@@ -384,6 +386,7 @@ def measure(stack: Stack, agents: list[Agent], args: argparse.Namespace) -> dict
     failed = [o for o in answered if o.text == DEFAULT_TEXTS["failed_turn"]]
     wall = max((o.complete for o in answered), default=time.perf_counter()) - started  # type: ignore[type-var]
     first = [o.first_delta - o.posted for o in outcomes if o.first_delta is not None]
+    accepted = [o.accepted for o in outcomes if o.accepted is not None]
     in_flight = max(served["max_open"], sampler.open_peak)
     cpu_ms = {name: round(1000 * (cpu_after[name] - cpu_before[name]) / n, 2) for name in cpu_after}
     errors: dict[str, int] = {}
@@ -406,6 +409,8 @@ def measure(stack: Stack, agents: list[Agent], args: argparse.Namespace) -> dict
         ),
         "pg_connections_max": sampler.pg_peak,
         "cpu_ms_per_turn": cpu_ms,
+        # When the web process had answered every POST: what is left is the workers' time.
+        "last_post_answered_s": round(max(accepted) - started, 2) if accepted else None,
         "first_delta_p50_s": round(pct(first, 0.50), 3) if first else None,
         "first_delta_p99_s": round(pct(first, 0.99), 3) if first else None,
     }
@@ -545,7 +550,8 @@ def _line(row: dict[str, Any]) -> str:
         f"  {per_flight if per_flight is not None else '-':>13}  {row['pg_connections_max']:8d}"
         f"  {cpu['web']:.1f}/{cpu['worker']:.1f}/{cpu['postgres']:.1f}/{cpu['redis']:.1f}"
         f"/{cpu['llm']:.1f}"
-        f"   {row['first_delta_p50_s']}/{row['first_delta_p99_s']}{errors}"
+        f"   {row['first_delta_p50_s']}/{row['first_delta_p99_s']}"
+        f"  {row['last_post_answered_s']}{errors}"
     )
 
 
