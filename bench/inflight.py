@@ -192,6 +192,7 @@ class Sampler(threading.Thread):
 @dataclass
 class Outcome:
     posted: float = 0.0
+    accepted: float | None = None  # the 201 read
     first_delta: float | None = None
     complete: float | None = None
     text: str = ""
@@ -295,6 +296,7 @@ async def converse(
             json.dumps({"message": message}).encode(),
         )
         body = await whole_body(conn, headers)
+        outcome.accepted = time.perf_counter()
         if status != 201:
             outcome.error = f"POST {status}: {body[:200]!r}"
             return
@@ -384,6 +386,7 @@ def measure(stack: Stack, agents: list[Agent], args: argparse.Namespace) -> dict
     failed = [o for o in answered if o.text == DEFAULT_TEXTS["failed_turn"]]
     wall = max((o.complete for o in answered), default=time.perf_counter()) - started  # type: ignore[type-var]
     first = [o.first_delta - o.posted for o in outcomes if o.first_delta is not None]
+    accepted = [o.accepted for o in outcomes if o.accepted is not None]
     in_flight = max(served["max_open"], sampler.open_peak)
     cpu_ms = {name: round(1000 * (cpu_after[name] - cpu_before[name]) / n, 2) for name in cpu_after}
     errors: dict[str, int] = {}
@@ -406,6 +409,8 @@ def measure(stack: Stack, agents: list[Agent], args: argparse.Namespace) -> dict
         ),
         "pg_connections_max": sampler.pg_peak,
         "cpu_ms_per_turn": cpu_ms,
+        # When the web process had answered every POST: what is left is the workers' time.
+        "last_post_answered_s": round(max(accepted) - started, 2) if accepted else None,
         "first_delta_p50_s": round(pct(first, 0.50), 3) if first else None,
         "first_delta_p99_s": round(pct(first, 0.99), 3) if first else None,
     }
@@ -423,6 +428,11 @@ def started(args: argparse.Namespace, tmp: Path) -> Iterator[Stack]:
         "POPPY_DEV_AUTHORITY": "1",  # mints the bench's tokens: the explicit opt-in
         "POPPY_AUTHENTICATE": "poppy_django.auth.dpop.verify",
         "POPPY_TURN_TIMEOUT_SECONDS": str(args.turn_timeout),
+        # The engine's bounds (bench/inflight_settings.py): the defaults would cap a worker
+        # process at 200 turns in flight.
+        "DJANGO_SETTINGS_MODULE": "bench.inflight_settings",
+        "POPPY_BENCH_TURNS_IN_FLIGHT": str(args.turns_in_flight),
+        "POPPY_BENCH_EXECUTOR_THREADS": str(args.executor_threads),
     }
     with contextlib.ExitStack() as stack:
         bouncer = None
@@ -433,7 +443,7 @@ def started(args: argparse.Namespace, tmp: Path) -> Iterator[Stack]:
         if bouncer is not None:
             cluster.env["DATABASE_URL"] = bouncer.url(cluster.name)
         stack.callback(cluster.destroy)
-        cluster.create()
+        create_without_discovery_checks(cluster)
         tokens = max(1, round(args.rate * args.stream_seconds))
         llm = cluster.llm(ttft=args.ttft, tokens=tokens, rate=args.rate)
         if args.model == "scripted":  # the example's own offline model: turns that never wait
@@ -444,6 +454,16 @@ def started(args: argparse.Namespace, tmp: Path) -> Iterator[Stack]:
         for name in workers:
             cluster.worker(name, options=options)
         yield Stack(cluster, port, llm, workers, bouncer)
+
+
+def create_without_discovery_checks(cluster: Cluster) -> None:
+    """:meth:`Cluster.create`, migrating with ``--skip-checks``: with DEBUG off and
+    ``POPPY_BASE_URL`` set, checks E301/E302 refuse the plain-http loopback origin the bench
+    serves on (no personal agent but the bench's own connects to it)."""
+    cluster.start_redis()
+    cluster.pg(f'DROP DATABASE IF EXISTS "{cluster.name}" WITH (FORCE)')
+    cluster.pg(f'CREATE DATABASE "{cluster.name}"')
+    cluster.manage("migrate", "-v0", "--skip-checks")
 
 
 def warm_up(stack: Stack, agents: list[Agent], args: argparse.Namespace) -> None:
@@ -469,6 +489,10 @@ def main() -> None:
     parser.add_argument("--pool", default="prefork", help="celery worker --pool")
     parser.add_argument("--concurrency", type=int, default=2, help="celery worker -c")
     parser.add_argument("--workers", type=int, default=1, help="Celery worker processes")
+    parser.add_argument(
+        "--turns-in-flight", type=int, default=1000, help='POPPY["TURNS_IN_FLIGHT"]'
+    )
+    parser.add_argument("--executor-threads", type=int, default=8, help='POPPY["EXECUTOR_THREADS"]')
     parser.add_argument("--pgbouncer", action="store_true", help="through a private PgBouncer")
     parser.add_argument("--pool-size", type=int, default=20, help="PgBouncer's pool size")
     parser.add_argument("--timeout", type=float, default=900, help="per N: give up after")
@@ -502,7 +526,10 @@ def main() -> None:
 
 
 def _header(args: argparse.Namespace) -> str:
-    shape = f"{args.workers} worker(s) --pool={args.pool} -c {args.concurrency}"
+    shape = (
+        f"{args.workers} worker(s) --pool={args.pool} -c {args.concurrency}"
+        f", TURNS_IN_FLIGHT={args.turns_in_flight}, EXECUTOR_THREADS={args.executor_threads}"
+    )
     model = f"ttft {args.ttft} s + {args.stream_seconds} s at {args.rate} tokens/s"
     if args.model == "scripted":
         model = "scripted (no waiting)"
@@ -523,7 +550,8 @@ def _line(row: dict[str, Any]) -> str:
         f"  {per_flight if per_flight is not None else '-':>13}  {row['pg_connections_max']:8d}"
         f"  {cpu['web']:.1f}/{cpu['worker']:.1f}/{cpu['postgres']:.1f}/{cpu['redis']:.1f}"
         f"/{cpu['llm']:.1f}"
-        f"   {row['first_delta_p50_s']}/{row['first_delta_p99_s']}{errors}"
+        f"   {row['first_delta_p50_s']}/{row['first_delta_p99_s']}"
+        f"  {row['last_post_answered_s']}{errors}"
     )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import weakref
 from collections.abc import AsyncIterable
@@ -77,9 +78,10 @@ class PydanticAIModel:
     """``POPPY["MODEL"] = "anthropic:claude-sonnet-4-0"``: a turn answered by an LLM."""
 
     def __init__(self, model_name: str | Model) -> None:
-        # Resolved once now so a missing provider package or API key is reported when the model
+        # Resolved now so a missing provider package or API key is reported when the model
         # is built, not as a failed turn.
-        infer_model(model_name)
+        if isinstance(model_name, str):
+            _resolvable(model_name)
         self.model_name = model_name
 
     async def run(self, turn: ModelTurn, call_tool: AsyncCallTool, emit_text: EmitText) -> None:
@@ -115,6 +117,17 @@ class PydanticAIModel:
 _shared: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Model]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+@functools.cache
+def _resolvable(name: str) -> None:
+    """Resolve a model name once per process (a failure is not remembered: it raises again).
+
+    Resolving builds a provider with its HTTP client and TLS context (the CA bundle read
+    and parsed, tens of ms of CPU); a turn builds its model on the engine's loop, so doing
+    it every turn stalled every other turn of the process.
+    """
+    infer_model(name)
 
 
 def _shared_model(name: str | Model, loop: asyncio.AbstractEventLoop) -> Model:

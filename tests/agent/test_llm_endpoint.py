@@ -101,6 +101,25 @@ def test_text_streams_as_deltas_and_ends_as_the_company_message(agent: PersonalA
     assert {delta["message_id"] for delta in deltas} == {answer["id"]}
 
 
+def test_turns_after_the_first_build_no_provider(agent: PersonalAgent, monkeypatch) -> None:
+    """A provider (its HTTP client and TLS context) is built once per process and loop, not
+    per turn: each one costs tens of ms of CPU on the engine's loop, stalling every turn."""
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    assert reply(agent, "first")["text"].startswith("You said: first")
+    built: list[object] = []
+    build = OpenAIProvider.__init__
+
+    def counted(self: OpenAIProvider, *args: Any, **kwargs: Any) -> None:
+        built.append(self)
+        build(self, *args, **kwargs)
+
+    monkeypatch.setattr(OpenAIProvider, "__init__", counted)
+    for text in ("second", "third"):
+        assert reply(agent, text)["text"].startswith(f"You said: {text}")
+    assert built == []
+
+
 def test_a_read_tool_is_called_and_its_result_answered(through_endpoint: Serving, agent) -> None:
     answer = reply(agent, "store_hours, please")
     assert answer["text"] == f"We are open {STORE_HOURS}."
