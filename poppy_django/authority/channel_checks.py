@@ -26,7 +26,6 @@ NEEDED_BEFORE = (
 
 
 def check_channels() -> list[Any]:
-    from poppy_django.authority import mediated
     from poppy_django.authority.conf import authority_settings
 
     options = authority_settings()
@@ -62,8 +61,12 @@ def check_channels() -> list[Any]:
                     id="poppy_authority.W004",
                 )
             )
-    try:
-        mediated.fields()
-    except ImproperlyConfigured as exc:
-        problems.append(checks.Error(str(exc), id="poppy_authority.E005"))
+    if options.MEDIATED_FIELDS:
+        # Only then: Mediated Sign-In is the OAuth side's (the authority extra, Authlib).
+        from poppy_django.authority import mediated
+
+        try:
+            mediated.fields()
+        except ImproperlyConfigured as exc:
+            problems.append(checks.Error(str(exc), id="poppy_authority.E005"))
     return problems

@@ -92,8 +92,9 @@ DEFAULTS: dict[str, Any] = {
     # [{"name": "username", "label": "Username", "secret": False}, ...].
     "MEDIATED_FIELDS": None,
     # Import string of check(request, credentials) -> Authenticated | CodeRequired | None;
-    # the default is Django's authenticate() with the username and password fields.
-    "MEDIATED_CHECK": "poppy_django.authority.mediated.django_check",
+    # None: Django's authenticate() with the username and password fields
+    # (poppy_django.authority.mediated.django_check, which needs the authority extra).
+    "MEDIATED_CHECK": None,
     # Failed attempts a Session, a pairwise User or an account may make per window before
     # it is refused with 429 rate_limited (and its credentials are not checked).
     "MEDIATED_MAX_FAILURES": 5,
