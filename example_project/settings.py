@@ -260,14 +260,13 @@ LOGIN_URL = "poppy_authority:login"
 # the authority's optional channels, all on: the agent's browser joins its Session
 # (/poppy/browser-session), and Mediated Sign-In with a username and password checked by
 # Django's authenticate() (/poppy/sign-in).
-POPPY_AUTHORITY: dict[str, Any] = {
-    "CUSTOM_SCOPES": {"orders:read": "See your Acme orders"},
-    "BROWSER_SESSIONS": True,
-    "MEDIATED_FIELDS": [
+POPPY_AUTHORITY: dict[str, Any] = {"CUSTOM_SCOPES": {"orders:read": "See your Acme orders"}}
+if AUTHORITY:  # the channels are the OAuth side's: the authority extra (Authlib, httpx)
+    POPPY_AUTHORITY["BROWSER_SESSIONS"] = True
+    POPPY_AUTHORITY["MEDIATED_FIELDS"] = [
         {"name": "username", "label": "Username", "secret": False},
         {"name": "password", "label": "Password", "secret": True},
-    ],
-}
+    ]
 if os.environ.get("POPPY_OUTBOUND_ROUTES") or os.environ.get("POPPY_OUTBOUND_CA_FILE"):
     # Names the authority reaches through fixed routes (POPPY_OUTBOUND_ROUTES, a private CA
     # in POPPY_OUTBOUND_CA_FILE): example_project/outbound.py. The SSRF rules still apply.
