@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from poppy_django.auth.fake import fake_authorization  # noqa: E402
+from poppy_django.verifier.fake import fake_authorization  # noqa: E402
 from tests.multiprocess.cluster import BENCH_ENV, Cluster, cpu_seconds  # noqa: E402
 
 HOST = "127.0.0.1"

@@ -426,7 +426,7 @@ def started(args: argparse.Namespace, tmp: Path) -> Iterator[Stack]:
         **BENCH_ENV,
         "POPPY_BASE_URL": f"http://127.0.0.1:{port}",
         "POPPY_DEV_AUTHORITY": "1",  # mints the bench's tokens: the explicit opt-in
-        "POPPY_AUTHENTICATE": "poppy_django.auth.dpop.verify",
+        "POPPY_AUTHENTICATE": "poppy_django.verifier.dpop.verify",
         "POPPY_TURN_TIMEOUT_SECONDS": str(args.turn_timeout),
         # The engine's bounds (bench/inflight_settings.py): the defaults would cap a worker
         # process at 200 turns in flight.
@@ -509,7 +509,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="poppy-inflight-"))
     results: dict[str, Any] = {"args": vars(args), "rows": []}
     with started(args, tmp) as stack:
-        setup_django(stack.cluster.env, "poppy_django.auth.dpop.verify")
+        setup_django(stack.cluster.env, "poppy_django.verifier.dpop.verify")
         results["machine"] = machine()
         agents = [dpop_agent(f"inflight-{RUN}-{index}") for index in range(max(sizes))]
         warm_up(stack, agents[: max(1, args.workers * args.concurrency)], args)

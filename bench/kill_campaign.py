@@ -53,7 +53,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from poppy_django.auth.fake import fake_authorization  # noqa: E402
+from poppy_django.verifier.fake import fake_authorization  # noqa: E402
 from tests.multiprocess.cluster import Cluster  # noqa: E402
 
 PATH = "/poppy/conversations"

@@ -21,7 +21,7 @@ project's URLs plus the ceiling route) and one Celery worker (solo pool). Then, 
    mints). The ceiling row (``ceil``): a bare Django async view returning a fixed JSON body
    on the same stack, driven the same way (proof signed and sent, not checked): the
    framework's floor. Then the same with a second server run under the fake verifier
-   (``POPPY_AUTHENTICATE=poppy_django.auth.fake.verify``), and the verifier's own cost
+   (``POPPY_AUTHENTICATE=poppy_django.verifier.fake.verify``), and the verifier's own cost
    measured in this process on pre-made valid requests (fresh ``jti`` each, the
    production Redis replay cache). The client: asyncio, one raw HTTP/1.1 keep-alive
    connection per client, proofs signed with ``cryptography`` directly; its CPU time
@@ -201,7 +201,7 @@ class Signer:
     ``htm``, ``htu`` and the signature are fresh for every request."""
 
     def __init__(self, private_key: Any, token: str | None) -> None:
-        from poppy_django.auth.jwk import public_jwk
+        from poppy_django.verifier.jwk import public_jwk
 
         self.key = private_key
         header = {"typ": "dpop+jwt", "alg": "ES256", "jwk": public_jwk(private_key.public_key())}
@@ -465,8 +465,8 @@ def setup_django(env: dict[str, str], authenticate: str) -> None:
 def dpop_agent(name: str) -> Agent:
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from poppy_django.auth.jwk import public_jwk, thumbprint
     from poppy_django.authority.tokens import mint_development_token
+    from poppy_django.verifier.jwk import public_jwk, thumbprint
 
     key = ec.generate_private_key(ec.SECP256R1())
     token = mint_development_token(
@@ -476,7 +476,7 @@ def dpop_agent(name: str) -> Agent:
 
 
 def fake_agent(name: str) -> Agent:
-    from poppy_django.auth.fake import fake_authorization
+    from poppy_django.verifier.fake import fake_authorization
 
     return Agent(name, fake_authorization(client_id=DEV_CLIENT_ID, user_id=name), None)
 
@@ -491,9 +491,9 @@ def seed(agents: list[Agent], sizes: list[int]) -> float:
     """
     from django.db import transaction
 
-    from poppy_django import ids
     from poppy_django.models import AgentThread, AgentThreadEntry, Event
     from poppy_django.models import Conversation as Row
+    from poppy_django.store import ids
 
     started = time.perf_counter()
     for agent in agents:
@@ -625,8 +625,8 @@ def wait_idle(agents: list[Agent], timeout: float = 180) -> float:
 
 
 def verifier_cost(base: str, n: int) -> dict[str, Any]:
-    """``poppy_django.auth.dpop.verify`` on pre-made valid requests, fresh jti each (µs)."""
-    from poppy_django.auth import dpop
+    """``poppy_django.verifier.dpop.verify`` on pre-made valid requests, fresh jti each (µs)."""
+    from poppy_django.verifier import dpop
 
     agent = dpop_agent("lat-verifier")
     assert agent.signer is not None
@@ -659,7 +659,7 @@ def verifier_cost(base: str, n: int) -> dict[str, Any]:
     # call, as a request under ASGI gets one (django.core.cache.caches is per context).
     from django.core.cache import caches
 
-    from poppy_django.auth import replay
+    from poppy_django.verifier import replay
 
     fresh = [
         {**info, "headers": {**info["headers"], "dpop": agent.signer.proof("GET", url)}}
@@ -1118,7 +1118,7 @@ def main() -> None:
     try:
         cluster.create()
         worker = cluster.worker("celery").pid
-        setup_django(cluster.env, "poppy_django.auth.dpop.verify")
+        setup_django(cluster.env, "poppy_django.verifier.dpop.verify")
         public = f"http://127.0.0.1:{port}"
 
         dpop_agents = [dpop_agent(f"lat-dpop-{n}") for n in range(most)]
@@ -1138,7 +1138,7 @@ def main() -> None:
         )
 
         # Our server, DPoP verification.
-        pid = web(cluster, port, "poppy_django.auth.dpop.verify")
+        pid = web(cluster, port, "poppy_django.verifier.dpop.verify")
         ours = Target("ours", port, public, dpop_agents, pid, worker)
         results["turns"] = asyncio.run(
             turn_latency(ours, turn_agent, sizes[0], args.turns, timeline_path(tmp))
@@ -1166,7 +1166,7 @@ def main() -> None:
         results["ours"] = asyncio.run(cells_for(ours, sizes, clients, args, drain_ours, True))
 
         # Our server again, the fake verifier (no verification).
-        pid = web(cluster, port, "poppy_django.auth.fake.verify")
+        pid = web(cluster, port, "poppy_django.verifier.fake.verify")
         fake = Target("ours-fake", port, public, fake_agents, pid, worker)
         results["ours_fake"] = asyncio.run(cells_for(fake, sizes[:1], clients, args, drain_ours))
         cluster.stop("web")

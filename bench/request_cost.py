@@ -1,7 +1,7 @@
 """Server CPU per request of the endpoint, in-process: POST messages and JSON reads.
 
     DATABASE_URL=postgres://... REDIS_URL=redis://... DJANGO_DEBUG=0 POPPY_DEV_AUTHORITY=0 \\
-    POPPY_AUTHENTICATE=poppy_django.auth.fake.verify POPPY_LOG_LEVEL=WARNING \\
+    POPPY_AUTHENTICATE=poppy_django.verifier.fake.verify POPPY_LOG_LEVEL=WARNING \\
     .venv/bin/python bench/request_cost.py [--requests 200] [--poppy '{"THROTTLE_CLASSES": []}']
 
 Sends ``--requests`` context-only POST messages (they start no turn), as many text POST
@@ -76,7 +76,7 @@ async def call(
 async def measure(requests: int, ops: list[str]) -> dict[str, dict[str, float]]:
     from django.core.handlers.asgi import ASGIHandler
 
-    from poppy_django.auth.fake import fake_authorization
+    from poppy_django.verifier.fake import fake_authorization
 
     app = ASGIHandler()
     auth = fake_authorization("https://pa.example/bench", f"cost-{os.getpid()}").encode()

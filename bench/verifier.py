@@ -64,15 +64,15 @@ def percentile(values: list[float], q: float) -> float:
 def bench_verifier(n: int) -> None:
     from django.test import override_settings
 
-    from poppy_django.auth import dpop
     from poppy_django.client import DPoPKey
+    from poppy_django.verifier import dpop
     from tests.auth.support import BASE_URL, ENDPOINT_URL, ISSUER, Issuer
 
     print(f"\n1. verifier alone, n={n} (median / p95 µs per request)")
     for alg, cache in [(alg, cache) for alg in ("ES256", "RS256", "EdDSA") for cache in (1024, 0)]:
         issuer = Issuer(alg=alg)
         poppy = {
-            "AUTHENTICATE": "poppy_django.auth.dpop.verify",
+            "AUTHENTICATE": "poppy_django.verifier.dpop.verify",
             "ISSUER": ISSUER,
             "BASE_URL": BASE_URL,
             "TOKENS": {"JWKS": issuer.jwks, "VERIFIED_TOKEN_CACHE_SIZE": cache},
@@ -108,11 +108,11 @@ def bench_endpoint(requests: int) -> None:
     from django.conf import settings
     from django.test import Client, override_settings
 
-    from poppy_django.auth import dpop
-    from poppy_django.auth.fake import fake_authorization
     from poppy_django.authority.tokens import mint_development_token
     from poppy_django.client import DPoPKey
-    from poppy_django.executors import ThreadExecutor
+    from poppy_django.engine.executors import ThreadExecutor
+    from poppy_django.verifier import dpop
+    from poppy_django.verifier.fake import fake_authorization
 
     base = "http://testserver"
     path = "/poppy/conversations"
@@ -121,9 +121,9 @@ def bench_endpoint(requests: int) -> None:
     for name in ("fake verifier", "DPoP verifier"):
         poppy = {**settings.POPPY, "BASE_URL": base, "ISSUER": None}
         if name == "fake verifier":
-            poppy["AUTHENTICATE"] = "poppy_django.auth.fake.verify"
+            poppy["AUTHENTICATE"] = "poppy_django.verifier.fake.verify"
         else:
-            poppy["AUTHENTICATE"] = "poppy_django.auth.dpop.verify"
+            poppy["AUTHENTICATE"] = "poppy_django.verifier.dpop.verify"
         with override_settings(POPPY=poppy):
             dpop.reset()
             client = Client()

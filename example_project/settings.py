@@ -188,7 +188,7 @@ POPPY: dict[str, Any] = {
     # The offline scripted model with Acme's rules (example_project/shop/agent.py: SCRIPT).
     "MODEL": os.environ.get("POPPY_MODEL", "scripted:example_project.shop.agent.SCRIPT"),
     # DPoP-bound Session Tokens, minted here by the development authority (poppy_token).
-    "AUTHENTICATE": os.environ.get("POPPY_AUTHENTICATE", "poppy_django.auth.dpop.verify"),
+    "AUTHENTICATE": os.environ.get("POPPY_AUTHENTICATE", "poppy_django.verifier.dpop.verify"),
     # The development authority: on by default with DEBUG only. POPPY_DEV_AUTHORITY=1 is the
     # explicit opt-in that runs it with DEBUG off as well (ALLOW_WITHOUT_DEBUG; check W103).
     "DEV_AUTHORITY": (
@@ -244,7 +244,7 @@ if os.environ.get("POPPY_REQUIRE_NONCE") == "1":
     # DPoP proofs must carry a nonce this server issued (RFC 9449 §8), at the token endpoint
     # and the conversation endpoint: agents retry with the DPoP-Nonce they are sent.
     POPPY["TOKENS"] = {"REQUIRE_NONCE": True}
-if POPPY["AUTHENTICATE"] == "poppy_django.auth.fake.verify":
+if POPPY["AUTHENTICATE"] == "poppy_django.verifier.fake.verify":
     # POPPY_AUTHENTICATE naming the fake verifier is the benchmarks' and multi-process tests'
     # explicit opt-in: check E108 refuses it with DEBUG off everywhere else.
     SILENCED_SYSTEM_CHECKS = ["poppy_django.E108"]

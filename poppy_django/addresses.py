@@ -1,7 +1,7 @@
 """Where the endpoint is and who issues its tokens: origin, endpoint URL and issuer.
 
 Parsed here only, from ``POPPY["BASE_URL"]``, ``["PATH"]``, ``["ISSUER"]`` (and the request
-when there is one, and an issuer app's :mod:`~poppy_django.auth.local_issuer` registration),
+when there is one, and an issuer app's :mod:`~poppy_django.verifier.local_issuer` registration),
 so discovery, the issuer and the verifier cannot disagree — and none imports another for it.
 """
 
@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 
 from django.http import HttpRequest
 
-from poppy_django.auth import local_issuer
 from poppy_django.conf import endpoint_prefix, poppy_settings
+from poppy_django.verifier import local_issuer
 
 #: The development server's origin (``runserver``'s), used when ``BASE_URL`` is unset.
 DEFAULT_DEV_ORIGIN = "http://127.0.0.1:8000"

@@ -11,7 +11,8 @@ class PoppyDjangoConfig(AppConfig):
     def ready(self) -> None:
         from django.core.signals import request_started
 
-        from poppy_django import checks, executors, observe
+        from poppy_django import checks, observe
+        from poppy_django.engine import executors
 
         checks.register()
         observe.withhold_user_text_in_logs()

@@ -25,9 +25,9 @@ from typing import Any
 
 from django.conf import settings
 
+from poppy_django.api.middleware import is_endpoint_path
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
-from poppy_django.middleware import is_endpoint_path
 
 Scope = dict[str, Any]
 Message = Mapping[str, Any]

@@ -27,7 +27,7 @@ except ModuleNotFoundError as error:  # the client extra is not installed
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from poppy_django.auth.jwk import b64url, public_jwk, thumbprint
+from poppy_django.verifier.jwk import b64url, public_jwk, thumbprint
 
 USER_AGENT = "poppy-django-client/0.1"
 #: States after which no more events come without a new message from the personal agent.

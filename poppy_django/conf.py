@@ -23,7 +23,7 @@ from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 if TYPE_CHECKING:
-    from poppy_django.auth.options import TokenOptions
+    from poppy_django.verifier.options import TokenOptions
 
 #: The default wording of everything the app writes on the company's behalf.
 DEFAULT_TEXTS: dict[str, str] = {
@@ -400,7 +400,7 @@ class PoppySettings(TypedSettings):
     @functools.cached_property
     def token_options(self) -> TokenOptions:
         """``TOKENS`` parsed and checked (the one place it is): the default verifier's options."""
-        from poppy_django.auth.options import parse_options
+        from poppy_django.verifier.options import parse_options
 
         return parse_options(self.TOKENS)
 

@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import re
 
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import re_path
 
-from poppy_django import mcp
+from poppy_django.api import mcp
 
 app_name = "poppy_mcp"
 
-_path = re.escape(mcp.path())
+
+def _mount_path() -> str:
+    """Where the server is mounted; the default while ``POPPY`` cannot be read, so that
+    ``manage.py check`` (which imports the URLconf) reports why (E004) instead of crashing."""
+    try:
+        return mcp.path()
+    except ImproperlyConfigured:
+        return "poppy/mcp"
+
+
+_path = re.escape(_mount_path())
 
 urlpatterns = [
     re_path(rf"^{_path}$", mcp.mcp_view, name="server"),

@@ -11,7 +11,7 @@ from typing import Any
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from poppy_django import ids
+from poppy_django.store import ids
 
 
 class Status(models.TextChoices):
@@ -317,7 +317,7 @@ class FeedbackReport(models.Model):
     """A personal agent's report of a task it could not do here (Poppy draft 0.2 §8).
 
     What the task was, never who the User is: the Session's ids tell which personal agent
-    and pairwise User sent it. Sizes are bounded (:mod:`poppy_django.feedback`).
+    and pairwise User sent it. Sizes are bounded (:mod:`poppy_django.api.feedback`).
     """
 
     kind = models.CharField(max_length=64)

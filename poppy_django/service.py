@@ -1,6 +1,6 @@
 """The company's side: the Python API the support desk (or your own code) calls on a
 conversation. The personal agent's side, behind the endpoint, is
-:mod:`poppy_django.conversations`.
+:mod:`poppy_django.store.conversations`.
 
 Every function takes a conversation id, works in one transaction under the conversation's
 lock, and accepts ``request_id`` (echoed on the events it causes, for the desk's
@@ -19,18 +19,11 @@ from typing import Any
 
 from django.db import transaction
 
-from poppy_django import (
-    conversations,
-    dispatch,
-    event_log,
-    handoff,
-    ids,
-    observe,
-    signals,
-    turns,
-)
+from poppy_django import handoff, observe, signals
+from poppy_django.engine import dispatch, turns
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event, EventType, Responder, Status
+from poppy_django.store import conversations, event_log, ids
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from typing import Any
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from poppy_django.auth.jwk import public_jwk, thumbprint
 from poppy_django.client import USER_AGENT, DPoPKey, PoppyClientError
+from poppy_django.verifier.jwk import public_jwk, thumbprint
 
 try:
     import httpx

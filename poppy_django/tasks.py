@@ -1,7 +1,7 @@
 """Celery tasks (turns; pruning for beat), each worker's recovery sweep, and its pool check.
 
 A turn's task only dispatches: it waits for a free place in the worker process's turn engine
-(:mod:`poppy_django.engine`; while it waits the worker takes no more messages) and hands the
+(:mod:`poppy_django.engine.loop`; while it waits the worker takes no more messages) and hands the
 conversation over, so one worker process keeps up to ``TURNS_IN_FLIGHT`` turns in flight
 whatever its pool's concurrency. The message is acknowledged once the turn is in flight: the
 conversation is ``working`` in the database from then on, and if the process dies its lease
@@ -43,7 +43,7 @@ _per_child = False
 def run_turns_task(conversation_id: str) -> None:
     """Hand the conversation to this process's engine once it has a place; a duplicate
     delivery finds the lease taken and ends at once."""
-    from poppy_django import engine
+    from poppy_django.engine import loop as engine
 
     engine.current().submit(conversation_id)
 
@@ -51,7 +51,7 @@ def run_turns_task(conversation_id: str) -> None:
 @shared_task(name="poppy_django.reap")
 def reap_task() -> int:
     """Re-dispatch orphaned conversations (only needed with ``SWEEP_SECONDS = None``)."""
-    from poppy_django.maintenance import reap
+    from poppy_django.store.maintenance import reap
 
     return len(reap())
 
@@ -59,7 +59,7 @@ def reap_task() -> int:
 @shared_task(name="poppy_django.prune")
 def prune_task() -> int:
     """Prune events past ``POPPY["RETENTION_SECONDS"]``; schedule it hourly or daily."""
-    from poppy_django.maintenance import prune_by_retention
+    from poppy_django.store.maintenance import prune_by_retention
 
     report = prune_by_retention()
     return report.events if report else 0
@@ -100,11 +100,11 @@ def _check_pool(sender: Any = None, **kwargs: Any) -> None:
 @worker_process_init.connect
 def _start_engine(**kwargs: Any) -> None:
     """A prefork child (or the solo worker) starts its engine now, not at its first turn."""
-    from poppy_django import engine
+    from poppy_django.engine import loop as engine
 
     engine.current()
     if _per_child:
-        from poppy_django.recovery import sweeper
+        from poppy_django.engine.recovery import sweeper
 
         sweeper.start()
 
@@ -113,14 +113,14 @@ def _start_engine(**kwargs: Any) -> None:
 def _start_recovery(**kwargs: Any) -> None:
     if _per_child:
         return  # each child sweeps with its own engine
-    from poppy_django.recovery import sweeper
+    from poppy_django.engine.recovery import sweeper
 
     sweeper.start()
 
 
 @worker_shutting_down.connect
 def _stop_recovery(**kwargs: Any) -> None:
-    from poppy_django.recovery import sweeper
+    from poppy_django.engine.recovery import sweeper
 
     sweeper.stop(wait=False)
 
@@ -129,8 +129,8 @@ def _stop_recovery(**kwargs: Any) -> None:
 def _finish_turns(**kwargs: Any) -> None:
     """A warm shutdown finishes the turns in flight first (a solo or threads worker; a
     prefork child's turns end with the child, and the recovery sweep takes them up)."""
-    from poppy_django import engine
     from poppy_django.conf import poppy_settings
+    from poppy_django.engine import loop as engine
 
     running = engine.running()
     if running is not None:

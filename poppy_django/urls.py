@@ -10,7 +10,7 @@ import re
 
 from django.urls import URLPattern, path, re_path
 
-from poppy_django import feedback, views
+from poppy_django.api import feedback, views
 from poppy_django.conf import endpoint_prefix
 
 app_name = "poppy_django"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from poppy_django.discovery import jwks_view, poppy_json_view
+from poppy_django.api.discovery import jwks_view, poppy_json_view
 
 app_name = "poppy_wellknown"
 

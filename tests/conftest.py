@@ -20,9 +20,9 @@ from django.db import connection
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 
-from poppy_django import engine
-from poppy_django.auth.fake import fake_authorization
-from poppy_django.executors import ThreadExecutor
+from poppy_django.engine import loop as engine
+from poppy_django.engine.executors import ThreadExecutor
+from poppy_django.verifier.fake import fake_authorization
 
 ENDPOINT = "/poppy/conversations"
 _ids = itertools.count(1)

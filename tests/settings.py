@@ -3,4 +3,4 @@
 from example_project.settings import *  # noqa: F403
 from example_project.settings import POPPY
 
-POPPY = {**POPPY, "AUTHENTICATE": "poppy_django.auth.fake.verify"}
+POPPY = {**POPPY, "AUTHENTICATE": "poppy_django.verifier.fake.verify"}

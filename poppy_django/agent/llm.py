@@ -3,7 +3,7 @@
 ``PydanticAIModel("openai:gpt-4o")`` takes any pydantic-ai model name, ``"test"`` (its offline
 TestModel) or a pydantic-ai ``Model`` instance, so the provider is a setting, not code.
 
-The model runs on the engine's event loop (:mod:`poppy_django.engine`), with every other turn
+The model runs on the engine's event loop (:mod:`poppy_django.engine.loop`), with every other turn
 of the process: pydantic-ai's agent is awaited there, streaming over the provider's httpx
 client, which the process's turns share (one connection pool per process and model). Tools
 are awaited in the model's order, one at a time; ``call_tool`` runs them where they belong

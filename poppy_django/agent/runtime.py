@@ -1,7 +1,7 @@
 """Running one turn of the Company Agent: actor, roles, gated tools, actions, components.
 
 The runtime touches the database only through action records; the turn's reply is written
-by :mod:`poppy_django.turns` in one transaction with the queue position, so a turn that
+by :mod:`poppy_django.engine.turns` in one transaction with the queue position, so a turn that
 dies here leaves nothing half-written.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from poppy_django import ids, observe
+from poppy_django import observe
 from poppy_django.agent import actions, model_api, registry
 from poppy_django.agent.guard import TurnAbandoned, TurnGuard
 from poppy_django.agent.model_api import (
@@ -36,9 +36,10 @@ from poppy_django.agent.tools import (
     ToolContext,
     describe_invalid_arguments,
 )
-from poppy_django.auth import Actor, Principal
 from poppy_django.conf import poppy_settings
 from poppy_django.models import ActionStatus
+from poppy_django.store import ids
+from poppy_django.verifier import Actor, Principal
 
 logger = logging.getLogger(__name__)
 
@@ -207,7 +208,7 @@ async def run_turn(
     """
     guard = guard or TurnGuard()
     if run_sync is None:
-        from poppy_django import engine
+        from poppy_django.engine import loop as engine
 
         run_sync = engine.current().run_sync
     pieces: list[str] = []

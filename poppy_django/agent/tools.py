@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from poppy_django.auth import Actor
+from poppy_django.verifier import Actor
 
 ToolKind = Literal["read", "action"]
 #: The roles a personal agent can hold: tools declaring none of these are never offered to one.

@@ -2,7 +2,7 @@
 
 Kept one release for the import paths the docs named: ``SESSION_STATUS =
 "poppy_django.auth.dev_authority.session_active"`` and ``mint_token``. Both answer through
-the issuer app's :mod:`~poppy_django.auth.local_issuer` registration (this module imports no
+the issuer app's :mod:`~poppy_django.verifier.local_issuer` registration (this module imports no
 issuer). Use ``"poppy_django.authority.status.session_is_active"`` and
 :func:`poppy_django.authority.tokens.mint_development_token`, with ``"poppy_django.authority"``
 in ``INSTALLED_APPS``.
@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from django.core.exceptions import ImproperlyConfigured
 
-from poppy_django.auth import local_issuer
-from poppy_django.auth.principal import Principal
+from poppy_django.verifier import local_issuer
+from poppy_django.verifier.principal import Principal
 
 
 def _issuer(name: str, instead: str) -> local_issuer.LocalIssuer:

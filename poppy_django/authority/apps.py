@@ -20,10 +20,10 @@ class AuthorityConfig(AppConfig):
     def ready(self) -> None:
         from django.core import checks
 
-        from poppy_django.auth import local_issuer
         from poppy_django.authority import development, keys, tokens
         from poppy_django.authority.checks import check_authority
         from poppy_django.authority.status import session_is_active
+        from poppy_django.verifier import local_issuer
 
         checks.register(check_authority)
         # The core verifies; it learns this issuer's keys and default issuer only from here.

@@ -21,11 +21,11 @@ import jwt
 from authlib.oauth2 import OAuth2Error
 from authlib.oauth2.rfc6749 import InvalidGrantError
 
-from poppy_django.auth import replay
 from poppy_django.authority.clients import client_key
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import UnauthorizedClient
 from poppy_django.authority.models import Client
+from poppy_django.verifier import replay
 
 ALGORITHMS = ("ES256", "RS256")
 MAX_LIFETIME_SECONDS = 300

@@ -32,7 +32,6 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
-from poppy_django.auth import replay
 from poppy_django.authority import metadata
 from poppy_django.authority.assertions import ALGORITHMS
 from poppy_django.authority.clients import client_for, client_key
@@ -40,6 +39,7 @@ from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.models import Client, Session
 from poppy_django.authority.website import STATE_KEY, state_of
 from poppy_django.errors import error_response
+from poppy_django.verifier import replay
 
 logger = logging.getLogger("poppy_django.authority")
 

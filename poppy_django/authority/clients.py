@@ -17,11 +17,11 @@ from urllib.parse import urlsplit
 from django.core.cache import caches
 from django.utils import timezone
 
-from poppy_django.auth.jwk import JWKError, PublicKey, public_key_for
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import UnauthorizedClient
 from poppy_django.authority.fetch import FetchError, fetch_json
 from poppy_django.authority.models import Client
+from poppy_django.verifier.jwk import JWKError, PublicKey, public_key_for
 
 logger = logging.getLogger("poppy_django.authority")
 

@@ -108,13 +108,13 @@ def revoke(session_id: str) -> bool:
     """End a development session: its tokens are refused from the next request on.
 
     Stored in the database, so every process (web, worker, another machine) sees it; every
-    process's status cache is then told (:func:`poppy_django.auth.sessions.revoked`).
+    process's status cache is then told (:func:`poppy_django.verifier.sessions.revoked`).
     False when it was already revoked.
     """
     from django.db import transaction
 
-    from poppy_django.auth.sessions import revoked
     from poppy_django.authority.models import RevokedSession
+    from poppy_django.verifier.sessions import revoked
 
     require_enabled()
     _, created = RevokedSession.objects.get_or_create(session_id=session_id)

@@ -18,10 +18,10 @@ from authlib.oauth2.rfc6749 import InvalidGrantError, InvalidScopeError
 from django.db import transaction
 from django.utils import timezone
 
-from poppy_django.auth import sessions as session_status
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import AccountMismatchError, InvalidSessionError
 from poppy_django.authority.models import AccountToken, Client, Grant, Session
+from poppy_django.verifier import sessions as session_status
 
 
 def token_hash(token: str) -> str:

@@ -23,10 +23,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.exceptions import ImproperlyConfigured
 
-from poppy_django.auth.jwk import public_jwk, thumbprint
 from poppy_django.authority import development
 from poppy_django.authority.conf import authority_settings
 from poppy_django.files import made_once
+from poppy_django.verifier.jwk import public_jwk, thumbprint
 
 ENV_KEY = "POPPY_AUTHORITY_SIGNING_KEY"
 ALGORITHM = "ES256"

@@ -39,8 +39,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.debug import sensitive_variables
 
-from poppy_django import windows
-from poppy_django.auth import AuthRefusal, Principal
+from poppy_django.api.rest_framework import request_info
 from poppy_django.authority import grants, metadata
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import AccountMismatchError, no_store, oauth_error_response
@@ -48,7 +47,8 @@ from poppy_django.authority.models import Grant, MediatedSignIn, Session
 from poppy_django.authority.tokens import issue_session_token
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
-from poppy_django.rest_framework import request_info
+from poppy_django.store import windows
+from poppy_django.verifier import AuthRefusal, Principal
 
 logger = logging.getLogger("poppy_django.authority")
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import jwt
 
-from poppy_django.auth import nonces, replay
-from poppy_django.auth.dpop import normalize_htu
-from poppy_django.auth.jwk import JWKError, public_key_for, thumbprint
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import InvalidDPoPProofError, UseDPoPNonceError
 from poppy_django.conf import poppy_settings
+from poppy_django.verifier import nonces, replay
+from poppy_django.verifier.dpop import normalize_htu
+from poppy_django.verifier.jwk import JWKError, public_key_for, thumbprint
 
 PROOF_TYPE = "dpop+jwt"
 

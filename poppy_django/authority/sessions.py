@@ -14,10 +14,10 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from poppy_django.auth import sessions as session_status
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import InvalidSessionError, TooManySessionsError
 from poppy_django.authority.models import Client, Session
+from poppy_django.verifier import sessions as session_status
 
 RATE_PREFIX = "poppy:authority:sessions:"
 

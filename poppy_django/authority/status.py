@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from poppy_django.auth.principal import Principal
-from poppy_django.auth.sessions import SIGNED_OUT
 from poppy_django.authority.models import RevokedSession, Session
+from poppy_django.verifier.principal import Principal
+from poppy_django.verifier.sessions import SIGNED_OUT
 
 
 def session_is_active(principal: Principal) -> bool | Literal["signed_out"]:

@@ -3,7 +3,7 @@
 One signer (:func:`sign_claims`) for both ways a token is issued: the token endpoint's
 (:func:`issue_session_token`, for a :class:`~poppy_django.authority.models.Session`) and the
 development mode's (:func:`mint_development_token`, ``poppy_token``). The claims are the ones
-:mod:`poppy_django.auth.dpop` reads (names from ``POPPY["TOKENS"]["CLAIMS"]``), signed with
+:mod:`poppy_django.verifier.dpop` reads (names from ``POPPY["TOKENS"]["CLAIMS"]``), signed with
 :func:`poppy_django.authority.keys.signing_key`, so the endpoint verifies them locally with the
 same key, issuer and audience, no HTTP round trip.
 """

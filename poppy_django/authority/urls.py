@@ -10,8 +10,8 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from poppy_django.api.discovery import jwks_view
 from poppy_django.authority import browser, mediated, metadata, pages, views
-from poppy_django.discovery import jwks_view
 
 app_name = "poppy_authority"
 

@@ -104,7 +104,7 @@ def _audience(request: HttpRequest, resource: str | None) -> list[str]:
     company serves: its MCP server, whose tokens are then good there and nowhere else."""
     if not resource:
         return metadata.token_audience(request)
-    from poppy_django import mcp
+    from poppy_django.api import mcp
 
     if resource not in mcp.resources(request):
         raise InvalidTargetError("Session Tokens are not issued for this resource.")

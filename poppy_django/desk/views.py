@@ -22,14 +22,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_eventstream.views import events as eventstream_events
 
-from poppy_django import approvals, event_log, ids, service
-from poppy_django.broker_health import health
+from poppy_django import service
 from poppy_django.conf import poppy_settings
-from poppy_django.desk import queue, transcript, wording
+from poppy_django.desk import decisions, queue, transcript, wording
 from poppy_django.desk.permissions import desk_permission
+from poppy_django.engine.broker_health import health
 from poppy_django.errors import PoppyError, error_response
 from poppy_django.fanout import conversation_channel, desk_channel
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Event, Status
+from poppy_django.store import event_log, ids
 
 #: A browser-made request id (``crypto.randomUUID()`` or the page's fallback).
 REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
@@ -168,8 +169,8 @@ def conversation_page(
         earlier_url=f"{page_url}?before={shown[0].seq}" if len(window) > EVENTS_PAGE else "",
         latest_url=page_url if shown and shown[-1].seq < conversation.last_seq else "",
         highlight=highlight,
-        approvals=list(approvals.awaiting(conversation.id)),
-        running=list(approvals.running(conversation.id)),
+        approvals=list(decisions.awaiting(conversation.id)),
+        running=list(decisions.running(conversation.id)),
         actions=_action_log(conversation.id),
         directs=list(conversation.direct_conversations.order_by("created_at")),
         page_url=page_url,
@@ -219,8 +220,8 @@ def events_json(request: HttpRequest, conversation_id: str, admin_site: AdminSit
     approvals_html = render_to_string(
         "poppy_django/desk/approvals.html",
         {
-            "approvals": list(approvals.awaiting(conversation.id)),
-            "running": list(approvals.running(conversation.id)),
+            "approvals": list(decisions.awaiting(conversation.id)),
+            "running": list(decisions.running(conversation.id)),
         },
         request=request,
     )
@@ -407,7 +408,7 @@ def approval(
     record = ActionRecord.objects.filter(pk=record_id, conversation_id=conversation_id)
     if not record.exists():
         return error_response("not_found", "There is no such action in this conversation.")
-    decide = approvals.approve if decision == "approve" else approvals.reject
+    decide = decisions.approve if decision == "approve" else decisions.reject
     return _perform(
         request,
         conversation_id,

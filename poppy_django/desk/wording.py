@@ -61,21 +61,21 @@ def stalled_annotation() -> Exists:
     ``working`` with no live lease that long was never taken up, or its worker died and no
     other took over: either way no worker is running turns (or none reaches the database).
     """
-    from poppy_django.recovery import orphans
+    from poppy_django.engine.recovery import orphans
 
     return Exists(Conversation.objects.filter(orphans(), pk=OuterRef("pk")))
 
 
 def stalled_count() -> int:
     """How many conversations wait for a worker none has taken them up (the sweep's query)."""
-    from poppy_django.recovery import orphans
+    from poppy_django.engine.recovery import orphans
 
     return Conversation.objects.filter(orphans()).count()
 
 
 def stalled(conversation_id: str) -> bool:
     """:func:`stalled_annotation` for one conversation."""
-    from poppy_django.recovery import orphans
+    from poppy_django.engine.recovery import orphans
 
     return Conversation.objects.filter(orphans(), pk=conversation_id).exists()
 

@@ -22,11 +22,11 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from poppy_django.auth import Principal
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
 from poppy_django.operations import negotiation, service
 from poppy_django.operations.options import options
+from poppy_django.verifier import Principal
 
 
 class OperationRefused(exceptions.APIException):

@@ -12,12 +12,12 @@ from typing import Any
 
 from django.db import transaction
 
-from poppy_django import event_log, ids
 from poppy_django.agent.outcomes import format_action
 from poppy_django.agent.tools import Tool, ToolContext
 from poppy_django.conf import poppy_settings
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Status
 from poppy_django.operations.models import Operation, OperationState
+from poppy_django.store import event_log, ids
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db import models
 
-from poppy_django import ids
+from poppy_django.store import ids
 
 
 class OperationState(models.TextChoices):

@@ -1,9 +1,9 @@
 """Extension negotiation (§3.3): Operations are used only when both sides list version 1.
 
-The company lists it in ``poppy.json`` (:mod:`poppy_django.discovery`, when enabled); the
+The company lists it in ``poppy.json`` (:mod:`poppy_django.api.discovery`, when enabled); the
 personal agent in its client metadata (``"extensions": {"operations": {"version": "1"}}``).
 The core never imports the authorization server: it reads the client metadata an issuer app
-in this project stored (:mod:`poppy_django.auth.local_issuer`), or asks the
+in this project stored (:mod:`poppy_django.verifier.local_issuer`), or asks the
 ``CLIENT_EXTENSIONS`` hook.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from poppy_django.auth import local_issuer
 from poppy_django.operations.options import options
+from poppy_django.verifier import local_issuer
 
 EXTENSION = "operations"
 VERSION = "1"

@@ -29,10 +29,10 @@ from poppy_django import observe, signals
 from poppy_django.agent import registry
 from poppy_django.agent.actions import jsonable
 from poppy_django.agent.tools import ActionFailed, ToolContext
-from poppy_django.auth import Actor
 from poppy_django.conf import poppy_settings
 from poppy_django.operations import conversation
 from poppy_django.operations.models import Operation, OperationState
+from poppy_django.verifier import Actor
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def dispatch_now(operation_id: str) -> None:
 
 
 def _dispatch(operation_id: str) -> None:
-    from poppy_django.executors import ThreadExecutor
+    from poppy_django.engine.executors import ThreadExecutor
 
     if poppy_settings.EXECUTOR is ThreadExecutor:
         # In-process: on the engine's database threads, like the turns' sync work.

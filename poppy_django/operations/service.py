@@ -28,15 +28,15 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from poppy_django import ids
 from poppy_django.agent import registry
 from poppy_django.agent.runtime import roles_of
 from poppy_django.agent.tools import Tool
-from poppy_django.auth import Actor, Principal
 from poppy_django.errors import PoppyError
 from poppy_django.operations import negotiation
 from poppy_django.operations.models import Operation, OperationRevision, OperationState
 from poppy_django.operations.options import options
+from poppy_django.store import ids
+from poppy_django.verifier import Actor, Principal
 
 APPROVERS = ("user", "standing_permission")
 NOT_FOUND = "operation_not_found"

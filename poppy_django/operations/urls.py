@@ -8,14 +8,25 @@ from __future__ import annotations
 
 import re
 
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import URLPattern, re_path
 
 from poppy_django.operations import views
-from poppy_django.operations.options import options
+from poppy_django.operations.options import OperationsOptions, options
 
 app_name = "poppy_operations"
 
-_base = re.escape(options().path)
+
+def _mount_path() -> str:
+    """Where the endpoint is mounted; the default while ``POPPY`` cannot be read, so that
+    ``manage.py check`` (which imports the URLconf) reports why (E004) instead of crashing."""
+    try:
+        return options().path
+    except ImproperlyConfigured:
+        return OperationsOptions.path
+
+
+_base = re.escape(_mount_path())
 _id = r"(?P<operation_id>[^/]+)"
 
 _ROUTES: list[tuple[str, type[views.EndpointView], str]] = [

@@ -1,6 +1,6 @@
 """The operations endpoint (Operations v1 §5): read, confirm and cancel one operation by id.
 
-The same DRF machinery as the conversation endpoint (:class:`~poppy_django.endpoint.
+The same DRF machinery as the conversation endpoint (:class:`~poppy_django.api.endpoint.
 EndpointView`): the token verified before the body is read, the wire's JSON errors, no
 redirect, ``no-store``. A confirm answers once the confirmation is recorded; it then waits
 (holding no thread, like a long-poll) up to ``CONFIRM_WAIT_SECONDS`` for the worker to
@@ -18,12 +18,12 @@ from django.http import Http404
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from poppy_django.endpoint import EndpointView, WaitingResponse
+from poppy_django.api.endpoint import EndpointView, WaitingResponse
+from poppy_django.api.threads import in_thread
+from poppy_django.api.views import principal_of
 from poppy_django.operations import service
 from poppy_django.operations.models import FINAL_STATES, Operation, OperationState
 from poppy_django.operations.options import options
-from poppy_django.threads import in_thread
-from poppy_django.views import principal_of
 
 #: How often a confirm's answer looks for the worker's outcome while it waits.
 POLL_SECONDS = 0.1

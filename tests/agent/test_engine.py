@@ -16,11 +16,13 @@ from django.utils import timezone
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from poppy_django import engine, tasks, turns
+from poppy_django import tasks
 from poppy_django.agent.llm import PydanticAIModel
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.scripted import ScriptedModel
 from poppy_django.conf import DEFAULT_TEXTS
+from poppy_django.engine import loop as engine
+from poppy_django.engine import turns
 from poppy_django.models import Conversation, Status
 from tests.conftest import PersonalAgent, messages
 

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from poppy_django import leases, turns
 from poppy_django.agent import CompanyAgent, ToolContext, register, tool
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.registry import get as get_agent
 from poppy_django.agent.runtime import TurnOutcome
+from poppy_django.engine import leases, turns
 from poppy_django.models import Conversation, Event
 from tests.conftest import PersonalAgent, dispatch_lost
 

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from example_project.shop import agent as shop
-from poppy_django import approvals, turns
 from poppy_django.agent import CompanyAgent, ToolContext, register, tool
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.scripted import ScriptedModel
 from poppy_django.conf import DEFAULT_TEXTS
+from poppy_django.desk import decisions
+from poppy_django.engine import turns
 from poppy_django.fanout.listening import waiting_readers
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Status
 from tests.conftest import PersonalAgent, messages
@@ -284,7 +285,7 @@ def test_an_approved_action_runs_in_a_worker_with_its_call_key(acct1: PersonalAg
     acct1.settled(conversation_id)
     record = ActionRecord.objects.get(conversation_id=conversation_id)
     assert record.status == ActionStatus.AWAITING_APPROVAL and seen_keys == []
-    approvals.approve(record.pk, by="sam", request_id="req-call-key")
+    decisions.approve(record.pk, by="sam", request_id="req-call-key")
     events = acct1.events_until(
         conversation_id, lambda evs: len(company(evs)) == 2 and evs[-1]["type"] == "message"
     )

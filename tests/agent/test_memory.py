@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from poppy_django import turns
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.scripted import ScriptedModel
+from poppy_django.engine import turns
 from poppy_django.models import AgentThread, AgentThreadEntry, Conversation
 from tests.conftest import PersonalAgent, dispatch_lost, engine_queries, messages
 from tests.wire.wire_support import poppy

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from poppy_django.auth import dpop
 from poppy_django.client import DPoPKey
+from poppy_django.verifier import dpop
 from tests.auth.support import BASE_URL, ISSUER, Issuer
 
 
@@ -26,7 +26,7 @@ def pa_key() -> DPoPKey:
 def dpop_poppy(settings: Any, issuer: Issuer, **tokens: Any) -> dict[str, Any]:
     poppy = {
         **settings.POPPY,
-        "AUTHENTICATE": "poppy_django.auth.dpop.verify",
+        "AUTHENTICATE": "poppy_django.verifier.dpop.verify",
         "ISSUER": ISSUER,
         "BASE_URL": BASE_URL,
         "TOKENS": {"JWKS": issuer.jwks, **tokens},

@@ -9,8 +9,8 @@ from typing import Any
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from poppy_django.auth.jwk import public_jwk
 from poppy_django.client import DPoPKey
+from poppy_django.verifier.jwk import public_jwk
 
 ISSUER = "https://issuer.example"
 BASE_URL = "https://api.example"
@@ -105,7 +105,7 @@ def proof(
     """A DPoP proof; every part can be overridden or dropped to forge a broken one."""
     import hashlib
 
-    from poppy_django.auth.jwk import b64url
+    from poppy_django.verifier.jwk import b64url
 
     body: dict[str, Any] = {
         "jti": secrets.token_urlsafe(16),

@@ -6,10 +6,14 @@ from typing import Any
 
 import pytest
 
-from poppy_django.auth.checks import check_dev_authority, check_dpop_verifier, check_fake_verifier
+from poppy_django.verifier.checks import (
+    check_dev_authority,
+    check_dpop_verifier,
+    check_fake_verifier,
+)
 
 GOOD = {
-    "AUTHENTICATE": "poppy_django.auth.dpop.verify",
+    "AUTHENTICATE": "poppy_django.verifier.dpop.verify",
     "ISSUER": "https://issuer.example",
     "TOKENS": {"JWKS_URL": "https://issuer.example/jwks.json"},
     "DEV_AUTHORITY": False,
@@ -54,9 +58,9 @@ def test_e107_dev_authority_without_an_issuer_app(settings: Any) -> None:
 
 
 def test_e108_the_fake_verifier_is_refused_without_debug(settings: Any) -> None:
-    from poppy_django.auth import fake
+    from poppy_django.verifier import fake
 
-    for fake_verifier in ("poppy_django.auth.fake.verify", fake.verify):
+    for fake_verifier in ("poppy_django.verifier.fake.verify", fake.verify):
         assert ids(settings, debug=False, AUTHENTICATE=fake_verifier) == ["poppy_django.E108"]
         assert ids(settings, debug=True, AUTHENTICATE=fake_verifier) == []
 
@@ -77,7 +81,7 @@ def test_the_example_projects_explicit_fake_verifier_opt_in_silences_e108(
     env["DJANGO_SETTINGS_MODULE"] = "example_project.settings"
     opted = subprocess.run(
         [sys.executable, "-c", CHECK_WITH_FAKE],
-        env={**env, "POPPY_AUTHENTICATE": "poppy_django.auth.fake.verify"},
+        env={**env, "POPPY_AUTHENTICATE": "poppy_django.verifier.fake.verify"},
         capture_output=True,
         text=True,
         cwd=root,
@@ -142,7 +146,10 @@ def test_w102_plain_http_jwks_in_production(settings: Any) -> None:
 
 
 def test_dpop_checks_only_for_the_dpop_verifier(settings: Any) -> None:
-    assert ids(settings, AUTHENTICATE="poppy_django.auth.fake.verify", ISSUER=None, TOKENS={}) == []
+    assert (
+        ids(settings, AUTHENTICATE="poppy_django.verifier.fake.verify", ISSUER=None, TOKENS={})
+        == []
+    )
 
 
 def test_run_by_the_registered_checks(settings: Any) -> None:

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from poppy_django.auth import dpop
 from poppy_django.authority.tokens import mint_development_token
 from poppy_django.client import DPoPKey, PoppyClient, PoppyClientError, SSEFrame, iter_sse
 from poppy_django.models import Event
+from poppy_django.verifier import dpop
 from tests.threaded_server import serve
 
 
@@ -70,7 +70,7 @@ def live(settings: Any, asgi_server: str, tmp_path: Path) -> Iterator[str]:
     settings.DEBUG = True  # the development authority runs with DEBUG only
     settings.POPPY = {
         **settings.POPPY,
-        "AUTHENTICATE": "poppy_django.auth.dpop.verify",
+        "AUTHENTICATE": "poppy_django.verifier.dpop.verify",
         "BASE_URL": asgi_server,
         "ISSUER": None,
         "TOKENS": {"REQUIRE_NONCE": True},

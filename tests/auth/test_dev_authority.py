@@ -14,9 +14,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from poppy_django.auth import dpop
 from poppy_django.authority import development, keys
 from poppy_django.client import DPoPKey
+from poppy_django.verifier import dpop
 from tests.auth.support import BASE_URL, ENDPOINT_URL, request_info
 
 
@@ -26,7 +26,7 @@ def dev(settings: Any, tmp_path: Path) -> Path:
     key_file = tmp_path / "var" / "dev-key.pem"
     settings.POPPY = {
         **settings.POPPY,
-        "AUTHENTICATE": "poppy_django.auth.dpop.verify",
+        "AUTHENTICATE": "poppy_django.verifier.dpop.verify",
         "BASE_URL": BASE_URL,
         "ISSUER": None,
         "TOKENS": {},
@@ -150,7 +150,7 @@ def test_jwks_view(dev: Path) -> None:
 def test_jwks_view_is_404_when_off(settings: Any) -> None:
     from django.test import RequestFactory
 
-    from poppy_django.discovery import jwks_view
+    from poppy_django.api.discovery import jwks_view
 
     settings.POPPY = {**settings.POPPY, "DEV_AUTHORITY": False}
     response = jwks_view(RequestFactory().get("/.well-known/jwks.json"))

@@ -8,7 +8,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
-from poppy_django import discovery
+from poppy_django.api import discovery
 
 
 def test_protocol_entry_from_base_url(settings: Any) -> None:

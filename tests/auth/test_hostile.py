@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from poppy_django.auth import dpop
-from poppy_django.auth.jwk import b64url
 from poppy_django.client import DPoPKey
+from poppy_django.verifier import dpop
+from poppy_django.verifier.jwk import b64url
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import ENDPOINT_URL, NOW, Issuer, proof
 from tests.auth.test_http import assert_refused, post, rows

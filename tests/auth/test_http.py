@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from poppy_django.auth import dpop
 from poppy_django.client import DPoPKey
-from poppy_django.executors import ThreadExecutor
+from poppy_django.engine.executors import ThreadExecutor
 from poppy_django.models import ActionRecord, AgentThread, Conversation, Event, MessageReceipt
+from poppy_django.verifier import dpop
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import ENDPOINT_URL, NOW, Issuer, proof
 from tests.auth.test_verifier import PROOF_CASES, TOKEN_CASES

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from poppy_django.auth import AuthRefusal, dpop
-from poppy_django.auth.jwks import RemoteKeys
-from poppy_django.auth.options import parse_options
 from poppy_django.client import DPoPKey
+from poppy_django.verifier import AuthRefusal, dpop
+from poppy_django.verifier.jwks import RemoteKeys
+from poppy_django.verifier.options import parse_options
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import ENDPOINT_URL, ISSUER, NOW, Issuer, proof, request_info
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from poppy_django.auth import AuthRefusal
 from poppy_django.errors import STATUS_OF, PoppyError
+from poppy_django.verifier import AuthRefusal
 
 
 @pytest.mark.parametrize(

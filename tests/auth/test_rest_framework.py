@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from poppy_django.auth import dpop
+from poppy_django.api.permissions import HasPoppyScope
 from poppy_django.client import DPoPKey
-from poppy_django.permissions import HasPoppyScope
+from poppy_django.verifier import dpop
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import BASE_URL, NOW, Issuer, proof
 

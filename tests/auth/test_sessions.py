@@ -21,10 +21,10 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from poppy_django.auth import Principal, dpop, sessions
-from poppy_django.auth.sessions import CACHE_ALIAS
 from poppy_django.client import DPoPKey
-from poppy_django.process_cache import shared_cache
+from poppy_django.store.process_cache import shared_cache
+from poppy_django.verifier import Principal, dpop, sessions
+from poppy_django.verifier.sessions import CACHE_ALIAS
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import BASE_URL, ENDPOINT_URL, NOW, Issuer, proof
 from tests.auth.test_http import assert_refused
@@ -281,7 +281,7 @@ def dev(settings: Any, tmp_path: Path) -> Iterator[None]:
     settings.DEBUG = True  # the development authority runs with DEBUG only
     settings.POPPY = {
         **settings.POPPY,
-        "AUTHENTICATE": "poppy_django.auth.dpop.verify",
+        "AUTHENTICATE": "poppy_django.verifier.dpop.verify",
         "BASE_URL": BASE_URL,
         "ISSUER": None,
         "TOKENS": {},
@@ -322,7 +322,7 @@ def get_events(token: str, key: DPoPKey, conversation_id: str) -> Any:
 
 @pytest.mark.django_db(transaction=True)
 def test_poppy_token_revoke_ends_the_session_over_http(dev: None) -> None:
-    from poppy_django.executors import ThreadExecutor
+    from poppy_django.engine.executors import ThreadExecutor
 
     key = DPoPKey()
     token = poppy_token("--user", "u-rev", f"--jkt={key.thumbprint}", "--session", "ses_rev")
@@ -401,7 +401,7 @@ def bus(settings: Any) -> Iterator[None]:
 def test_over_redis_a_process_memoizes_only_once_it_hears_revocations(
     seam: Issuer, reads: list[str], bus: None
 ) -> None:
-    from poppy_django.auth import revocations
+    from poppy_django.verifier import revocations
 
     key = DPoPKey()
     session_id = fresh_session()
@@ -423,7 +423,7 @@ def test_over_redis_a_process_memoizes_only_once_it_hears_revocations(
 def test_with_redis_unreachable_nothing_is_memoized(
     settings: Any, seam: Issuer, reads: list[str]
 ) -> None:
-    from poppy_django.auth import revocations
+    from poppy_django.verifier import revocations
 
     settings.EVENTSTREAM_REDIS = {"host": "127.0.0.1", "port": 1, "socket_connect_timeout": 0.2}
     key = DPoPKey()

@@ -18,9 +18,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from poppy_django.auth import AuthRefusal, dpop, nonces
-from poppy_django.auth.jwk import b64url, public_jwk, thumbprint
 from poppy_django.client import DPoPKey
+from poppy_django.verifier import AuthRefusal, dpop, nonces
+from poppy_django.verifier.jwk import b64url, public_jwk, thumbprint
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import CLIENT_ID, ENDPOINT_URL, NOW, Issuer, proof, request_info
 

@@ -7,14 +7,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from poppy_django.rest_framework import DPoPAuthentication
+from poppy_django.api.rest_framework import DPoPAuthentication
 
 
 class WhoAmI(APIView):
     authentication_classes = [DPoPAuthentication]
 
     def get_exception_handler(self):  # noqa: ANN201 - DRF's signature
-        from poppy_django.rest_framework import exception_handler
+        from poppy_django.api.rest_framework import exception_handler
 
         return exception_handler
 

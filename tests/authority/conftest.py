@@ -36,9 +36,9 @@ from personal_agent_protocol.demo.kit import (
     personal_agent_reactor,
 )
 
-from poppy_django import process_cache
-from poppy_django.auth import dpop
 from poppy_django.authority.keys import jwks_of_file
+from poppy_django.store import process_cache
+from poppy_django.verifier import dpop
 from tests.authority import network
 from tests.authority.driver import PASSWORD, AcmeUser
 
@@ -71,7 +71,7 @@ def acme_settings(settings: Any, tmp_path: Path) -> Any:
         **settings.POPPY,
         "BASE_URL": ORIGIN,
         "ISSUER": ORIGIN,
-        "AUTHENTICATE": "poppy_django.auth.dpop.verify",
+        "AUTHENTICATE": "poppy_django.verifier.dpop.verify",
         "TOKENS": {"JWKS": jwks_of_file(key_file)},
         "DEV_AUTHORITY": False,
         "DISCOVERY": {"ORGANIZATION": {"name": "Acme Outfitters", "domain": DOMAIN}},

@@ -280,7 +280,7 @@ _OPERATOR_SHELL = """
 import json
 import sys
 from datetime import timedelta
-from poppy_django.maintenance import prune_events
+from poppy_django.store.maintenance import prune_events
 from poppy_django.operations import service
 from poppy_django.operations.models import Operation, OperationState
 

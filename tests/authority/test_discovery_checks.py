@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from poppy_django.discovery_rules import check_discovery
+from poppy_django.api.discovery_rules import check_discovery
 from tests.authority.conftest import DOMAIN, ORIGIN
 
 API = {"type": "openapi", "url": "/api/schema", "description": "Your orders."}
@@ -104,9 +104,9 @@ def test_the_rules_agree_with_the_public_sdks_models(acme_settings: Any, apis: A
     from personal_agent_protocol.models import DiscoveryDocument, OAuthServerMetadata
     from pydantic import ValidationError
 
+    from poppy_django.api.discovery import poppy_document
+    from poppy_django.api.discovery_rules import discovery_problems, metadata_problems
     from poppy_django.authority.metadata import metadata_document
-    from poppy_django.discovery import poppy_document
-    from poppy_django.discovery_rules import discovery_problems, metadata_problems
 
     discovery(acme_settings, APIS=apis)
     document = poppy_document(None)

@@ -31,7 +31,7 @@ def test_one_key_for_the_token_endpoint_poppy_token_and_the_verifier(
     settings: Any, tmp_path: Path, monkeypatch: Any
 ) -> None:
     """A deployment's key wins over development mode's: one key signs, one JWKS verifies."""
-    from poppy_django.auth import dpop, local_issuer
+    from poppy_django.verifier import dpop, local_issuer
 
     monkeypatch.delenv(keys.ENV_KEY, raising=False)
     deployment_key = tmp_path / "deployment.pem"

@@ -28,7 +28,9 @@ def test_poppy_chat_signs_in_through_the_authority(tmp_path: Path) -> None:
         running.env.pop("REDIS_URL")  # embedded: one web process answers the turns
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        running.env.update(POPPY_AUTHENTICATE="poppy_django.auth.dpop.verify", POPPY_BASE_URL=base)
+        running.env.update(
+            POPPY_AUTHENTICATE="poppy_django.verifier.dpop.verify", POPPY_BASE_URL=base
+        )
         running.web("web", port=port)
         chat = subprocess.Popen(
             [

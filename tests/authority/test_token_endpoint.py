@@ -7,9 +7,9 @@ from typing import Any
 import jwt
 import pytest
 
-from poppy_django.auth.principal import Principal
 from poppy_django.authority.models import Client, Session
 from poppy_django.authority.status import session_is_active
+from poppy_django.verifier.principal import Principal
 from tests.authority.agent import JWT_BEARER, HandAgent
 from tests.authority.conftest import DOMAIN, ORIGIN
 

@@ -10,8 +10,8 @@ from django.test import Client
 
 from example_project.shop import agent as shop
 from example_project.shop.models import Order
-from poppy_django import approvals
 from poppy_django.agent import CompanyAgent, ToolContext, register, tool
+from poppy_django.desk import decisions
 from poppy_django.errors import PoppyError
 from poppy_django.models import ActionRecord, ActionStatus, AgentThread, Event
 from tests.conftest import PersonalAgent, messages
@@ -76,7 +76,7 @@ def told(acct1: PersonalAgent, conversation_id: str) -> dict[str, Any]:
 def test_approve_runs_under_the_recorded_actor_and_roles(acct1: PersonalAgent) -> None:
     conversation_id, record = proposed(acct1)
     assert record.actor_id == "acct-1" and "scope:poppy:write" in record.roles
-    approved = approvals.approve(record.pk, by="sam", request_id="req-approve-1")
+    approved = decisions.approve(record.pk, by="sam", request_id="req-approve-1")
     # The web side only records the decision; a worker runs the action.
     assert approved.status == ActionStatus.APPROVED
     told(acct1, conversation_id)
@@ -101,7 +101,7 @@ def test_approve_runs_under_the_recorded_actor_and_roles(acct1: PersonalAgent) -
 
 def test_a_failing_action_is_told_as_failed(acct1: PersonalAgent) -> None:
     conversation_id, record = proposed(acct1, "A-1")  # shipped: cannot be cancelled
-    approvals.approve(record.pk, by="sam")
+    decisions.approve(record.pk, by="sam")
     outcome = told(acct1, conversation_id)
     assert ActionRecord.objects.get(pk=record.pk).status == ActionStatus.FAILED
     assert outcome["text"] == "Could not cancel order A-1: order A-1 is shipped."
@@ -110,7 +110,7 @@ def test_a_failing_action_is_told_as_failed(acct1: PersonalAgent) -> None:
 
 def test_reject_never_runs_it(acct1: PersonalAgent) -> None:
     conversation_id, record = proposed(acct1)
-    decided = approvals.reject(record.pk, by="sam", request_id="req-reject-1")
+    decided = decisions.reject(record.pk, by="sam", request_id="req-reject-1")
     assert decided.status == ActionStatus.REJECTED and runs == []
     assert Order.objects.get(pk="A-2").status == "processing"
     outcome = messages(acct1.read(conversation_id).json()["events"])[-1]
@@ -122,9 +122,9 @@ def test_reject_never_runs_it(acct1: PersonalAgent) -> None:
 
 def test_an_action_is_decided_once(acct1: PersonalAgent) -> None:
     conversation_id, record = proposed(acct1)
-    approvals.approve(record.pk, by="sam")
+    decisions.approve(record.pk, by="sam")
     told(acct1, conversation_id)
-    for decide in (approvals.approve, approvals.reject):
+    for decide in (decisions.approve, decisions.reject):
         with pytest.raises(PoppyError) as refused:
             decide(record.pk, by="kim")
         assert refused.value.code == "action_decided" and refused.value.status == 409
@@ -139,10 +139,10 @@ def test_closed_conversations_can_only_reject(acct1: PersonalAgent) -> None:
     conversation_id, record = proposed(acct1)
     acct1.post(f"/{conversation_id}/close", {})
     with pytest.raises(PoppyError) as refused:
-        approvals.approve(record.pk, by="sam")
+        decisions.approve(record.pk, by="sam")
     assert refused.value.code == "conversation_closed" and runs == []
     last_seq = Event.objects.filter(conversation_id=conversation_id).count()
-    assert approvals.reject(record.pk, by="sam").status == ActionStatus.REJECTED
+    assert decisions.reject(record.pk, by="sam").status == ActionStatus.REJECTED
     assert Event.objects.filter(conversation_id=conversation_id).count() == last_seq
 
 
@@ -150,7 +150,7 @@ def test_the_desk_shows_and_decides_approvals(desk: Client, acct1: PersonalAgent
     conversation_id, record = proposed(acct1)
     page = desk.get(desk_url(conversation_id)).content.decode()
     assert "Cancel order A-2" in page and f'data-record="{record.pk}"' in page
-    assert approvals.awaiting(conversation_id).get() == record
+    assert decisions.awaiting(conversation_id).get() == record
     queue = desk.get("/admin/poppy_django/conversation/desk/?status=approvals").content.decode()
     assert conversation_id in queue
     request_id = new_request_id()

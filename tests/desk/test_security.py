@@ -251,7 +251,7 @@ STORED = [
 def test_a_stored_message_of_any_shape_is_shown(desk: Client, conversation, payload) -> None:
     from django.db import transaction
 
-    from poppy_django import event_log
+    from poppy_django.store import event_log
 
     with transaction.atomic():
         event_log.append(event_log.lock(conversation.id), "message", payload, role="user")

@@ -10,8 +10,9 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.utils import timezone
 
-from poppy_django import approvals, service
-from poppy_django.broker_health import health
+from poppy_django import service
+from poppy_django.desk import decisions
+from poppy_django.engine.broker_health import health
 from poppy_django.models import ActionStatus, Conversation, Status
 from tests.conftest import PersonalAgent
 from tests.desk.conftest import DESK, act, desk_url, make_user, queued
@@ -31,7 +32,7 @@ def test_the_action_log_follows_an_approval(desk: Client, acct1: PersonalAgent) 
     (it kept "awaiting approval" until a reload)."""
     conversation_id, record = proposed(acct1)
     assert 'data-status="awaiting_approval"' in events_json(desk, conversation_id)["actions_html"]
-    approvals.approve(record.pk, by="sam", request_id="req-log-1")
+    decisions.approve(record.pk, by="sam", request_id="req-log-1")
     told(acct1, conversation_id)
     record.refresh_from_db()
     assert record.status == ActionStatus.SUCCEEDED
@@ -114,7 +115,7 @@ def test_a_turn_no_worker_took_up_is_shown(desk: Client, agent: PersonalAgent) -
 
 def test_a_failing_broker_is_shown_on_the_desk(desk: Client, settings) -> None:
     settings.CELERY_BROKER_URL = "redis://:hunter2@broker.invalid:6379/0"
-    settings.POPPY = {**settings.POPPY, "EXECUTOR": "poppy_django.executors.CeleryExecutor"}
+    settings.POPPY = {**settings.POPPY, "EXECUTOR": "poppy_django.engine.executors.CeleryExecutor"}
     health.failed("cnv_test", ConnectionRefusedError(111, "Connection refused"))
     try:
         page = desk.get(DESK).content.decode()

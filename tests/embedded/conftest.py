@@ -7,7 +7,7 @@ from django.conf import settings
 def _embedded() -> bool:
     return (
         settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
-        and settings.POPPY["EXECUTOR"] == "poppy_django.executors.ThreadExecutor"
+        and settings.POPPY["EXECUTOR"] == "poppy_django.engine.executors.ThreadExecutor"
         and not getattr(settings, "EVENTSTREAM_REDIS", None)
     )
 

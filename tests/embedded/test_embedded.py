@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from poppy_django import engine
 from poppy_django.agent.scripted import ScriptedModel
-from poppy_django.executors import ThreadExecutor
-from poppy_django.maintenance import reap
+from poppy_django.engine import loop as engine
+from poppy_django.engine.executors import ThreadExecutor
+from poppy_django.engine.turns import run_turns
 from poppy_django.models import Conversation, Status
-from poppy_django.turns import run_turns
+from poppy_django.store.maintenance import reap
 from tests.conftest import PersonalAgent, dispatch_lost, kinds, messages
 from tests.multiprocess.cluster import free_port
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from example_project.asgi import application
-from poppy_django.auth import dpop
+from poppy_django.verifier import dpop
 from tests.conftest import dispatch_lost
 from tests.desk.conftest import desk, desk_user  # noqa: F401 - fixtures used by name
 from tests.threaded_server import serve
@@ -24,7 +24,7 @@ def live(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[str]
     base_url = next(served)
     settings.POPPY = {
         **settings.POPPY,
-        "AUTHENTICATE": "poppy_django.auth.dpop.verify",
+        "AUTHENTICATE": "poppy_django.verifier.dpop.verify",
         "BASE_URL": base_url,
         "ISSUER": None,
         "TOKENS": {},

@@ -16,8 +16,8 @@ from django.test import Client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from poppy_django import event_log
 from poppy_django.models import Conversation
+from poppy_django.store import event_log
 from tests.desk.conftest import desk_url
 from tests.fuzz.harness import PROFILE
 from tests.fuzz.strategies import json_values, objects, texts

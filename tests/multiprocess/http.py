@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from poppy_django.auth.fake import fake_authorization
 from poppy_django.client import iter_sse
+from poppy_django.verifier.fake import fake_authorization
 
 _ids = itertools.count(1)
 

@@ -98,7 +98,7 @@ def test_a_poison_message_is_answered_after_bounded_attempts(mp: Cluster):
 
 
 APPROVE = """
-from poppy_django import approvals
+from poppy_django.desk import decisions
 from poppy_django.models import ActionRecord
 record = ActionRecord.objects.create(
     conversation_id="{conversation_id}", call_key="approved-1", tool="cancel_order",
@@ -106,7 +106,7 @@ record = ActionRecord.objects.create(
     account_id="acct-1", roles=["personal_agent", "scope:poppy:write"],
     status="awaiting_approval",
 )
-approvals.approve(record.pk, by="sam", request_id="req-approve-mp")
+decisions.approve(record.pk, by="sam", request_id="req-approve-mp")
 """
 
 

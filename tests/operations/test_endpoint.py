@@ -13,10 +13,10 @@ import pytest
 from django.test import Client
 
 from example_project.shop.models import Order
-from poppy_django.auth import Principal
-from poppy_django.auth.fake import fake_authorization
 from poppy_django.operations import service
 from poppy_django.operations.models import Operation
+from poppy_django.verifier import Principal
+from poppy_django.verifier.fake import fake_authorization
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,10 +12,10 @@ from django.conf import settings
 from django.core import checks as django_checks
 from django.test import override_settings
 
-from poppy_django import checks
 from poppy_django.checks import check_auth, check_settings
+from poppy_django.checks import production as production_checks
 
-CELERY = "poppy_django.executors.CeleryExecutor"
+CELERY = "poppy_django.engine.executors.CeleryExecutor"
 REDIS_FANOUT = {"host": "127.0.0.1", "port": 6379, "db": 15}
 REDIS_CACHE = {
     "default": {
@@ -26,7 +26,7 @@ REDIS_CACHE = {
 #: A production configuration every check is happy with (DEBUG=False).
 GOOD_PRODUCTION = {
     "BASE_URL": "https://api.acme.example",
-    "AUTHENTICATE": "poppy_django.auth.fake.verify",
+    "AUTHENTICATE": "poppy_django.verifier.fake.verify",
     "EXECUTOR": CELERY,
     "DEV_AUTHORITY": False,
 }
@@ -98,7 +98,7 @@ def test_e003_heartbeat_not_shorter_than_the_lease():
 
 def test_w002_w003_the_embedded_default_in_production():
     with override_settings(CACHES=REDIS_CACHE):
-        embedded = {**GOOD_PRODUCTION, "EXECUTOR": "poppy_django.executors.ThreadExecutor"}
+        embedded = {**GOOD_PRODUCTION, "EXECUTOR": "poppy_django.engine.executors.ThreadExecutor"}
         assert ids(debug=False, **embedded) == ["poppy_django.W002", "poppy_django.W003"]
         assert ids(debug=True, **embedded) == []
     with production():
@@ -182,7 +182,7 @@ def test_w004_retention_shorter_than_the_resume_window():
 
 
 def test_e006_celery_executor_without_a_broker(monkeypatch):
-    monkeypatch.setattr(checks, "celery_broker_url", lambda: None)
+    monkeypatch.setattr(production_checks, "celery_broker_url", lambda: None)
     with override_settings(EVENTSTREAM_REDIS=REDIS_FANOUT):
         assert ids(EXECUTOR=CELERY) == ["poppy_django.E006"]
 
@@ -190,9 +190,9 @@ def test_e006_celery_executor_without_a_broker(monkeypatch):
 def test_the_broker_is_found_in_settings_or_the_environment(monkeypatch):
     monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
     with override_settings(CELERY_BROKER_URL="redis://127.0.0.1:6379/1"):
-        assert checks.celery_broker_url() == "redis://127.0.0.1:6379/1"
+        assert production_checks.celery_broker_url() == "redis://127.0.0.1:6379/1"
     monkeypatch.setenv("CELERY_BROKER_URL", "redis://broker.internal:6379/0")
-    assert checks.celery_broker_url() in {
+    assert production_checks.celery_broker_url() in {
         "redis://broker.internal:6379/0",  # through the Celery app's configuration
         getattr(settings, "CELERY_BROKER_URL", None),
     }
@@ -207,7 +207,7 @@ def test_w005_celery_executor_without_redis_fan_out():
 
 
 def test_no_production_mode_checks_for_the_thread_executor():
-    assert ids(EXECUTOR="poppy_django.executors.ThreadExecutor") == []
+    assert ids(EXECUTOR="poppy_django.engine.executors.ThreadExecutor") == []
 
 
 # -- E007, W006: agents and models ------------------------------------------------------------

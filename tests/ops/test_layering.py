@@ -2,7 +2,7 @@
 
 Read from the import statements themselves (every ``import``/``from`` in every module,
 including those inside functions), so a lazy import cannot hide; the core learns about an
-issuer in the same project only through :mod:`poppy_django.auth.local_issuer`.
+issuer in the same project only through :mod:`poppy_django.verifier.local_issuer`.
 """
 
 from __future__ import annotations

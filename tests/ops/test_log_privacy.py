@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import pytest
 from django.db import connection
 
-from poppy_django.executors import ThreadExecutor
+from poppy_django.engine.executors import ThreadExecutor
 from poppy_django.models import Event
 from poppy_django.tasks import run_turns_task
 from tests.conftest import PersonalAgent, dispatch_lost
@@ -131,7 +131,7 @@ def test_a_failed_celery_task(transactional_db, records, monkeypatch) -> None:
         raise RuntimeError(f"could not answer My {SECRET}")
 
     # The task hands the conversation to its process's engine, which fails here.
-    monkeypatch.setattr("poppy_django.engine.Engine.submit", fails)
+    monkeypatch.setattr("poppy_django.engine.loop.Engine.submit", fails)
     result = run_turns_task.apply(args=[conversation_id])  # Celery's own tracer and logging
     assert result.failed()
     assert any(r.name == "celery.app.trace" and r.levelno >= logging.ERROR for r in records)
@@ -146,3 +146,30 @@ def test_a_failed_turn_logs_its_error_without_its_message(transactional_db, reco
     assert len(failed) == 1
     assert failed[0].poppy["error"].endswith("(message withheld)")
     assert_logged_without_the_text(records, "turn_failed")
+
+
+def test_every_logger_of_the_package_withholds_user_text() -> None:
+    """Each logger the package's modules create (by module or by topic) carries the filter.
+
+    A logger without it would log an exception's message, which may quote a User."""
+    import importlib
+    import pkgutil
+    import warnings
+
+    import poppy_django
+    from poppy_django.observe import WithholdUserText, withhold_user_text_in_logs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # poppy_django.auth, the old name
+        for module in pkgutil.walk_packages(poppy_django.__path__, "poppy_django."):
+            if ".migrations" not in module.name:
+                importlib.import_module(module.name)
+    withhold_user_text_in_logs()
+    uncovered = [
+        name
+        for name, logger in logging.Logger.manager.loggerDict.items()
+        if name.startswith("poppy_django")
+        and isinstance(logger, logging.Logger)
+        and not any(isinstance(f, WithholdUserText) for f in logger.filters)
+    ]
+    assert uncovered == []

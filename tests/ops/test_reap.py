@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from poppy_django.maintenance import orphaned_conversations
 from poppy_django.models import Conversation
+from poppy_django.store.maintenance import orphaned_conversations
 from tests.conftest import PersonalAgent, dispatch_lost, messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,7 +87,7 @@ def test_the_process_takes_up_a_dead_writers_turn_by_itself(agent: PersonalAgent
 
 
 def test_an_approved_action_whose_dispatch_was_lost_is_run(acct1: PersonalAgent, settings):
-    from poppy_django import approvals
+    from poppy_django.desk import decisions
     from poppy_django.models import ActionRecord, ActionStatus
 
     settings.POPPY = {
@@ -110,7 +110,7 @@ def test_an_approved_action_whose_dispatch_was_lost_is_run(acct1: PersonalAgent,
         status=ActionStatus.AWAITING_APPROVAL,
     )
     with dispatch_lost():
-        approvals.approve(record.pk, by="sam", request_id="req-lost-dispatch")
+        decisions.approve(record.pk, by="sam", request_id="req-lost-dispatch")
     # Not dispatched: taken up once no one claimed it for a lease's time.
     events = acct1.events_until(
         conversation_id, lambda evs: messages(evs)[-1]["text"] == "Done: Cancel order A-2."

@@ -13,7 +13,7 @@ import pytest
 from django.core import checks
 from django.test import Client
 
-from poppy_django.broker_health import REPORT_INTERVAL, BrokerHealth, redacted
+from poppy_django.engine.broker_health import REPORT_INTERVAL, BrokerHealth, redacted
 from tests.multiprocess.cluster import ROOT, free_port
 
 SECRET = "my-private-words-7f3a"
@@ -23,7 +23,7 @@ SECRET = "my-private-words-7f3a"
 _UNMIGRATED = f"""
 import json
 from django.test import Client
-from poppy_django.auth.fake import fake_authorization
+from poppy_django.verifier.fake import fake_authorization
 answer = Client(HTTP_HOST="localhost").post(
     "/poppy/conversations",
     data=json.dumps({{"message": {{"id": "m1", "sender": "agent", "text": "{SECRET}"}}}}),
@@ -74,7 +74,7 @@ def unreachable_broker(settings) -> str:
     """Turns in Celery, and a broker URL (with credentials) where nothing listens."""
     url = f"redis://:hunter2@127.0.0.1:{free_port()}/0"
     settings.CELERY_BROKER_URL = url
-    settings.POPPY = {**settings.POPPY, "EXECUTOR": "poppy_django.executors.CeleryExecutor"}
+    settings.POPPY = {**settings.POPPY, "EXECUTOR": "poppy_django.engine.executors.CeleryExecutor"}
     return url
 
 
@@ -111,7 +111,7 @@ def test_failed_dispatches_are_told_once_per_interval(unreachable_broker, caplog
 
 @pytest.mark.django_db(transaction=True)
 def test_a_message_is_acknowledged_and_the_broker_named(unreachable_broker, caplog) -> None:
-    from poppy_django.broker_health import health
+    from poppy_django.engine.broker_health import health
     from tests.conftest import PersonalAgent
 
     caplog.set_level(logging.INFO, logger="poppy_django.turns")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from poppy_django import turns
+from poppy_django.engine import turns
 from poppy_django.fanout import publishing
 from poppy_django.models import Conversation
 from tests.conftest import PersonalAgent, dispatch_lost, engine_queries, kinds

@@ -23,9 +23,9 @@ import redis
 from django.test import override_settings
 
 from poppy_django import fanout
-from poppy_django.auth import revocations
 from poppy_django.fanout import bus
 from poppy_django.fanout.listening import ConversationListener
+from poppy_django.verifier import revocations
 
 CONVERSATION = "cnv_shared_between_deployments"
 
@@ -136,7 +136,7 @@ def test_the_namespace_is_the_prefix_and_the_database_number() -> None:
         assert bus.redis_channel() == "poppy:6:fanout"
         assert fanout.desk_channel() == "poppy-desk@poppy:6"
         assert fanout.conversation_channel("cnv_1") == "poppy-cnv_1@poppy:6"
-        # Sign-outs announced to every process (poppy_django.auth.revocations) too.
+        # Sign-outs announced to every process (poppy_django.verifier.revocations) too.
         assert revocations.channel() == "poppy:6:session-revoked"
     with override_settings(EVENTSTREAM_REDIS=None):
         assert bus.redis_channel() == "poppy:0:fanout"

@@ -1,4 +1,4 @@
-"""The request thread a waiting reader gives back (poppy_django.threads, asgiref internals).
+"""The request thread a waiting reader gives back (poppy_django.api.threads, asgiref internals).
 
 Fails loudly when an asgiref release changes how thread-sensitive contexts keep their thread.
 """
@@ -10,7 +10,7 @@ import threading
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 
-from poppy_django.threads import release_request_thread
+from poppy_django.api.threads import release_request_thread
 
 
 def test_release_request_thread_ends_the_thread_the_request_context_holds():

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from poppy_django.auth import AuthRefusal, Principal
+from poppy_django.verifier import AuthRefusal, Principal
 from tests.conftest import PersonalAgent
 from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
 

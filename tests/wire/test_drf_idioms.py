@@ -20,9 +20,9 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from poppy_django.permissions import IsPoppyCaller
-from poppy_django.rest_framework import EndpointAuthentication
-from poppy_django.views import MessagesView
+from poppy_django.api.permissions import IsPoppyCaller
+from poppy_django.api.rest_framework import EndpointAuthentication
+from poppy_django.api.views import MessagesView
 from tests.conftest import PersonalAgent
 from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
 

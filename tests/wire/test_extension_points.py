@@ -11,8 +11,8 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 from rest_framework.throttling import BaseThrottle
 
-from poppy_django.rest_framework import EndpointAuthentication
-from poppy_django.views import MessagesView
+from poppy_django.api.rest_framework import EndpointAuthentication
+from poppy_django.api.views import MessagesView
 from tests.conftest import ENDPOINT, PersonalAgent
 from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
 
@@ -57,7 +57,9 @@ HERE = "tests.wire.test_extension_points"
 
 
 def test_a_permission_class_can_block_a_personal_agent(agent):
-    with poppy(PERMISSION_CLASSES=["poppy_django.permissions.IsPoppyCaller", f"{HERE}.NotBlocked"]):
+    with poppy(
+        PERMISSION_CLASSES=["poppy_django.api.permissions.IsPoppyCaller", f"{HERE}.NotBlocked"]
+    ):
         quiet_start(agent)
         blocked = PersonalAgent(BLOCKED)
         before = rows()

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from django.core.cache import cache
 
-from poppy_django.throttling import waiting_slots
+from poppy_django.api.throttling import waiting_slots
 from tests.conftest import PersonalAgent
 from tests.wire.wire_support import assert_error, poppy, quiet_start, rows, wait_for
 

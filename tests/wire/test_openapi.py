@@ -14,7 +14,7 @@ from django.test import Client
 from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
 
-from poppy_django.schema import ERROR_CODES
+from poppy_django.api.schema import ERROR_CODES
 from tests.conftest import ENDPOINT, PersonalAgent
 from tests.wire.wire_support import poppy, quiet_start
 

@@ -9,11 +9,11 @@ import pytest
 
 from example_project.shop.agent import STORE_HOURS
 from example_project.shop.models import Order
-from poppy_django import turns
 from poppy_django.agent.scripted import ScriptedModel
-from poppy_django.auth import Actor
-from poppy_django.auth.fake import fake_authorization
+from poppy_django.engine import turns
 from poppy_django.models import ActionRecord, AgentThread, Conversation
+from poppy_django.verifier import Actor
+from poppy_django.verifier.fake import fake_authorization
 from tests.conftest import PersonalAgent, kinds, messages
 from tests.wire.wire_support import poppy, quiet_start, wait_for
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from django.test import RequestFactory
 
-from poppy_django.throttling import waiting_slots
-from poppy_django.views import EventsView
+from poppy_django.api.throttling import waiting_slots
+from poppy_django.api.views import EventsView
 from tests.wire.wire_support import quiet_start, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -37,7 +37,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from poppy_django.addresses import DEFAULT_DEV_ORIGIN, endpoint_url
-from poppy_django.auth import local_issuer
+from poppy_django.verifier import local_issuer
 
 try:
     import httpx
@@ -205,7 +205,7 @@ class Command(BaseCommand):
     def _register(self, identity: ClientIdentity) -> None:
         """Pre-register the client as staff would on the admin's Clients form: registered,
         allowed, with its JWKS stored, so the authority never fetches its metadata."""
-        from poppy_django.auth import local_issuer
+        from poppy_django.verifier import local_issuer
 
         local = local_issuer.registered()
         if local is None or local.register_client is None:

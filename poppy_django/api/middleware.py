@@ -1,0 +1,331 @@
+"""``PoppyEndpointMiddleware``: the endpoint's own path through Django's middleware.
+
+Put it first in ``MIDDLEWARE``. Every other path goes through the whole stack as usual. For
+the endpoint's paths it runs the middleware listed after it **except** those named in
+``POPPY["SKIP_MIDDLEWARE"]`` (by default sessions, authentication, CSRF and messages: the
+endpoint authenticates by token, is CSRF-exempt and never uses sessions, users or messages,
+and each of those synchronous middleware costs thread hops on every request), then resolves
+the URL and calls the view. Security headers, CORS, tracing and error reporting middleware
+therefore apply to the endpoint unless the project names them.
+
+The chain follows Django's documented middleware protocol (``sync_capable`` /
+``async_capable``, ``process_view``, ``process_exception``, ``MiddlewareNotUsed``), and
+an exception a middleware raises is answered as the wire's JSON error, as is any non-JSON
+error answer: every failure on the endpoint is JSON with ``error``, never an HTML page.
+Consecutive hook-only ``MiddlewareMixin`` middleware (Django's security, common and
+clickjacking middleware) share their thread hops: one for all their ``process_request``
+hooks, one for all their ``process_response`` hooks, in Django's order, where Django's own
+``__acall__`` would take one per hook.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.conf import settings
+from django.core.exceptions import (
+    BadRequest,
+    DisallowedHost,
+    ImproperlyConfigured,
+    MiddlewareNotUsed,
+    PermissionDenied,
+    RequestDataTooBig,
+    SuspiciousOperation,
+)
+from django.core.signals import got_request_exception
+from django.http import Http404, HttpRequest
+from django.http.response import HttpResponseBase
+from django.urls import Resolver404, resolve
+from django.utils.deprecation import MiddlewareMixin
+from django.utils.module_loading import import_string
+
+from poppy_django.api.setup_problems import host_refusal, server_error_description
+from poppy_django.conf import endpoint_prefix, poppy_settings
+from poppy_django.errors import error_response
+
+logger = logging.getLogger("poppy_django.middleware")
+
+_CODE_OF_STATUS = {
+    400: "invalid_request",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "request_too_large",
+}
+
+Handler = Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]]
+AsyncHandler = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
+AsyncHook = Callable[..., Awaitable[HttpResponseBase | None]]
+
+
+def is_endpoint_path(path_info: str) -> bool:
+    """Whether a path (below the script prefix) is the endpoint's or under it."""
+    endpoint = endpoint_prefix()  # the same value the URLconf mounts the endpoint at
+    return path_info == endpoint or path_info.startswith(endpoint + "/")
+
+
+def on_endpoint(request: HttpRequest) -> bool:
+    return is_endpoint_path(request.path_info)
+
+
+#: The discovery documents personal agents read before anything else (``/.well-known/``).
+_DISCOVERY_PREFIX = "/.well-known/poppy"
+
+
+def _discovery_host_refused(request: HttpRequest) -> HttpResponseBase | None:
+    """A discovery request for a host not in ``ALLOWED_HOSTS``: the JSON error saying so
+    (Django's own answer is an HTML 400 that names nothing a personal agent can show)."""
+    if not request.path_info.startswith(_DISCOVERY_PREFIX):
+        return None
+    try:
+        request.get_host()
+    except DisallowedHost as exc:
+        return error_response("invalid_request", host_refusal(exc))
+    return None
+
+
+class PoppyEndpointMiddleware:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Handler) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+        self._view_hooks: list[AsyncHook] = []
+        self._exception_hooks: list[AsyncHook] = []
+        self._endpoint = self._chain(self._middleware_after_this())
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
+        if self.is_async:
+            return self._acall(request)
+        if on_endpoint(request):
+            return as_json(async_to_sync(self._endpoint)(request))
+        if (refused := _discovery_host_refused(request)) is not None:
+            return refused
+        response = self.get_response(request)
+        assert isinstance(response, HttpResponseBase)
+        return response
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        if on_endpoint(request):
+            return as_json(await self._endpoint(request))
+        if (refused := _discovery_host_refused(request)) is not None:
+            return refused
+        response = await self.get_response(request)  # type: ignore[misc]
+        return response
+
+    def _middleware_after_this(self) -> list[str]:
+        """``MIDDLEWARE`` after this one, less what ``SKIP_MIDDLEWARE`` names."""
+        skipped = poppy_settings.SKIP_MIDDLEWARE
+        listed = list(settings.MIDDLEWARE)
+        for index, path in enumerate(listed):
+            factory = import_string(path)
+            if isinstance(factory, type) and issubclass(factory, PoppyEndpointMiddleware):
+                return [later for later in listed[index + 1 :] if later not in skipped]
+        return []  # instantiated outside MIDDLEWARE (a test): the view alone
+
+    def _chain(self, paths: list[str]) -> AsyncHandler:
+        """The kept middleware around the view, built as Django builds its own handler, except
+        that a run of hook-only ``MiddlewareMixin`` middleware shares its thread hops."""
+        handler: Handler = _answering_exceptions(self._view, is_async=True)
+        handler_is_async = True
+        run: list[MiddlewareMixin] = []  # hook-only middleware, outermost first
+        for path in reversed(paths):
+            factory = import_string(path)
+            can_async = getattr(factory, "async_capable", False)
+            if not can_async and not getattr(factory, "sync_capable", True):
+                raise ImproperlyConfigured(f"Middleware {path} must be sync or async capable.")
+            # What this middleware calls next: the handler, inside the run of hook-only
+            # middleware collected so far (kept apart from the handler until a middleware
+            # that is not hook-only wraps them).
+            inner, inner_is_async = handler, handler_is_async
+            if run:
+                inner = _hooks_in_two_hops(run, _adapt(handler, handler_is_async, to_async=True))
+                inner_is_async = True
+            try:
+                instance = factory(_adapt(inner, inner_is_async, to_async=can_async))
+            except MiddlewareNotUsed:
+                continue
+            if hasattr(instance, "process_view"):
+                self._view_hooks.insert(0, _to_async(instance.process_view))
+            if hasattr(instance, "process_exception"):
+                self._exception_hooks.append(_to_async(instance.process_exception))
+            if _hooks_only(instance):
+                run.insert(0, instance)
+                continue
+            handler = _answering_exceptions(instance, is_async=can_async)
+            handler_is_async, run = can_async, []
+        if run:
+            handler = _hooks_in_two_hops(run, _adapt(handler, handler_is_async, to_async=True))
+            handler_is_async = True
+        endpoint = _adapt(handler, handler_is_async, to_async=True)
+        return endpoint  # type: ignore[return-value]
+
+    async def _view(self, request: HttpRequest) -> HttpResponseBase:
+        """The endpoint's view (every endpoint view is async), after the ``process_view``s."""
+        try:
+            match = resolve(request.path_info)
+        except Resolver404:
+            return error_response("not_found", "There is nothing at this path.")
+        request.resolver_match = match
+        for hook in self._view_hooks:
+            answered = await hook(request, match.func, match.args, match.kwargs)
+            if answered is not None:
+                return answered
+        try:
+            response: HttpResponseBase = await match.func(request, *match.args, **match.kwargs)
+        except Exception as exc:
+            for hook in self._exception_hooks:
+                answered = await hook(request, exc)
+                if answered is not None:
+                    return answered
+            raise
+        return response
+
+
+def _adapt(handler: Handler, is_async: bool, *, to_async: bool) -> Handler:
+    if is_async == to_async:
+        return handler
+    if to_async:
+        return sync_to_async(handler, thread_sensitive=True)  # type: ignore[arg-type]
+    return async_to_sync(handler)  # type: ignore[arg-type]
+
+
+def _hooks_only(instance: object) -> bool:
+    """A ``MiddlewareMixin`` whose behaviour is all in its hooks (Django's own ``__call__``
+    and ``__acall__``), such as Django's security, common and clickjacking middleware."""
+    kind = type(instance)
+    return (
+        isinstance(instance, MiddlewareMixin)
+        and kind.__call__ is MiddlewareMixin.__call__
+        and kind.__acall__ is MiddlewareMixin.__acall__  # type: ignore[attr-defined]
+    )
+
+
+def _hooks_in_two_hops(run: list[MiddlewareMixin], inner: Handler) -> AsyncHandler:
+    """A run of hook-only middleware (outermost first) around ``inner``: every
+    ``process_request`` in one thread hop, then ``inner``, then every ``process_response`` in
+    another. Django's ``__acall__`` takes a hop per hook; the order and answers are the same
+    as its nesting: a hook's answer or exception (as its JSON answer) skips what is inside
+    it, and the middleware entered still see the response on its way out."""
+    requests = sync_to_async(_process_requests, thread_sensitive=True)
+    responses = sync_to_async(_process_responses, thread_sensitive=True)
+    asks = any(hasattr(middleware, "process_request") for middleware in run)
+
+    async def handle(request: HttpRequest) -> HttpResponseBase:
+        entered, response = await requests(run, request) if asks else (run, None)
+        if response is None:
+            response = await inner(request)  # type: ignore[misc]
+        if any(hasattr(middleware, "process_response") for middleware in entered):
+            response = await responses(entered, request, response)
+        assert isinstance(response, HttpResponseBase)
+        return response
+
+    return handle
+
+
+def _process_requests(
+    run: list[MiddlewareMixin], request: HttpRequest
+) -> tuple[list[MiddlewareMixin], HttpResponseBase | None]:
+    """The middleware entered (outermost first), and the answer of one that answered."""
+    for index, middleware in enumerate(run):
+        hook = getattr(middleware, "process_request", None)
+        if hook is None:
+            continue
+        try:
+            answered = hook(request)
+        except Exception as exc:
+            return run[:index], exception_response(request, exc)
+        if answered is not None:
+            return run[: index + 1], answered
+    return run, None
+
+
+def _process_responses(
+    entered: list[MiddlewareMixin], request: HttpRequest, response: HttpResponseBase
+) -> HttpResponseBase:
+    for middleware in reversed(entered):
+        hook = getattr(middleware, "process_response", None)
+        if hook is None:
+            continue
+        try:
+            response = hook(request, response)
+        except Exception as exc:
+            response = exception_response(request, exc)
+    return response
+
+
+def _to_async(hook: Callable[..., Any]) -> AsyncHook:
+    if iscoroutinefunction(hook):
+        return hook
+    return sync_to_async(hook, thread_sensitive=True)
+
+
+def _answering_exceptions(handler: Handler, *, is_async: bool) -> Handler:
+    """What a middleware hands on never raises: an exception becomes its JSON answer (as
+    Django's own chain turns exceptions into responses between middleware)."""
+    if is_async:
+
+        async def answer_async(request: HttpRequest) -> HttpResponseBase:
+            try:
+                return await handler(request)  # type: ignore[misc]
+            except Exception as exc:
+                return await sync_to_async(exception_response, thread_sensitive=False)(request, exc)
+
+        return answer_async
+
+    def answer(request: HttpRequest) -> HttpResponseBase:
+        try:
+            response = handler(request)
+        except Exception as exc:
+            return exception_response(request, exc)
+        assert isinstance(response, HttpResponseBase)
+        return response
+
+    return answer
+
+
+def exception_response(request: HttpRequest, exc: Exception) -> HttpResponseBase:
+    """Django's exception classes as the wire's errors; anything else is reported (the
+    ``got_request_exception`` signal error reporters listen to, and a log record) and
+    answered ``500 server_error``."""
+    if isinstance(exc, Http404):
+        return error_response("not_found", "There is nothing at this path.")
+    if isinstance(exc, PermissionDenied):
+        return error_response("forbidden", status=403)
+    if isinstance(exc, RequestDataTooBig):
+        return error_response("request_too_large")
+    if isinstance(exc, DisallowedHost):
+        return error_response("invalid_request", host_refusal(exc))
+    if isinstance(exc, SuspiciousOperation | BadRequest):
+        return error_response("invalid_request")
+    got_request_exception.send(sender=None, request=request)
+    hint = server_error_description(exc)
+    logger.error(
+        "poppy: %s %s failed%s",
+        request.method,
+        request.path,
+        f": {hint}" if hint else "",
+        exc_info=exc,
+    )
+    return error_response("server_error", hint)
+
+
+def as_json(response: HttpResponseBase) -> HttpResponseBase:
+    """A non-JSON error answer on the endpoint becomes the wire's JSON error."""
+    if response.status_code < 400 or response.get("Content-Type", "").startswith(
+        "application/json"
+    ):
+        return response
+    code = _CODE_OF_STATUS.get(response.status_code, "server_error")
+    replaced = error_response(code, status=response.status_code if code != "server_error" else 500)
+    for name, value in response.items():  # the middleware's headers (HSTS, CORS...) stay
+        if name.lower() not in ("content-type", "content-length"):
+            replaced[name] = value
+    replaced["Cache-Control"] = "no-store"
+    return replaced

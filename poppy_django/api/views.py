@@ -1,0 +1,266 @@
+"""The conversation endpoint: every route of the wire contract as a DRF view.
+
+Each request is authenticated before its body is read (the view's authentication classes,
+by default the configured verifier), then permissions and throttles apply, then the path id
+is checked (an unknown or foreign id is ``404 conversation_not_found``), then the body is
+validated by a serializer. The shared machinery — wire JSON in and out, errors, the order of
+checks, no thread held while waiting — is :class:`poppy_django.api.endpoint.EndpointView`.
+
+A company changes behaviour by subclassing a view and routing its subclass with
+:func:`poppy_django.urls.endpoint_urlpatterns`, or by setting the endpoint's DRF classes in
+``POPPY`` (``AUTHENTICATION_CLASSES``, ``PERMISSION_CLASSES``, ``THROTTLE_CLASSES``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from django.db import transaction
+from django.http import Http404
+from django.http.response import HttpResponseBase, StreamingHttpResponse
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from poppy_django.api.endpoint import EndpointView, WaitingResponse
+from poppy_django.api.schema import endpoint_schema
+from poppy_django.api.serializers import MessageBodySerializer, StartBodySerializer
+from poppy_django.api.streaming import event_stream_response
+from poppy_django.api.throttling import Slot, waiting_slots
+from poppy_django.conf import poppy_settings
+from poppy_django.store import conversations, reading, wire
+from poppy_django.verifier import Principal
+
+
+def principal_of(request: Request) -> Principal:
+    principal = request.auth
+    assert isinstance(principal, Principal), "the endpoint's authentication sets a Principal"
+    return principal
+
+
+def wait_param(request: Request) -> float | None:
+    return wire.parse_wait(request.query_params.get("wait"), poppy_settings.WAIT_MAX_SECONDS)
+
+
+def waiting_slot(principal: Principal, wait: float | None) -> Slot | None:
+    """A slot for a read that will wait (``429`` past the limits); none for one that won't."""
+    return waiting_slots.acquire(principal) if wait else None
+
+
+def _write_message(
+    request: Request,
+    principal: Principal,
+    wait: float | None,
+    write: Callable[[], conversations.Answer],
+) -> tuple[conversations.Answer, int]:
+    """Record the message; with ``?wait`` and a ``cursor`` also locate it, in the same
+    transaction, so a POST with a bad cursor is refused and writes nothing."""
+    if wait is None or request.query_params.get("cursor") is None:
+        return write(), 0
+    with transaction.atomic():
+        answer = write()
+        conversation = conversations.get_owned(principal, answer.conversation_id)
+        return answer, reading.after_seq(conversation, request.query_params.get("cursor"))
+
+
+def _post_answer(
+    request: Request,
+    answer: conversations.Answer,
+    wait: float | None,
+    after: int,
+    slot: Slot | None,
+) -> Response:
+    """A POST's answer, or with ``?wait`` a read of the events under the POST's status."""
+    if wait is None:
+        return Response(answer.body, status=answer.status_code)
+    cursor = request.query_params.get("cursor")
+
+    async def read() -> dict[str, Any]:
+        page = await reading.read_waiting(answer.conversation_id, after, cursor, wait)
+        return page.to_wire()
+
+    return WaitingResponse(
+        read, status=answer.status_code, cleanup=slot.release if slot is not None else None
+    )
+
+
+def _record(
+    request: Request,
+    principal: Principal,
+    wait: float | None,
+    write: Callable[[], conversations.Answer],
+) -> Response:
+    slot = waiting_slot(principal, wait)
+    try:
+        answer, after = _write_message(request, principal, wait, write)
+    except BaseException:
+        if slot is not None:
+            slot.release()
+        raise
+    return _post_answer(request, answer, wait, after, slot)
+
+
+class ConversationsView(EndpointView):
+    """``POST {endpoint}``: start a conversation (a Direct Conversation with a parent)."""
+
+    wire_method = "POST"
+    throttle_scope = "conversation_start"
+
+    @endpoint_schema("start")
+    def post(self, request: Request) -> Response:
+        principal = principal_of(request)
+        wait = wait_param(request)
+        start = StartBodySerializer(data=self.body(request))
+        start.is_valid(raise_exception=True)
+        message = start.validated_data["message"]
+        parent_id = start.validated_data.get("parent_conversation_id")
+        return _record(
+            request,
+            principal,
+            wait,
+            lambda: conversations.start(principal, message, parent_id),
+        )
+
+
+class MessagesView(EndpointView):
+    """``POST {endpoint}/{id}/messages``: a message in a conversation."""
+
+    wire_method = "POST"
+    throttle_scope = "message"
+
+    @endpoint_schema("message")
+    def post(self, request: Request, conversation_id: str) -> Response:
+        principal = principal_of(request)
+        try:
+            wait = wait_param(request)
+            body = MessageBodySerializer(data=self.body(request))
+            body.is_valid(raise_exception=True)
+            message = body.validated_data["message"]
+        except Exception:
+            # The wire answers an unknown or foreign conversation before a bad query or
+            # body. A valid request skips this read: the write checks ownership itself.
+            conversations.get_owned(principal, conversation_id)
+            raise
+        if wait is not None:
+            conversations.get_owned(principal, conversation_id)  # before a waiting slot's 429
+        return _record(
+            request,
+            principal,
+            wait,
+            lambda: conversations.post_message(principal, conversation_id, message),
+        )
+
+
+class _ActionView(EndpointView):
+    """Handoff and close: a body that may be empty or any JSON, then the operation."""
+
+    wire_method = "POST"
+
+    def operation(self, principal: Principal, conversation_id: str) -> conversations.Answer:
+        raise NotImplementedError
+
+    def post(self, request: Request, conversation_id: str) -> Response:
+        principal = principal_of(request)
+        conversations.get_owned(principal, conversation_id)
+        self.body(request)  # only malformed JSON is refused; the content is ignored
+        answer = self.operation(principal, conversation_id)
+        return Response(answer.body, status=answer.status_code)
+
+
+class HandoffView(_ActionView):
+    """``POST {endpoint}/{id}/handoff``: ask for a person."""
+
+    def operation(self, principal: Principal, conversation_id: str) -> conversations.Answer:
+        return conversations.request_handoff(principal, conversation_id)
+
+    @endpoint_schema("handoff")
+    def post(self, request: Request, conversation_id: str) -> Response:
+        return super().post(request, conversation_id)
+
+
+class CloseView(_ActionView):
+    """``POST {endpoint}/{id}/close``: close the conversation (again: nothing added)."""
+
+    def operation(self, principal: Principal, conversation_id: str) -> conversations.Answer:
+        return conversations.close(principal, conversation_id)
+
+    @endpoint_schema("close")
+    def post(self, request: Request, conversation_id: str) -> Response:
+        return super().post(request, conversation_id)
+
+
+def wants_stream(request: Request) -> bool:
+    return "text/event-stream" in request.headers.get("Accept", "")
+
+
+class EventsView(EndpointView):
+    """``GET {endpoint}/{id}/events``: a JSON read, a long-poll (``wait``), or the SSE stream."""
+
+    wire_method = "GET"
+
+    @endpoint_schema("events")
+    def get(self, request: Request, conversation_id: str) -> HttpResponseBase:
+        principal = principal_of(request)
+        stream = wants_stream(request)
+        cursor = request.query_params.get("cursor")
+        if stream:
+            cursor = request.headers.get("Last-Event-ID") or cursor
+        # One query: ownership, the cursor's checks and (for a plain read) the page's state.
+        conversation = reading.owned_state(principal, conversation_id)
+        wait = None if stream else wait_param(request)
+        after = reading.after_seq(conversation, cursor)
+        if stream:
+            slot = waiting_slots.acquire(principal)
+            return _released_when_done(event_stream_response(conversation_id, after), slot)
+        if wait:
+            slot = waiting_slots.acquire(principal)
+            if after < conversation.last_seq:
+                # Events are already there: the wait would end at once, so answer now, from
+                # this query's snapshot, as a read without ``wait`` (nothing to listen for).
+                slot.release()
+                return Response(reading.page_of(conversation, after, cursor).to_wire())
+
+            async def read() -> dict[str, Any]:
+                page = await reading.read_waiting(conversation_id, after, cursor, wait)
+                return page.to_wire()
+
+            return WaitingResponse(read, cleanup=slot.release)
+        return Response(reading.page_of(conversation, after, cursor).to_wire())
+
+
+def _released_when_done(response: StreamingHttpResponse, slot: Slot) -> StreamingHttpResponse:
+    """The stream's slot is released when it ends or fails, when the response is closed,
+    or when it is dropped without ever being read."""
+    body = _SlotStream(response.streaming_content, slot)  # type: ignore[arg-type]
+    weakref.finalize(body, slot.release)
+    response.streaming_content = body
+    return response
+
+
+class _SlotStream:
+    """A stream's frames; ``close()`` (which Django calls on the response) releases the slot."""
+
+    def __init__(self, frames: AsyncIterator[bytes], slot: Slot) -> None:
+        self._frames = frames
+        self._slot = slot
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[bytes]:
+        try:
+            async for frame in self._frames:
+                yield frame
+        finally:
+            self._slot.release()
+
+    def close(self) -> None:
+        self._slot.release()
+
+
+class NotFoundView(EndpointView):
+    """Any other path under the endpoint: ``404 not_found``, whatever the method."""
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        raise Http404

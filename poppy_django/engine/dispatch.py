@@ -1,0 +1,29 @@
+"""Handing a conversation that needs a turn to the configured executor, after commit.
+
+Its own module so that what records messages (conversations, the service API, staff
+approvals) depends only on the setting, not on the executors or the turn machinery.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from poppy_django.conf import poppy_settings
+from poppy_django.engine.broker_health import health
+
+
+def dispatch_on_commit(conversation_id: str) -> None:
+    """Hand the conversation to the configured executor once the transaction commits."""
+
+    def dispatch() -> None:
+        try:
+            poppy_settings.EXECUTOR.dispatch(conversation_id)
+        except Exception as exc:
+            # The message is committed and the conversation is ``working``: the workers'
+            # recovery sweep takes it up, so the acknowledgement stands. Said once per
+            # interval, naming the broker and what it costs (broker_health).
+            health.failed(conversation_id, exc)
+        else:
+            health.succeeded()
+
+    transaction.on_commit(dispatch)

@@ -1,0 +1,73 @@
+"""Where turns run: this process's turn engine (embedded default) or Celery workers'.
+
+``POPPY["EXECUTOR"]`` names the class; its ``dispatch(conversation_id)`` is called after the
+message that needs a turn is committed. Both run :func:`poppy_django.engine.turns.answer` on a
+process's turn engine (:mod:`poppy_django.engine.loop`), so the semantics (lease, retries,
+exactly-once reply) and the number of turns one process keeps in flight are the same, and
+both recover turns whose writer died with no extra process: Celery workers start their
+recovery sweep when ready (:mod:`poppy_django.tasks`); the embedded executor's process starts
+it with its engine or at its first request after a restart (:func:`recover_on_request`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from poppy_django.conf import poppy_settings
+from poppy_django.engine import loop as engine
+from poppy_django.engine.recovery import sweeper
+
+logger = logging.getLogger("poppy_django.executors")
+
+
+class ThreadExecutor:
+    """Turns on this process's engine: no broker, one process only. A dispatch never waits:
+    past ``TURNS_IN_FLIGHT`` the conversation waits in the engine's queue for a place."""
+
+    _started = False
+    _lock = threading.Lock()
+
+    @classmethod
+    def start(cls) -> engine.Engine:
+        """The engine, with this process's recovery sweep started alongside it."""
+        running = engine.current()
+        with cls._lock:
+            if not cls._started:
+                cls._started = True
+                sweeper.start()
+        return running
+
+    @classmethod
+    def dispatch(cls, conversation_id: str) -> None:
+        cls.start().dispatch_soon(conversation_id)
+
+    @classmethod
+    def shutdown(cls, wait: bool = True) -> None:
+        """Finish the turns in flight and queued (tests and graceful shutdown)."""
+        with cls._lock:
+            cls._started = False
+        sweeper.stop(wait=wait)
+        engine.stop(wait=wait)
+
+
+def recover_on_request(**kwargs: Any) -> None:
+    """``request_started`` receiver: a restarted embedded process recovers at once.
+
+    (Only with the in-process executor: with Celery, the workers recover.)
+    """
+    if poppy_settings.EXECUTOR is ThreadExecutor and not ThreadExecutor._started:
+        ThreadExecutor.start()
+
+
+class CeleryExecutor:
+    """Turns in Celery workers (``celery -A yourproject worker``), any number, anywhere."""
+
+    @staticmethod
+    def dispatch(conversation_id: str) -> None:
+        from poppy_django.tasks import run_turns_task
+
+        # One try, no publish retries (Celery's default retries took 1.7 s of the request
+        # with the broker down): a dispatch that fails costs nothing, the sweep answers it.
+        run_turns_task.apply_async((conversation_id,), retry=False)

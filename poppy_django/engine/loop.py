@@ -1,0 +1,404 @@
+"""The turn engine: one asyncio loop per process, on which many turns await their model at once.
+
+A real turn is seconds of waiting on a model provider. Each process that runs turns (a Celery
+worker process, whatever its pool, and the web process of the embedded default) starts one
+:class:`Engine` when it first needs it, in that process (after a fork, a new one):
+
+- *one event loop*, in a thread of its own, runs every turn of the process as a task: the
+  model is awaited there (pydantic-ai streaming over httpx, the scripted model's ``#slow``
+  with ``asyncio.sleep``), and so are ``async def`` tools;
+- *a bounded set of database threads* (``POPPY["EXECUTOR_THREADS"]``) runs everything
+  synchronous — the ORM work of claims and commits, sync tools, actions, approvals — each
+  with one database connection of its own, kept between jobs: connections are bounded per
+  process, never one per turn;
+- *one heartbeat thread* renews every lease the process holds (conversations and agent
+  threads) in one statement each ``HEARTBEAT_SECONDS``, and tells a turn whose lease was
+  taken over to stop;
+- *one publishing thread* relays text deltas to the fan-out in the order they were
+  produced, so a slow Redis never blocks the loop;
+- *a bound on turns in flight* (``POPPY["TURNS_IN_FLIGHT"]``): :meth:`Engine.reserve`
+  waits for a free place, so a Celery task waiting there stops its worker taking messages,
+  and the embedded executor's dispatches past the bound wait in a queue of conversations
+  (deduplicated: at most one entry per conversation, whose messages are in the database).
+
+The per-conversation lease stays the guarantee (:mod:`poppy_django.engine.turns`): the engine only
+decides where and how many turns run at once. A process that dies takes its turns with it;
+their leases expire and the recovery sweep of another process takes them up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import queue
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+from django.core.signals import setting_changed
+from django.db import DatabaseError, InterfaceError, connection
+from django.dispatch import receiver
+
+from poppy_django.conf import poppy_settings
+from poppy_django.engine import leases
+
+logger = logging.getLogger("poppy_django.engine")
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+#: Text deltas waiting for the publishing thread before new ones are dropped (deltas are
+#: never stored: a reader that misses one gets the whole message when it is committed).
+MAX_PENDING_DELTAS = 10_000
+
+_STOP = object()
+
+
+class DatabaseThreads:
+    """A fixed set of threads for blocking work, each keeping one database connection.
+
+    Not a :class:`~concurrent.futures.ThreadPoolExecutor`: each thread closes its own
+    connection when it stops, so a stopped engine leaves no connection open behind it.
+    """
+
+    def __init__(self, count: int, name: str) -> None:
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{name}-{n}", daemon=True)
+            for n in range(count)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
+        self._jobs.put((future, function, args, kwargs))
+        return future
+
+    def stop(self, wait: bool = True) -> None:
+        for _ in self._threads:
+            self._jobs.put(_STOP)
+        if wait:
+            for thread in self._threads:
+                if thread is not threading.current_thread():
+                    thread.join()
+
+    def _work(self) -> None:
+        try:
+            while (job := self._jobs.get()) is not _STOP:
+                future, function, args, kwargs = job
+                if not future.set_running_or_notify_cancel():
+                    continue  # cancelled while queued (its turn timed out)
+                try:
+                    future.set_result(function(*args, **kwargs))
+                except BaseException as error:
+                    if isinstance(error, DatabaseError | InterfaceError):
+                        connection.close()  # a broken connection is not kept for the next job
+                    future.set_exception(error)
+        finally:
+            connection.close()
+
+
+class DeltaPublisher:
+    """The thread that relays text deltas, in order, off the event loop."""
+
+    def __init__(self) -> None:
+        self._pending: queue.Queue[Any] = queue.Queue(MAX_PENDING_DELTAS)
+        self._dropped = False
+        self._thread = threading.Thread(target=self._work, name="poppy-deltas", daemon=True)
+        self._thread.start()
+
+    def publish(self, function: Callable[..., None], *args: Any) -> None:
+        try:
+            self._pending.put_nowait((function, args))
+        except queue.Full:
+            if not self._dropped:
+                logger.warning("poppy: text deltas are published slower than produced; dropping")
+            self._dropped = True
+
+    def stop(self, wait: bool = True) -> None:
+        with contextlib.suppress(queue.Full):
+            self._pending.put(_STOP, timeout=1)
+        if wait:
+            self._thread.join(timeout=10)
+
+    def _work(self) -> None:
+        try:
+            while (item := self._pending.get()) is not _STOP:
+                function, args = item
+                try:
+                    function(*args)
+                except Exception:  # publishing never fails a turn
+                    logger.warning("poppy: could not publish a text delta", exc_info=True)
+                self._dropped = False
+        finally:
+            connection.close()
+
+
+class Heartbeat:
+    """One thread renewing, in one statement, every lease this process holds."""
+
+    def __init__(self) -> None:
+        self._holders: dict[str, leases.Holder] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="poppy-heartbeat", daemon=True)
+        self._thread.start()
+
+    @contextlib.contextmanager
+    def holding(self, holder: leases.Holder) -> Iterator[leases.Holder]:
+        """Renew ``holder``'s leases until the block ends."""
+        with self._lock:
+            self._holders[holder.owner] = holder
+        try:
+            yield holder
+        finally:
+            with self._lock:
+                self._holders.pop(holder.owner, None)
+
+    def held(self) -> list[leases.Holder]:
+        with self._lock:
+            return list(self._holders.values())
+
+    def beat(self) -> None:
+        """Renew them all now; mark those whose conversation lease was taken over."""
+        holders = self.held()
+        if not holders:
+            return
+        renewed = leases.renew_all([holder.owner for holder in holders])
+        for holder in holders:
+            if holder.owner not in renewed:
+                holder.mark_lost()
+
+    def stop(self, wait: bool = True) -> None:
+        self._stop.set()
+        if wait:
+            self._thread.join(timeout=10)
+
+    def _work(self) -> None:
+        try:
+            while not self._stop.wait(poppy_settings.HEARTBEAT_SECONDS):
+                try:
+                    self.beat()
+                except Exception:
+                    # The database may be away: the next beat tries again (a lease lasts
+                    # several beats); a broken connection is not kept.
+                    logger.warning("poppy: the heartbeat failed", exc_info=True)
+                    connection.close()
+        finally:
+            connection.close()
+
+
+@dataclass
+class Counters:
+    """What the engine has in flight now, and the most it had at once since it started."""
+
+    in_flight: int = 0
+    most_in_flight: int = 0
+    started: int = 0
+
+
+class Engine:
+    """This process's loop, threads and bound on turns in flight (see the module's text)."""
+
+    def __init__(self, *, turns_in_flight: int, threads: int) -> None:
+        self.pid = os.getpid()
+        self.capacity = turns_in_flight
+        self.loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(
+            target=self._run_loop, name="poppy-engine", daemon=True
+        )
+        self.database = DatabaseThreads(threads, "poppy-turn")
+        self.heartbeat = Heartbeat()
+        self.deltas = DeltaPublisher()
+        self.counters = Counters()
+        self._places = threading.Condition()
+        self._free = turns_in_flight
+        #: Conversations dispatched past the bound, in order, at most once each.
+        self._queued: OrderedDict[str, None] = OrderedDict()
+        self._stopping = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop_thread.start()
+
+    # -- places ---------------------------------------------------------------------------
+
+    def reserve(self, timeout: float | None = None) -> bool:
+        """Wait for a free place for one turn (at most ``timeout`` seconds); True once held.
+
+        The caller then :meth:`start` s a turn in it, or gives it back with :meth:`give_back`.
+        """
+        with self._places:
+            if not self._places.wait_for(lambda: self._free > 0 or self._stopping, timeout):
+                return False
+            if self._stopping:
+                return False
+            self._free -= 1
+            return True
+
+    @property
+    def stopping(self) -> bool:
+        """It takes no more turns (:meth:`stop` was called)."""
+        return self._stopping
+
+    def give_back(self) -> None:
+        """Free a reserved place (or one whose turn ended): a queued conversation takes it."""
+        with self._places:
+            if self._queued and not self._stopping:
+                conversation_id, _ = self._queued.popitem(last=False)
+                self._launch(conversation_id, None)
+                return
+            self._free += 1
+            self._places.notify()
+
+    def start(self, conversation_id: str, owner: str | None = None) -> Future[None]:
+        """Run the conversation's turns in a place :meth:`reserve` gave."""
+        with self._places:
+            return self._launch(conversation_id, owner)
+
+    def submit(self, conversation_id: str, owner: str | None = None) -> Future[None]:
+        """Wait for a place, then run the conversation's turns (what a Celery task does)."""
+        while not self.reserve():
+            if self._stopping:
+                raise RuntimeError("the turn engine is stopping")
+        return self.start(conversation_id, owner)
+
+    def dispatch_soon(self, conversation_id: str) -> None:
+        """Run the conversation's turns now if a place is free, else when one frees (the
+        embedded executor: a web request never waits for a place)."""
+        with self._places:
+            if self._free > 0 and not self._stopping:
+                self._free -= 1
+                self._launch(conversation_id, None)
+            else:
+                self._queued[conversation_id] = None
+
+    def _launch(self, conversation_id: str, owner: str | None) -> Future[None]:
+        """Hand the turns to the loop (``self._places`` held, a place taken for it)."""
+        self.counters.started += 1
+        self.counters.in_flight += 1
+        self.counters.most_in_flight = max(self.counters.most_in_flight, self.counters.in_flight)
+        return asyncio.run_coroutine_threadsafe(self._turns(conversation_id, owner), self.loop)
+
+    async def _turns(self, conversation_id: str, owner: str | None) -> None:
+        from poppy_django.engine.turns import answer
+
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            await answer(conversation_id, owner)
+        except Exception:
+            logger.exception("poppy: turns of %s failed", conversation_id)
+        finally:
+            self._tasks.discard(task)
+            with self._places:
+                self.counters.in_flight -= 1
+            self.give_back()
+
+    # -- the loop's helpers -----------------------------------------------------------------
+
+    async def run_sync(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run blocking (ORM, sync tool) work on a database thread and await its result."""
+        return await asyncio.wrap_future(self.database.submit(function, *args, **kwargs))
+
+    def publish_delta(self, function: Callable[..., None], *args: Any) -> None:
+        self.deltas.publish(function, *args)
+
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    # -- stopping -----------------------------------------------------------------------------
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until no turn is in flight or queued (at most ``timeout`` s); True if none."""
+        with self._places:
+            return self._places.wait_for(
+                lambda: self._free == self.capacity and not self._queued, timeout
+            )
+
+    def idle(self) -> bool:
+        with self._places:
+            return self._free == self.capacity and not self._queued
+
+    def stop(self, wait: bool = True) -> None:
+        """Finish the turns in flight and queued (``wait``), then stop the loop and threads.
+
+        Without ``wait``, turns in flight are cancelled: their leases expire and the
+        recovery sweep of another process takes them up.
+        """
+        if wait:
+            self.drain()
+        with self._places:
+            self._stopping = True
+            self._queued.clear()
+            self._places.notify_all()
+
+        async def cancel_all() -> None:
+            for task in list(self._tasks):
+                task.cancel()
+            if self._tasks:
+                await asyncio.wait(set(self._tasks), timeout=5)
+
+        if self._loop_thread.is_alive():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(cancel_all(), self.loop).result(timeout=10)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._loop_thread.join(timeout=10)
+        self.heartbeat.stop(wait)
+        self.deltas.stop(wait)
+        self.database.stop(wait)
+        if not self.loop.is_running():
+            self.loop.close()
+
+
+_engine: Engine | None = None
+_engine_lock = threading.Lock()
+
+
+def current() -> Engine:
+    """This process's engine, started at first use (and again in a forked child)."""
+    global _engine
+    engine = _engine
+    if engine is not None and engine.pid == os.getpid():
+        return engine
+    with _engine_lock:
+        if _engine is None or _engine.pid != os.getpid():
+            # A forked child inherits the parent's engine object but none of its threads.
+            _engine = Engine(
+                turns_in_flight=poppy_settings.TURNS_IN_FLIGHT,
+                threads=poppy_settings.EXECUTOR_THREADS,
+            )
+        return _engine
+
+
+def running() -> Engine | None:
+    """This process's engine if it started (no engine is started by asking)."""
+    engine = _engine
+    return engine if engine is not None and engine.pid == os.getpid() else None
+
+
+def stop(wait: bool = True) -> None:
+    """Stop this process's engine (the next :func:`current` starts a new one)."""
+    global _engine
+    with _engine_lock:
+        engine, _engine = running(), None
+    if engine is not None:
+        engine.stop(wait)
+
+
+@receiver(setting_changed)
+def _restart_on_change(*, setting: str, **kwargs: Any) -> None:
+    """A changed bound or thread count applies to the next engine (tests)."""
+    if setting == "POPPY" and running() is not None:
+        engine = running()
+        if engine is not None and (
+            engine.capacity != poppy_settings.TURNS_IN_FLIGHT
+            or len(engine.database._threads) != poppy_settings.EXECUTOR_THREADS
+        ):
+            stop(wait=True)

@@ -1,0 +1,142 @@
+"""Recovery without an extra process: every worker takes up conversations whose writer died.
+
+A conversation needs a writer while it is ``working`` (or has an action staff approved);
+it has none when its lease expired (the worker died), or when no one ever claimed it for
+``LEASE_SECONDS`` (the dispatch was lost, e.g. with the broker). Each Celery worker — and,
+in the embedded default, the process running the in-process executor — runs a
+:class:`Sweeper` thread that looks for such conversations at start and every
+``SWEEP_SECONDS``, claims one with ``SELECT ... FOR UPDATE SKIP LOCKED`` (so two workers
+never take the same one) and hands it to the process's turn engine, then looks again while
+the engine has a free place.
+
+From a writer's death to another worker taking its turn up: at most ``LEASE_SECONDS`` +
+``SWEEP_SECONDS`` (35 s with the defaults), as long as a worker has a free sweeper.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+
+from django.db import close_old_connections, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from poppy_django.conf import poppy_settings
+from poppy_django.engine import leases
+from poppy_django.models import ActionRecord, ActionStatus, Conversation, Status
+
+logger = logging.getLogger("poppy_django.recovery")
+
+
+def orphans() -> Q:
+    """Conversations that need a writer and have none."""
+    now = timezone.now()
+    grace = now - timedelta(seconds=poppy_settings.LEASE_SECONDS)
+    approved = ActionRecord.objects.filter(status=ActionStatus.APPROVED).values("conversation_id")
+    needs_writer = Q(status=Status.WORKING) | Q(pk__in=approved)
+    writer_gone = Q(lease_expires_at__lt=now) | Q(lease_owner__isnull=True, updated_at__lt=grace)
+    return needs_writer & writer_gone
+
+
+def claim_orphan(owner: str) -> str | None:
+    """Take the lease of one orphaned conversation no other sweeper is taking; its id."""
+    with transaction.atomic():
+        conversation_id = (
+            Conversation.objects.select_for_update(skip_locked=True)
+            .filter(orphans())
+            .order_by("updated_at")
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if conversation_id is None:
+            return None
+        Conversation.objects.filter(pk=conversation_id).update(
+            lease_owner=owner, lease_expires_at=leases.lease_until()
+        )
+        return conversation_id
+
+
+def sweep(stop: threading.Event | None = None) -> list[str]:
+    """Take up orphaned conversations until none is left, each in a place of this process's
+    engine (waiting for one while all are taken); their ids. Returns once they are in
+    flight, not answered: a crashed worker's hundreds of turns are taken up at once."""
+    from poppy_django.engine import loop as engine
+
+    running = engine.current()
+    taken: list[str] = []
+    while stop is None or not stop.is_set():
+        if not running.reserve(timeout=1.0):
+            if running.stopping:
+                break  # the engine stopped (a shutdown): the next sweep has a new one
+            continue
+        owner = leases.new_owner()
+        try:
+            conversation_id = claim_orphan(owner)
+        except BaseException:
+            running.give_back()
+            raise
+        if conversation_id is None:
+            running.give_back()
+            break
+        logger.warning("poppy: taking up %s, left without a writer", conversation_id)
+        taken.append(conversation_id)
+        running.start(conversation_id, owner)
+    _recover_operations(stop)
+    return taken
+
+
+def _recover_operations(stop: threading.Event | None) -> None:
+    """Confirmed operations whose worker died are performed again (at most once in all)."""
+    from poppy_django.operations import options, perform
+
+    if options.enabled():
+        perform.recover(stop)
+
+
+class Sweeper:
+    """The recovery thread of one process: sweeps at start, then every ``SWEEP_SECONDS``."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            if poppy_settings.SWEEP_SECONDS is None:
+                return
+            self._stop = threading.Event()
+            self._thread = threading.Thread(
+                target=self._loop, args=(self._stop,), name="poppy-recovery", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, wait: bool = True) -> None:
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._stop.set()
+        if thread is not None and wait:
+            thread.join()
+
+    @staticmethod
+    def _loop(stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                close_old_connections()
+                sweep(stop)
+            except Exception:
+                # The database may be away for a while: log, and try again next time.
+                logger.warning("poppy: the recovery sweep failed", exc_info=True)
+            finally:
+                connection.close()
+            interval = poppy_settings.SWEEP_SECONDS
+            if interval is None or stop.wait(interval):
+                return
+
+
+#: This process's sweeper (Celery workers and the embedded executor start it).
+sweeper = Sweeper()

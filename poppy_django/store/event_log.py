@@ -1,0 +1,202 @@
+"""Appending to a conversation's event log, under the conversation's row lock.
+
+Every write path (personal agent requests, turns, the company side) goes through here, so
+sequence numbers are gap-free per conversation and every append wakes readers on commit.
+
+A write of several events (a message and its state change, a turn's reply and its
+``answered_seq``) runs inside :func:`one_write`: its events are then inserted together and
+the conversation's row written once, at the block's end, with every field the block
+changed, and its readers get one nudge for the block's last event, not one per event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connections, router, transaction
+
+from poppy_django import fanout
+from poppy_django.errors import PoppyError
+from poppy_django.models import Conversation, Event, EventType, Status
+from poppy_django.store import statements
+
+
+def lock(conversation_id: str) -> Conversation:
+    """The conversation, row-locked until the surrounding transaction ends."""
+    alias = router.db_for_write(Conversation)
+    if not transaction.get_connection(alias).in_atomic_block:
+        raise RuntimeError("event_log.lock() needs a transaction.atomic() block.")
+    statement = statements.conversation_locked(connections[alias].vendor)
+    found = list(Conversation.objects.raw(statement, [conversation_id], using=alias))
+    if not found:
+        raise PoppyError("conversation_not_found")
+    return found[0]
+
+
+def has_message(conversation: Conversation, message_id: str) -> bool:
+    """Whether the conversation already has an event with ``message_id`` (a reply written)."""
+    alias = router.db_for_write(Event)
+    with connections[alias].cursor() as cursor:
+        cursor.execute(statements.message_id_taken(), [conversation.id, message_id])
+        return cursor.fetchone() is not None
+
+
+@dataclass
+class _Pending:
+    """What a :func:`one_write` block has changed and not yet written."""
+
+    fields: set[str] = field(default_factory=set)
+    events: list[Event] = field(default_factory=list)
+    nudge: dict[str, Any] | None = None
+
+
+_PENDING = "_poppy_pending_write"
+
+
+def _pending(conversation: Conversation) -> _Pending | None:
+    pending: _Pending | None = conversation.__dict__.get(_PENDING)
+    return pending
+
+
+@contextmanager
+def one_write(conversation: Conversation) -> Iterator[Conversation]:
+    """Insert the block's events and write the locked conversation's row (and nudge its
+    readers) once, when the block ends.
+
+    Inside, :func:`append`, :func:`set_state` and :func:`save` only change the instance and
+    keep the events; the block's end inserts the events in one ``INSERT`` and writes the
+    fields in one ``UPDATE``. Nothing in the block may read back the row or the events it
+    appended (another instance of the row included): they are not written yet. A block
+    inside another one for the same instance joins it.
+    """
+    if _pending(conversation) is not None:
+        yield conversation
+        return
+    pending = _Pending()
+    conversation.__dict__[_PENDING] = pending
+    try:
+        yield conversation
+    finally:
+        del conversation.__dict__[_PENDING]
+    if pending.events:
+        Event.objects.bulk_create(pending.events)
+    if pending.fields:
+        conversation.save(update_fields=sorted(pending.fields))
+    if pending.nudge is not None:
+        fanout.nudge_on_commit(conversation.id, conversation.last_seq, pending.nudge)
+
+
+def save(conversation: Conversation, *fields: str) -> None:
+    """Write these fields of the locked conversation (and ``updated_at``): now, or with the
+    :func:`one_write` block it is in."""
+    pending = _pending(conversation)
+    if pending is None:
+        conversation.save(update_fields=[*fields, "updated_at"])
+    else:
+        pending.fields.update(fields)
+        pending.fields.add("updated_at")
+
+
+def append(
+    conversation: Conversation,
+    type: EventType | str,
+    payload: dict[str, Any],
+    *,
+    meta: dict[str, Any] | None = None,
+    message_id: str | None = None,
+    role: str = "",
+) -> Event:
+    """Append one event to a locked conversation (written now, or at the end of the
+    :func:`one_write` block it is in) and wake its readers when this commits."""
+    conversation.last_seq += 1
+    event = Event(
+        conversation=conversation,
+        seq=conversation.last_seq,
+        type=type,
+        payload=payload,
+        meta=meta or {},
+        message_id=message_id,
+        role=role,
+    )
+    summary = {"type": str(type), "request_id": (meta or {}).get("request_id")}
+    pending = _pending(conversation)
+    if pending is None:
+        event.save(force_insert=True)
+        Conversation.objects.filter(pk=conversation.pk).update(last_seq=conversation.last_seq)
+        fanout.nudge_on_commit(conversation.id, conversation.last_seq, summary)
+    else:
+        pending.events.append(event)
+        pending.fields.add("last_seq")
+        pending.nudge = summary
+    return event
+
+
+def set_state(
+    conversation: Conversation,
+    *,
+    status: Status | str | None = None,
+    responder: str | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Event | None:
+    """Change status and/or responder; a ``state`` event records every actual change."""
+    new_status = status or conversation.status
+    new_responder = responder or conversation.responder
+    if new_status == conversation.status and new_responder == conversation.responder:
+        return None
+    conversation.status = new_status
+    conversation.responder = new_responder
+    save(conversation, "status", "responder")
+    return append(
+        conversation,
+        EventType.STATE,
+        {"status": str(new_status), "responder": str(new_responder)},
+        meta=meta,
+    )
+
+
+def message_payload(
+    *,
+    message_id: str,
+    role: str,
+    sender: str,
+    text: str | None = None,
+    data: dict[str, Any] | None = None,
+    context: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"id": message_id, "role": role, "sender": sender}
+    if text is not None:
+        message["text"] = text
+    if data is not None:
+        message["data"] = data
+    if context is not None:
+        message["context"] = context
+    return {"message": message}
+
+
+def append_company_message(
+    conversation: Conversation,
+    *,
+    message_id: str,
+    text: str,
+    sender: str = "agent",
+    data: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Event:
+    """A message from the company (the Company Agent, or a person when ``sender="human"``)."""
+    payload = message_payload(
+        message_id=message_id, role="company", sender=sender, text=text, data=data or None
+    )
+    if data and "operation" in data:
+        # Operations v1 §4: a message proposing an operation carries it as a member of its own.
+        payload["message"]["operation"] = data["operation"]
+    return append(
+        conversation,
+        EventType.MESSAGE,
+        payload,
+        meta=meta,
+        message_id=message_id,
+        role="company",
+    )

@@ -1,0 +1,68 @@
+"""A verifier for tests and local tools: trusts an ``Authorization: PoppyFake <b64 json>`` header.
+
+Never use it where the endpoint is reachable by others: it verifies nothing. Build the header
+with :func:`fake_authorization`; ``refuse`` makes the verifier answer a refusal instead.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable
+
+from poppy_django.verifier.principal import Actor, AuthRefusal, Principal, RequestInfo
+
+SCHEME = "PoppyFake"
+
+
+def fake_authorization(
+    client_id: str = "https://agent.example/client",
+    user_id: str = "user-1",
+    *,
+    account_id: str | None = None,
+    scopes: Iterable[str] = (),
+    session_id: str = "ses-test",
+    actor_id: str | None = None,
+    refuse: str | None = None,
+) -> str:
+    """The ``Authorization`` header value the fake verifier turns into this principal."""
+    claims = {
+        "client_id": client_id,
+        "user_id": user_id,
+        "account_id": account_id,
+        "scopes": sorted(scopes),
+        "session_id": session_id,
+        "actor_id": actor_id,
+        "refuse": refuse,
+    }
+    encoded = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+    return f"{SCHEME} {encoded}"
+
+
+def verify(request: RequestInfo) -> Principal:
+    """The fake verifier: ``POPPY = {"AUTHENTICATE": "poppy_django.verifier.fake.verify"}``."""
+    scheme, _, credentials = request["headers"].get("authorization", "").partition(" ")
+    if scheme != SCHEME or not credentials:
+        raise AuthRefusal("invalid_token", "A PoppyFake authorization header is required.")
+    try:
+        padded = credentials + "=" * (-len(credentials) % 4)
+        claims = json.loads(base64.urlsafe_b64decode(padded))
+        client_id, user_id = str(claims["client_id"]), str(claims["user_id"])
+    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+        raise AuthRefusal("invalid_token", "Malformed PoppyFake credentials.") from exc
+    if claims.get("refuse"):
+        raise AuthRefusal(str(claims["refuse"]), "Refused by the fake verifier.")
+    account_id = claims.get("account_id") or None
+    actor_id = claims.get("actor_id")
+    return Principal(
+        client_id=client_id,
+        user_id=user_id,
+        account_id=account_id,
+        session_id=claims.get("session_id"),
+        signed_in=account_id is not None,
+        scopes=frozenset(claims.get("scopes") or ()),
+        resource=request["url"],
+        token_type=SCHEME,
+        actor=Actor(id=actor_id, account_id=account_id) if actor_id else None,
+    )

@@ -1,0 +1,25 @@
+"""The DPoP ``jti`` replay cache, in a Django cache shared by every process.
+
+``cache.add`` is atomic in the Redis, Memcached and database backends, so two processes that
+receive the same proof at once cannot both accept it. Entries expire when the proof would be
+refused as stale anyway, so the cache never grows beyond one window of traffic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+from poppy_django.store.process_cache import shared_cache
+
+PREFIX = "poppy:dpop:jti:"
+
+
+def first_use(jkt: str, jti: str, *, ttl: float, alias: str = "default") -> bool:
+    """Record a proof's ``jti`` (scoped to its key); False when it was seen before.
+
+    The key is a hash: ``jti`` is attacker-chosen text and must not shape cache keys.
+    """
+    # surrogatepass: JSON may carry a lone surrogate, which plain UTF-8 cannot encode.
+    digest = hashlib.sha256(f"{jkt}\x00{jti}".encode("utf-8", "surrogatepass")).hexdigest()
+    return bool(shared_cache(alias).add(PREFIX + digest, 1, timeout=max(1, math.ceil(ttl))))
