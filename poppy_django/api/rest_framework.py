@@ -3,9 +3,9 @@
 ::
 
     REST_FRAMEWORK = {
-        "DEFAULT_AUTHENTICATION_CLASSES": ["poppy_django.api.rest_framework.DPoPAuthentication"],
+        "DEFAULT_AUTHENTICATION_CLASSES": ["poppy_django.rest_framework.DPoPAuthentication"],
         # Answers refusals as the conversation endpoint does: DPoP-Nonce, no-store.
-        "EXCEPTION_HANDLER": "poppy_django.api.rest_framework.exception_handler",
+        "EXCEPTION_HANDLER": "poppy_django.rest_framework.exception_handler",
     }
 
 ``request.user`` is a :class:`PoppyUser` (not a Django user: a personal agent acting for a

@@ -2,12 +2,15 @@
 
 import pytest
 from django.conf import settings
+from django.utils.module_loading import import_string
+
+from poppy_django.engine.executors import ThreadExecutor
 
 
 def _embedded() -> bool:
     return (
         settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
-        and settings.POPPY["EXECUTOR"] == "poppy_django.engine.executors.ThreadExecutor"
+        and import_string(settings.POPPY["EXECUTOR"]) is ThreadExecutor
         and not getattr(settings, "EVENTSTREAM_REDIS", None)
     )
 
