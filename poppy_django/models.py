@@ -26,6 +26,27 @@ class Responder(models.TextChoices):
     HUMAN = "human"
 
 
+class Role(models.TextChoices):
+    """Whose side a message is from: the personal agent's User, or the company."""
+
+    USER = "user"
+    COMPANY = "company"
+
+
+class Sender(models.TextChoices):
+    """Who on that side wrote it: an agent, or a person."""
+
+    AGENT = "agent"
+    HUMAN = "human"
+
+
+class AuthorizationError(models.TextChoices):
+    """Why an ``authorization`` event stopped a turn: the User must sign in, or grant more."""
+
+    SIGN_IN_REQUIRED = "sign_in_required"
+    INSUFFICIENT_SCOPE = "insufficient_scope"
+
+
 class Conversation(models.Model):
     """One conversation between a personal agent (for one User) and the Company."""
 

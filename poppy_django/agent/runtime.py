@@ -37,7 +37,7 @@ from poppy_django.agent.tools import (
     describe_invalid_arguments,
 )
 from poppy_django.conf import poppy_settings
-from poppy_django.models import ActionStatus
+from poppy_django.models import ActionStatus, AuthorizationError
 from poppy_django.store import ids
 from poppy_django.verifier import Actor, Principal
 
@@ -155,7 +155,11 @@ class Toolbox:
             return {"error": f"There is no tool named {name!r}."}
         missing = tool.missing_scope(self.ctx.roles)
         if missing is not None:
-            error = "insufficient_scope" if self.request.principal.signed_in else "sign_in_required"
+            error = (
+                AuthorizationError.INSUFFICIENT_SCOPE
+                if self.request.principal.signed_in
+                else AuthorizationError.SIGN_IN_REQUIRED
+            )
             self.refusal = (error, missing)
             raise TurnInterrupted(f"{tool.name} needs {missing or 'another role'}")
         try:

@@ -32,7 +32,7 @@ from rest_framework import serializers
 
 from poppy_django.api import serializers as wire_serializers
 from poppy_django.errors import WIRE_ERROR_CODES
-from poppy_django.models import EventType, Responder, Status
+from poppy_django.models import AuthorizationError, EventType, Responder, Role, Sender, Status
 
 # Derived from the code that writes them: the models' choices and the one error table.
 STATUSES: list[str] = list(Status.values)
@@ -72,8 +72,8 @@ class AnswerSerializer(serializers.Serializer):
 
 class OutboundMessageSerializer(serializers.Serializer):
     id = serializers.CharField()
-    role = serializers.ChoiceField(choices=["user", "company"])
-    sender = serializers.ChoiceField(choices=["agent", "human"])
+    role = serializers.ChoiceField(choices=Role.values)
+    sender = serializers.ChoiceField(choices=Sender.values)
     text = serializers.CharField(required=False)
     data = serializers.DictField(required=False)  # type: ignore[assignment]
     context = serializers.DictField(required=False)  # type: ignore[assignment]
@@ -102,7 +102,7 @@ StateEvent = _event(
 AuthorizationEvent = _event(
     "AuthorizationEvent",
     EventType.AUTHORIZATION,
-    error=serializers.ChoiceField(choices=["sign_in_required", "insufficient_scope"]),
+    error=serializers.ChoiceField(choices=AuthorizationError.values),
     scope=serializers.CharField(required=False),
 )
 UserRequestedEvent = _event(

@@ -22,6 +22,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail, ValidationError
 
 from poppy_django.errors import STATUS_OF, PoppyError
+from poppy_django.models import Sender
 from poppy_django.store import ids, reading
 from poppy_django.store.wire import InboundMessage
 
@@ -150,7 +151,7 @@ class MessageSerializer(serializers.Serializer):
 
     id = WireId(where="message.id")
     sender = serializers.ChoiceField(
-        choices=["agent", "human"],
+        choices=Sender.values,
         error_messages=_object_errors('message.sender must be "agent" or "human".')
         | {"invalid_choice": 'message.sender must be "agent" or "human".'},
     )
