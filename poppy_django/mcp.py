@@ -9,8 +9,12 @@ serve, at ``{origin}/{PATH}`` (``poppy/mcp``):
 - RFC 9728 protected-resource metadata at ``/.well-known/oauth-protected-resource/{PATH}``
   (``resource``, ``authorization_servers``, the DPoP algorithms);
 - Session Tokens issued for its ``resource`` (the authority's token endpoint takes
-  ``resource=<this URL>``): DPoP-bound, their ``aud`` exactly this URL, so a conversation
-  endpoint's token is refused here and this server's token is refused everywhere else.
+  ``resource=<this URL>``), their ``aud`` exactly this URL, so a conversation endpoint's
+  token is refused here and this server's token is refused everywhere else: DPoP-bound
+  (``Authorization: DPoP`` and a proof), or, the one place the draft allows it (§4.3), a
+  Bearer token issued without a proof (``Authorization: Bearer``; a DPoP-bound token sent
+  as Bearer is refused). An unauthenticated call is ``401`` with one challenge per scheme,
+  ``Bearer`` then ``DPoP``, each naming the metadata (RFC 9728 §5.1).
 
 The tools are the agent's personal-agent tools, gated by the same roles as in a
 conversation (``personal_agent``, ``scope:<s>``): a call without its role is ``403
@@ -131,21 +135,51 @@ def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
             _verifiers.clear()
 
 
-def _challenge(request: HttpRequest, refusal: AuthRefusal | None = None) -> str:
-    """A DPoP challenge naming the protected-resource metadata (RFC 9728 §5.1)."""
-    base = refusal.www_authenticate if refusal is not None else "DPoP"
-    separator = ", " if "=" in base else " "
-    return f'{base}{separator}resource_metadata="{metadata_url(request)}"'
+def challenges(
+    request: HttpRequest,
+    error: str | None = None,
+    scope: str | None = None,
+    *,
+    extension: str | None = None,
+) -> str:
+    """``WWW-Authenticate`` for this server: one challenge per scheme it accepts, Bearer
+    then DPoP, each with the same ``error`` and ``scope`` and the protected-resource
+    metadata (RFC 9728 §5.1). No ``error`` when the request carried no credentials
+    (RFC 6750 §3.1)."""
+    params = [f'error="{error}"'] if error else []
+    if scope:
+        params.append(f'scope="{scope}"')
+    if extension:
+        params.append(f'extension="{extension}"')
+    metadata = f'resource_metadata="{metadata_url(request)}"'
+    algs = " ".join(poppy_settings.token_options.dpop_algorithms)
+    bearer = ", ".join([*params, metadata])
+    dpop = ", ".join([*params, f'algs="{algs}"', metadata])
+    return f"Bearer {bearer}, DPoP {dpop}"
+
+
+def _scheme(request: HttpRequest) -> str:
+    scheme, _, _ = request.headers.get("Authorization", "").strip().partition(" ")
+    return scheme.lower()
 
 
 def _authenticate(request: HttpRequest) -> Principal | HttpResponse:
+    """A DPoP-bound token with its proof, or a Bearer token, each issued for this URL."""
+    verifier = _verifier(resource_url(request))
+    scheme = _scheme(request)
     try:
-        principal = _verifier(resource_url(request))(request_info(request))
+        if scheme == "bearer":
+            return verifier.verify_bearer(request_info(request))
+        return verifier(request_info(request))
     except AuthRefusal as refusal:
         response = refusal.response()
-        response["WWW-Authenticate"] = _challenge(request, refusal)
+        error = refusal.code if "Authorization" in request.headers else None
+        response["WWW-Authenticate"] = challenges(request, error, _scope_of(refusal))
         return response
-    return principal
+
+
+def _scope_of(refusal: AuthRefusal) -> str | None:
+    return refusal.www_authenticate.partition('scope="')[2].partition('"')[0] or None
 
 
 # -- the views -----------------------------------------------------------------------------
@@ -162,7 +196,8 @@ def protected_resource_metadata(request: HttpRequest) -> HttpResponse:
         "scopes_supported": sorted(_scopes()),
         "bearer_methods_supported": ["header"],
         "dpop_signing_alg_values_supported": list(poppy_settings.token_options.dpop_algorithms),
-        "dpop_bound_access_tokens_required": True,
+        # A Bearer token issued for this URL is accepted too (Poppy §4.3).
+        "dpop_bound_access_tokens_required": False,
     }
     response = JsonResponse(document)
     response["Cache-Control"] = "public, max-age=300"
@@ -252,10 +287,11 @@ def _call(
     missing = tool.missing_scope(roles)
     if missing is not None:
         error = "insufficient_scope" if principal.signed_in else "sign_in_required"
-        challenge = f'DPoP error="{error}"' + (f', scope="{missing}"' if missing else "")
-        raise PoppyError(error, headers={"WWW-Authenticate": challenge})
+        raise PoppyError(
+            error, headers={"WWW-Authenticate": challenges(request, error, missing or None)}
+        )
     if tool.kind == "action":
-        return _rpc_result(rpc_id, _propose(principal, tool.name, arguments))
+        return _rpc_result(rpc_id, _propose(request, principal, tool.name, arguments))
     try:
         validated = tool.validate(arguments)
     except ValidationError:
@@ -278,7 +314,9 @@ def _call(
     )
 
 
-def _propose(principal: Principal, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def _propose(
+    request: HttpRequest, principal: Principal, tool_name: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
     """A consequential tool answers with an Operation (Operations §4.2), never acting."""
     from poppy_django.operations import negotiation, options, service
 
@@ -288,7 +326,11 @@ def _propose(principal: Principal, tool_name: str, arguments: dict[str, Any]) ->
             "This tool proposes operations: list the operations extension, version 1.",
             status=403,
             extra={"extension": negotiation.EXTENSION},
-            headers={"WWW-Authenticate": 'DPoP error="extension_required", extension="operations"'},
+            headers={
+                "WWW-Authenticate": challenges(
+                    request, "extension_required", extension=negotiation.EXTENSION
+                )
+            },
         )
     operation = service.propose_for(principal, tool_name, arguments, agent_name=agent_name())
     wire = operation.to_wire()
@@ -301,9 +343,6 @@ def _propose(principal: Principal, tool_name: str, arguments: dict[str, Any]) ->
 
 def _refused(request: HttpRequest, error: PoppyError) -> HttpResponse:
     response = error.response()
-    challenge = error.headers.get("WWW-Authenticate")
-    if challenge:
-        response["WWW-Authenticate"] = f'{challenge}, resource_metadata="{metadata_url(request)}"'
     response["Cache-Control"] = "no-store"
     return response
 
