@@ -222,8 +222,10 @@ POPPY: dict[str, Any] = {
     "EXECUTOR": EXECUTOR,
     # The Operations extension v1: "cancel <ORDER>" is proposed as an Operation to personal
     # agents that list the extension, and confirmed at /poppy/operations/<id>/confirm;
-    # others keep today's approve-delegated action (docs/operations-extension.md).
-    "OPERATIONS": {"ENABLED": True},
+    # others keep today's approve-delegated action (docs/operations-extension.md). With
+    # browser sessions (the authority extra) each operation has a page, /operations/<id>,
+    # where the User confirms it in the personal agent's browser.
+    "OPERATIONS": {"ENABLED": True, "PAGE_PATH": "operations" if AUTHORITY else None},
     # The Company Agent's tools over MCP at /poppy/mcp, listed in poppy.json's apis.
     "MCP": {"ENABLED": True},
     "HANDOFF_HOOKS": {

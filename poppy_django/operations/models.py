@@ -113,6 +113,9 @@ class Operation(models.Model):
         }
         if self.terms:
             wire["terms"] = self.terms
+        url = page_url(self.operation_id)
+        if url is not None:
+            wire["url"] = url
         if self.state == OperationState.PROPOSED and self.expires_at is not None:
             wire["expires_at"] = _iso(self.expires_at)
         if self.confirmed_at is not None and self.confirmed_revision is not None:
@@ -150,6 +153,19 @@ class OperationRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation_id} r{self.revision}"
+
+
+def page_url(operation_id: str) -> str | None:
+    """The operation's page on the website (``POPPY["OPERATIONS"]["PAGE_PATH"]``), if any."""
+    from poppy_django import addresses
+    from poppy_django.operations.options import options
+
+    path = options().page_path
+    issuer = addresses.token_issuer()
+    origin = addresses.configured_origin() or (addresses.origin_of(issuer) if issuer else None)
+    if path is None or origin is None:
+        return None
+    return f"{origin}/{path}/{operation_id}"
 
 
 def _iso(value: Any) -> str:

@@ -1,7 +1,8 @@
 """``path("", include("poppy_django.operations.urls"))``: the operations endpoint.
 
 Mounted at ``POPPY["OPERATIONS"]["PATH"]`` (``poppy/operations``); every route answers
-``404 not_found`` unless the extension is enabled, so including it is always safe.
+``404 not_found`` unless the extension is enabled, so including it is always safe. With
+``PAGE_PATH`` set, the website's operation page (:mod:`poppy_django.operations.page`) too.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import re
 
 from django.urls import URLPattern, re_path
 
-from poppy_django.operations import views
+from poppy_django.operations import page, views
 from poppy_django.operations.options import options
 
 app_name = "poppy_operations"
@@ -28,3 +29,7 @@ urlpatterns: list[URLPattern] = [
     re_path(route, view.as_view(), name=name)  # type: ignore[arg-type]
     for route, view, name in _ROUTES
 ]
+_page = options().page_path
+if _page is not None:
+    # The website's page of an operation (PAGE_PATH), for a personal agent's browser.
+    urlpatterns.insert(0, re_path(rf"^{re.escape(_page)}/{_id}$", page.operation_page, name="page"))

@@ -75,7 +75,7 @@ class ConfirmView(_OperationsView):
             return _answer(operation)
 
         async def outcome() -> dict[str, Any]:
-            current = await _settled(operation.operation_id, wait)
+            current = await settled(operation.operation_id, wait)
             if current.state == OperationState.IN_PROGRESS:
                 answer["Retry-After"] = str(options().retry_after_seconds)
             return current.to_wire()
@@ -84,7 +84,7 @@ class ConfirmView(_OperationsView):
         return answer
 
 
-async def _settled(operation_id: str, wait: float) -> Operation:
+async def settled(operation_id: str, wait: float) -> Operation:
     """The operation once final, or as it is when the wait ends."""
     deadline = time.monotonic() + wait
     while True:

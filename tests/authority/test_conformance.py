@@ -61,6 +61,8 @@ SCENARIO = Scenario(
     account_prompt="What are my orders?",
     greeting="Hello.",
     mcp_read_tool="list_orders",
+    # What the operation's page (/operations/<id>) posts: its confirm button and revision.
+    web_confirm_form={"action": "confirm", "revision": "{revision}"},
 )
 #: What Acme's staff change when they revise a proposal (``operations.terms-changed``).
 REVISED_SUMMARY = "Cancel order A-2 (refund within 5 days)"
