@@ -43,6 +43,22 @@ def cancel_order(ctx: ToolContext, order_id: str) -> dict[str, Any]:
     return {"order_id": order.id, "status": order.status}
 
 
+@tool(
+    kind="action",
+    roles=["scope:poppy:write"],
+    summary="Email the receipt of order {order_id}",
+    operation=True,
+    # Low stakes: the User may let their agent confirm this under a standing permission.
+    standing_permission=True,
+)
+def send_receipt(ctx: ToolContext, order_id: str) -> dict[str, Any]:
+    """Email the receipt of one of the account's orders to the account's address."""
+    order = Order.objects.filter(id=order_id, account_id=ctx.account_id).first()
+    if order is None:
+        raise ActionFailed(f"order {order_id} is not on this account")
+    return {"order_id": order.id, "summary": f"The receipt of {order.id} is on its way."}
+
+
 @tool(kind="read", roles=["personal_agent"])
 def order_status(ctx: ToolContext, order_id: str) -> dict[str, Any]:
     """An order's status by its number (like a public tracking page); shows an order card."""
@@ -79,6 +95,6 @@ def register_support_agent() -> None:
                 "You are the support agent of Acme Outfitters. Answer briefly. Use the tools "
                 "for hours and orders; never guess an order's status."
             ),
-            tools=[store_hours, list_orders, cancel_order, order_status],
+            tools=[store_hours, list_orders, cancel_order, send_receipt, order_status],
         )
     )

@@ -101,6 +101,7 @@ def propose(
             conversation_id=conversation_id,
             summary=tool.describe_call(arguments),
             terms=dict(arguments),
+            user_approval_required=not tool.allows_standing_permission(arguments),
             expires_at=now + timedelta(seconds=options().lifetime_seconds),
         )
         OperationRevision.objects.create(
@@ -283,6 +284,9 @@ def revise(
             operation.arguments = tool.validate(arguments)
             operation.terms = dict(operation.arguments)
             operation.summary = tool.describe_call(operation.arguments)
+            operation.user_approval_required = not tool.allows_standing_permission(
+                operation.arguments
+            )
         if terms is not None:
             operation.terms = terms
         if summary is not None:
