@@ -60,7 +60,7 @@ class OperationSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=list(OperationState.values))
     summary = serializers.CharField()
     user_approval_required = serializers.BooleanField()
-    terms = serializers.DictField(required=False)  # type: ignore[assignment]
+    terms = serializers.DictField(required=False)
     url = serializers.URLField(required=False, help_text="Its page on the company's website.")
     expires_at = serializers.DateTimeField(required=False, help_text="While proposed.")
     confirmation = ConfirmationField(allow_null=True)
