@@ -88,3 +88,15 @@ class SendReceipt(CancelOrder):
     )
     def post(self, request: Request, order_id: str) -> Response:
         return propose_response(request, "send_receipt", {"order_id": order_id})
+
+
+class RefundOrder(CancelOrder):
+    """``POST /api/orders/<id>/refund``: proposes refunding the order, as an Operation whose
+    outcome stays unknown once confirmed (``in_progress``) until the provider answers."""
+
+    @extend_schema(
+        request=None,
+        responses={202: OpenApiResponse(description="The proposed operation: {operation}")},
+    )
+    def post(self, request: Request, order_id: str) -> Response:
+        return propose_response(request, "refund_order", {"order_id": order_id})

@@ -86,6 +86,9 @@ class Operation(models.Model):
     result_data = models.JSONField(null=True, blank=True)
     #: Performances started by workers: bounded like a turn's attempts.
     attempts = models.PositiveSmallIntegerField(default=0)
+    #: In progress with an outcome nobody knows yet (the tool raised OutcomeUnknown): no
+    #: worker performs it again; :func:`~poppy_django.operations.service.settle` ends it.
+    outcome_unknown = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

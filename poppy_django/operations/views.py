@@ -86,11 +86,11 @@ class ConfirmView(_OperationsView):
 
 
 async def settled(operation_id: str, wait: float) -> Operation:
-    """The operation once final, or as it is when the wait ends."""
+    """The operation once final or its outcome unknown, or as it is when the wait ends."""
     deadline = time.monotonic() + wait
     while True:
         current = await in_thread(Operation.objects.get, pk=operation_id)
-        if current.state in FINAL_STATES or time.monotonic() >= deadline:
+        if current.state in FINAL_STATES or current.outcome_unknown or time.monotonic() >= deadline:
             return current
         await asyncio.sleep(POLL_SECONDS)
 

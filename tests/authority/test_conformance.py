@@ -60,6 +60,8 @@ SCENARIO = Scenario(
         "fails": Proposal("POST", "/api/orders/A-1/cancel"),
         # Emailing a receipt opts in to standing permissions (user_approval_required false).
         "standing": Proposal("POST", "/api/orders/A-2/receipt"),
+        # A refund's outcome stays unknown (in_progress) until the provider answers.
+        "unknown": Proposal("POST", "/api/orders/A-2/refund"),
     },
     standing_action="send_receipt",
     standing_limits=(TermLimit("order_id", allowed=frozenset({"A-2"})),),
