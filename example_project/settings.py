@@ -276,6 +276,9 @@ if os.environ.get("POPPY_OUTBOUND_ROUTES") or os.environ.get("POPPY_OUTBOUND_CA_
     POPPY_AUTHORITY["FETCH_TRANSPORT"] = "example_project.outbound.transport"
 # Served over https (POPPY_BASE_URL), cookies are Secure: a browser session's cookie too.
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = (POPPY["BASE_URL"] or "").startswith("https://")
+# A browser session's handoff sets no cookie with a lifetime of its own (Poppy §5): logging
+# the account's user in rotates the CSRF token, so its cookie lasts the browser session too.
+CSRF_COOKIE_AGE = None
 if AUTHORITY and not DEV_AUTHORITY:
     # Production mode: the authority is the issuer, at the public origin (POPPY_ISSUER to
     # name another), signing with a key made once under var/ ($POPPY_AUTHORITY_SIGNING_KEY

@@ -10,11 +10,14 @@ serve, at ``{origin}/{PATH}`` (``poppy/mcp``):
   (``resource``, ``authorization_servers``, the DPoP algorithms);
 - Session Tokens issued for its ``resource`` (the authority's token endpoint takes
   ``resource=<this URL>``), their ``aud`` exactly this URL, so a conversation endpoint's
-  token is refused here and this server's token is refused everywhere else: DPoP-bound
-  (``Authorization: DPoP`` and a proof), or, the one place the draft allows it (§4.3), a
-  Bearer token issued without a proof (``Authorization: Bearer``; a DPoP-bound token sent
-  as Bearer is refused). An unauthenticated call is ``401`` with one challenge per scheme,
-  ``Bearer`` then ``DPoP``, each naming the metadata (RFC 9728 §5.1).
+  token is refused here and this server's token is refused everywhere else. The company
+  chooses the type by the server (§4.3, ``POPPY["MCP"]["DPOP"]``): a DPoP server (the
+  default) issues DPoP-bound tokens only, with a proof (``Authorization: DPoP``); a Bearer
+  server — the one place the draft allows one — issues Bearer tokens bound to its URL, with
+  or without a proof (``Authorization: Bearer``). ``Authorization: Bearer`` is read at
+  either for an unbound token issued for this URL: a DPoP-bound token sent as Bearer is
+  refused. An unauthenticated call is ``401`` with one challenge per scheme it accepts,
+  ``Bearer`` (then ``DPoP``), each naming the metadata (RFC 9728 §5.1).
 
 The tools are the agent's personal-agent tools, gated by the same roles as in a
 conversation (``personal_agent``, ``scope:<s>``): a call without its role is ``403
@@ -51,7 +54,7 @@ from poppy_django.errors import PoppyError, error_response
 from poppy_django.rest_framework import request_info
 
 PROTOCOL_VERSION = "2025-06-18"
-KEYS = frozenset({"ENABLED", "PATH", "AGENT"})
+KEYS = frozenset({"ENABLED", "PATH", "AGENT", "DPOP"})
 #: JSON-RPC error codes.
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 
@@ -70,6 +73,13 @@ def _options() -> dict[str, Any]:
 
 def enabled() -> bool:
     return bool(_options().get("ENABLED", False))
+
+
+def supports_dpop() -> bool:
+    """``DPOP`` (True): a DPoP server — its tokens are DPoP-bound and issued only with a
+    proof; False: a Bearer server — its tokens are Bearer, bound to its URL (Poppy §4.3:
+    the company chooses the token type by the MCP server)."""
+    return bool(_options().get("DPOP", True))
 
 
 def path() -> str:
@@ -152,10 +162,11 @@ def challenges(
     if extension:
         params.append(f'extension="{extension}"')
     metadata = f'resource_metadata="{metadata_url(request)}"'
+    bearer = "Bearer " + ", ".join([*params, metadata])
+    if not supports_dpop():
+        return bearer
     algs = " ".join(poppy_settings.token_options.dpop_algorithms)
-    bearer = ", ".join([*params, metadata])
-    dpop = ", ".join([*params, f'algs="{algs}"', metadata])
-    return f"Bearer {bearer}, DPoP {dpop}"
+    return bearer + ", DPoP " + ", ".join([*params, f'algs="{algs}"', metadata])
 
 
 def _scheme(request: HttpRequest) -> str:
@@ -164,11 +175,12 @@ def _scheme(request: HttpRequest) -> str:
 
 
 def _authenticate(request: HttpRequest) -> Principal | HttpResponse:
-    """A DPoP-bound token with its proof, or a Bearer token, each issued for this URL."""
+    """A Bearer token, or at a DPoP server a DPoP-bound token with its proof, each issued
+    for this URL."""
     verifier = _verifier(resource_url(request))
     scheme = _scheme(request)
     try:
-        if scheme == "bearer":
+        if scheme == "bearer" or not supports_dpop():
             return verifier.verify_bearer(request_info(request))
         return verifier(request_info(request))
     except AuthRefusal as refusal:
@@ -190,15 +202,17 @@ def protected_resource_metadata(request: HttpRequest) -> HttpResponse:
     if not enabled() or request.method not in ("GET", "HEAD"):
         return error_response("not_found")
     issuer = addresses.token_issuer()
-    document = {
+    document: dict[str, Any] = {
         "resource": resource_url(request),
         "authorization_servers": [issuer] if issuer else [],
         "scopes_supported": sorted(_scopes()),
         "bearer_methods_supported": ["header"],
-        "dpop_signing_alg_values_supported": list(poppy_settings.token_options.dpop_algorithms),
-        # A Bearer token issued for this URL is accepted too (Poppy §4.3).
-        "dpop_bound_access_tokens_required": False,
     }
+    if supports_dpop():  # a DPoP server (RFC 9728 §2): its tokens are DPoP-bound only
+        document["dpop_signing_alg_values_supported"] = list(
+            poppy_settings.token_options.dpop_algorithms
+        )
+        document["dpop_bound_access_tokens_required"] = True
     response = JsonResponse(document)
     response["Cache-Control"] = "public, max-age=300"
     response["Access-Control-Allow-Origin"] = "*"

@@ -119,16 +119,20 @@ def _proof_key(request: HttpRequest) -> str:
 
 
 def _proof_key_or_bearer(request: HttpRequest, resource: str | None) -> str | None:
-    """The proof's key, or None for a request without a proof for the MCP server's
-    ``resource``: the one place a Bearer token is issued (Poppy §4.3), good only there.
+    """The proof's key, or None when the token is a Bearer one: for the ``resource`` of an
+    MCP server without DPoP, the one place a Bearer token is issued (Poppy §4.3: the type
+    is the server's), with or without a proof, good only there.
 
-    A request with a proof always gets a DPoP token; one without a proof for anything else
-    is refused as before (``invalid_dpop_proof``), after ``invalid_target`` for a resource
-    this authority serves no token for.
+    Anything else needs a proof (``invalid_dpop_proof``), after ``invalid_target`` for a
+    resource this authority serves no token for.
     """
-    if "DPoP" in request.headers or not resource:
+    from poppy_django import mcp
+
+    if not resource:
         return _proof_key(request)
     _audience(request, resource)  # invalid_target unless it is the MCP server
+    if mcp.supports_dpop():
+        return _proof_key(request)
     return None
 
 

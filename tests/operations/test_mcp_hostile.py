@@ -65,7 +65,18 @@ def test_no_token_is_issued_for_another_resource(acme_settings: Any) -> None:
     assert issued.json()["token_type"] == "DPoP"
 
 
-# -- Bearer tokens: issued without a proof for the MCP server's URL, good only there -------
+# -- Bearer tokens: a Bearer MCP server's (POPPY["MCP"]["DPOP"] False), good only there ----
+
+
+@pytest.fixture
+def bearer_server(acme_settings: Any) -> Any:
+    """The MCP server without DPoP: the company issues Bearer tokens for its URL (§4.3)."""
+    acme_settings.POPPY = {
+        **acme_settings.POPPY,
+        "MCP": {**acme_settings.POPPY.get("MCP", {}), "DPOP": False},
+    }
+    return acme_settings
+
 
 MCP_METADATA = f'resource_metadata="{ORIGIN}/.well-known/oauth-protected-resource/poppy/mcp"'
 PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
@@ -96,10 +107,27 @@ def _call(token: str, tool: str, scheme: str = "Bearer") -> Any:
     return _post(json.dumps(body).encode(), HTTP_AUTHORIZATION=f"{scheme} {token}")
 
 
-def test_a_token_asked_without_a_proof_for_the_mcp_url_is_bearer_and_works_there(
-    acme_settings: Any,
-) -> None:
-    issued = _bearer_session(HandAgent())
+def test_a_dpop_mcp_server_never_gets_a_bearer_token(acme_settings: Any) -> None:
+    """The type is the server's: no proof for a DPoP server's resource is refused."""
+    refused = _bearer_session(HandAgent())
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_dpop_proof"
+    assert "access_token" not in refused.json()
+
+
+def test_a_bearer_server_gets_bearer_tokens_that_work_there(bearer_server: Any) -> None:
+    metadata = (
+        Client()
+        .get("/.well-known/oauth-protected-resource/poppy/mcp", secure=True, HTTP_HOST=DOMAIN)
+        .json()
+    )
+    assert "dpop_signing_alg_values_supported" not in metadata  # it supports no DPoP
+    bare = _post(PING)
+    assert bare.status_code == 401 and bare["WWW-Authenticate"] == f"Bearer {MCP_METADATA}"
+    agent = HandAgent()
+    with_proof = agent.start_session("usr_hand_bearer_0000009", resource=MCP)
+    assert with_proof.json()["token_type"] == "Bearer"  # even with a proof, never DPoP
+    assert "cnf" not in _claims(with_proof.json()["access_token"])
+    issued = _bearer_session(agent)
     assert issued.status_code == 200, issued.content
     body = issued.json()
     assert body["token_type"] == "Bearer"
@@ -113,13 +141,12 @@ def test_a_token_asked_without_a_proof_for_the_mcp_url_is_bearer_and_works_there
     refused = _call(token, "list_orders")
     assert refused.status_code == 403
     assert refused.json()["error"] == "sign_in_required"
-    challenge = refused["WWW-Authenticate"]
-    assert challenge.startswith('Bearer error="sign_in_required", scope="poppy:read"')
-    assert ', DPoP error="sign_in_required", scope="poppy:read"' in challenge
-    assert challenge.count(MCP_METADATA) == 2
+    assert refused["WWW-Authenticate"] == (
+        f'Bearer error="sign_in_required", scope="poppy:read", {MCP_METADATA}'
+    )
 
 
-def test_a_bearer_token_is_refused_everywhere_but_its_mcp_server(acme_settings: Any) -> None:
+def test_a_bearer_token_is_refused_everywhere_but_its_mcp_server(bearer_server: Any) -> None:
     agent = HandAgent()
     token = _bearer_session(agent).json()["access_token"]
     client = Client()
@@ -151,7 +178,7 @@ def test_a_bearer_token_is_refused_everywhere_but_its_mcp_server(acme_settings: 
         HTTP_AUTHORIZATION=f"DPoP {token}",
         HTTP_DPOP=agent.proof(url, "POST", ath=_ath(token)),
     )
-    assert as_dpop.status_code == 401 and as_dpop.json()["error"] == "invalid_dpop_proof"
+    assert as_dpop.status_code == 401 and as_dpop.json()["error"] == "invalid_token"
 
 
 def _ath(token: str) -> str:
@@ -176,7 +203,7 @@ def test_a_dpop_bound_token_sent_as_bearer_is_refused(acme_settings: Any) -> Non
         assert token not in answer.content.decode()
 
 
-def test_no_bearer_token_is_issued_for_another_resource_or_none(acme_settings: Any) -> None:
+def test_no_bearer_token_is_issued_for_another_resource_or_none(bearer_server: Any) -> None:
     agent = HandAgent()
     elsewhere = _bearer_session(agent, resource=f"{ORIGIN}/api/orders")
     assert elsewhere.status_code == 400 and elsewhere.json()["error"] == "invalid_target"
@@ -189,7 +216,7 @@ def test_no_bearer_token_is_issued_for_another_resource_or_none(acme_settings: A
 
 
 def test_a_bearer_token_renewing_a_session_keeps_its_key_and_ends_with_it(
-    acme_settings: Any,
+    bearer_server: Any,
 ) -> None:
     from poppy_django.authority.models import Session
 

@@ -97,6 +97,10 @@ def test_the_user_confirms_the_exact_revision_on_the_page_once(
     assert seen["page_url"] == f"{ORIGIN}/operations/{operation.operation_id}"
     shown = seen["shown"]
     assert shown.status_code == 200 and "Cancel order A-2" in shown.text
+    # Joined signed in (the account's user logged in): no cookie of the handoff outlives it.
+    handoff = shown.history[0]
+    assert handoff.status_code == 303
+    assert "max-age" not in handoff.headers.get("set-cookie", "").lower()
     assert 'name="revision" value="1"' in shown.text
     assert shown.headers["cache-control"] == "no-store"
     confirmed = seen["confirmed"]
