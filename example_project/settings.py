@@ -222,8 +222,10 @@ POPPY: dict[str, Any] = {
     "EXECUTOR": EXECUTOR,
     # The Operations extension v1: "cancel <ORDER>" is proposed as an Operation to personal
     # agents that list the extension, and confirmed at /poppy/operations/<id>/confirm;
-    # others keep today's approve-delegated action (docs/operations-extension.md).
-    "OPERATIONS": {"ENABLED": True},
+    # others keep today's approve-delegated action (docs/operations-extension.md). With
+    # browser sessions (the authority extra) each operation has a page, /operations/<id>,
+    # where the User confirms it in the personal agent's browser.
+    "OPERATIONS": {"ENABLED": True, "PAGE_PATH": "operations" if AUTHORITY else None},
     # The Company Agent's tools over MCP at /poppy/mcp, listed in poppy.json's apis.
     "MCP": {"ENABLED": True},
     "HANDOFF_HOOKS": {
@@ -274,6 +276,9 @@ if os.environ.get("POPPY_OUTBOUND_ROUTES") or os.environ.get("POPPY_OUTBOUND_CA_
     POPPY_AUTHORITY["FETCH_TRANSPORT"] = "example_project.outbound.transport"
 # Served over https (POPPY_BASE_URL), cookies are Secure: a browser session's cookie too.
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = (POPPY["BASE_URL"] or "").startswith("https://")
+# A browser session's handoff sets no cookie with a lifetime of its own (Poppy §5): logging
+# the account's user in rotates the CSRF token, so its cookie lasts the browser session too.
+CSRF_COOKIE_AGE = None
 if AUTHORITY and not DEV_AUTHORITY:
     # Production mode: the authority is the issuer, at the public origin (POPPY_ISSUER to
     # name another), signing with a key made once under var/ ($POPPY_AUTHORITY_SIGNING_KEY

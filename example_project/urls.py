@@ -16,6 +16,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("api/orders", api.OrderList.as_view(), name="orders"),
     path("api/orders/<str:order_id>", api.OrderDetail.as_view(), name="order"),
     path("api/orders/<str:order_id>/cancel", api.CancelOrder.as_view(), name="order-cancel"),
+    path("api/orders/<str:order_id>/receipt", api.SendReceipt.as_view(), name="order-receipt"),
+    path("api/orders/<str:order_id>/refund", api.RefundOrder.as_view(), name="order-refund"),
     # The Operations extension's endpoint (on in POPPY["OPERATIONS"]).
     path("", include("poppy_django.operations.urls")),
     # The MCP server of the Company Agent's tools (on in POPPY["MCP"]).

@@ -7,6 +7,7 @@ from typing import Any
 from example_project.shop.models import Order
 from poppy_django.agent import ActionFailed, CompanyAgent, ToolContext, register, tool
 from poppy_django.agent.scripted import Rule, Script
+from poppy_django.operations import OutcomeUnknown
 
 STORE_HOURS = "Monday to Friday, 9:00 to 17:00 (UTC)"
 
@@ -41,6 +42,39 @@ def cancel_order(ctx: ToolContext, order_id: str) -> dict[str, Any]:
     order.status = Order.Status.CANCELLED
     order.save(update_fields=["status"])
     return {"order_id": order.id, "status": order.status}
+
+
+@tool(
+    kind="action",
+    roles=["scope:poppy:write"],
+    summary="Email the receipt of order {order_id}",
+    operation=True,
+    # Low stakes: the User may let their agent confirm this under a standing permission.
+    standing_permission=True,
+)
+def send_receipt(ctx: ToolContext, order_id: str) -> dict[str, Any]:
+    """Email the receipt of one of the account's orders to the account's address."""
+    order = Order.objects.filter(id=order_id, account_id=ctx.account_id).first()
+    if order is None:
+        raise ActionFailed(f"order {order_id} is not on this account")
+    return {"order_id": order.id, "summary": f"The receipt of {order.id} is on its way."}
+
+
+@tool(
+    kind="action",
+    roles=["scope:poppy:write"],
+    summary="Refund order {order_id} to the card it was paid with",
+    operation=True,
+)
+def refund_order(ctx: ToolContext, order_id: str) -> dict[str, Any]:
+    """Ask the payment provider to refund one of the account's orders.
+
+    Acme's (pretend) provider answers later: until it does, nobody knows whether the money
+    moved, so the operation stays in progress (staff settle it with
+    ``poppy_django.operations.service.settle``)."""
+    if not Order.objects.filter(id=order_id, account_id=ctx.account_id).exists():
+        raise ActionFailed(f"order {order_id} is not on this account")
+    raise OutcomeUnknown("The payment provider has not confirmed the refund yet.")
 
 
 @tool(kind="read", roles=["personal_agent"])
@@ -79,6 +113,13 @@ def register_support_agent() -> None:
                 "You are the support agent of Acme Outfitters. Answer briefly. Use the tools "
                 "for hours and orders; never guess an order's status."
             ),
-            tools=[store_hours, list_orders, cancel_order, order_status],
+            tools=[
+                store_hours,
+                list_orders,
+                cancel_order,
+                send_receipt,
+                refund_order,
+                order_status,
+            ],
         )
     )

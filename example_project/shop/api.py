@@ -75,3 +75,28 @@ class CancelOrder(APIView):
     )
     def post(self, request: Request, order_id: str) -> Response:
         return propose_response(request, "cancel_order", {"order_id": order_id})
+
+
+class SendReceipt(CancelOrder):
+    """``POST /api/orders/<id>/receipt``: proposes emailing the order's receipt, as an
+    Operation the User may let a standing permission confirm (``user_approval_required``
+    false: ``send_receipt`` opts in)."""
+
+    @extend_schema(
+        request=None,
+        responses={202: OpenApiResponse(description="The proposed operation: {operation}")},
+    )
+    def post(self, request: Request, order_id: str) -> Response:
+        return propose_response(request, "send_receipt", {"order_id": order_id})
+
+
+class RefundOrder(CancelOrder):
+    """``POST /api/orders/<id>/refund``: proposes refunding the order, as an Operation whose
+    outcome stays unknown once confirmed (``in_progress``) until the provider answers."""
+
+    @extend_schema(
+        request=None,
+        responses={202: OpenApiResponse(description="The proposed operation: {operation}")},
+    )
+    def post(self, request: Request, order_id: str) -> Response:
+        return propose_response(request, "refund_order", {"order_id": order_id})

@@ -72,6 +72,16 @@ class Tool:
     #: Operation the User confirms (docs/operations-extension.md) instead of running under
     #: the token's scope.
     operation: bool = False
+    #: For actions proposing an Operation: whether the User may have it confirmed under a
+    #: standing permission (``approved_by: standing_permission``, the operation's
+    #: ``user_approval_required`` false) instead of approving each revision. True for every
+    #: call, or ``bounds(arguments) -> bool``: only the calls within the company's bounds.
+    standing_permission: bool | Callable[[dict[str, Any]], bool] = False
+
+    def allows_standing_permission(self, arguments: dict[str, Any]) -> bool:
+        """Whether a proposal of this call may be confirmed under a standing permission."""
+        allowed = self.standing_permission
+        return bool(allowed(arguments)) if callable(allowed) else bool(allowed)
 
     @property
     def offered_to_personal_agents(self) -> bool:
@@ -111,6 +121,7 @@ def tool(
     summary: str = "",
     needs_approval: bool = False,
     operation: bool = False,
+    standing_permission: bool | Callable[[dict[str, Any]], bool] = False,
     description: str | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare a tool: ``@tool(kind="action", roles=["scope:poppy:write"], summary="...")``.
@@ -125,6 +136,8 @@ def tool(
         raise ValueError("Only action tools can need approval.")
     if operation and kind != "action":
         raise ValueError("Only action tools can propose an Operation.")
+    if standing_permission is not False and kind != "action":
+        raise ValueError("Only action tools can be confirmed under a standing permission.")
 
     def decorate(function: Callable[..., Any]) -> Tool:
         tool_name = name or function.__name__
@@ -138,6 +151,7 @@ def tool(
             summary=summary,
             needs_approval=needs_approval,
             operation=operation,
+            standing_permission=standing_permission,
         )
 
     return decorate

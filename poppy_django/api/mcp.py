@@ -9,8 +9,15 @@ serve, at ``{origin}/{PATH}`` (``poppy/mcp``):
 - RFC 9728 protected-resource metadata at ``/.well-known/oauth-protected-resource/{PATH}``
   (``resource``, ``authorization_servers``, the DPoP algorithms);
 - Session Tokens issued for its ``resource`` (the authority's token endpoint takes
-  ``resource=<this URL>``): DPoP-bound, their ``aud`` exactly this URL, so a conversation
-  endpoint's token is refused here and this server's token is refused everywhere else.
+  ``resource=<this URL>``), their ``aud`` exactly this URL, so a conversation endpoint's
+  token is refused here and this server's token is refused everywhere else. The company
+  chooses the type by the server (§4.3, ``POPPY["MCP"]["DPOP"]``): a DPoP server (the
+  default) issues DPoP-bound tokens only, with a proof (``Authorization: DPoP``); a Bearer
+  server — the one place the draft allows one — issues Bearer tokens bound to its URL, with
+  or without a proof (``Authorization: Bearer``). ``Authorization: Bearer`` is read at
+  either for an unbound token issued for this URL: a DPoP-bound token sent as Bearer is
+  refused. An unauthenticated call is ``401`` with one challenge per scheme it accepts,
+  ``Bearer`` (then ``DPoP``), each naming the metadata (RFC 9728 §5.1).
 
 The tools are the agent's personal-agent tools, gated by the same roles as in a
 conversation (``personal_agent``, ``scope:<s>``): a call without its role is ``403
@@ -47,7 +54,7 @@ from poppy_django.verifier import AuthRefusal, Principal
 from poppy_django.verifier import dpop as dpop_verifier
 
 PROTOCOL_VERSION = "2025-06-18"
-KEYS = frozenset({"ENABLED", "PATH", "AGENT"})
+KEYS = frozenset({"ENABLED", "PATH", "AGENT", "DPOP"})
 #: JSON-RPC error codes.
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 
@@ -66,6 +73,13 @@ def _options() -> dict[str, Any]:
 
 def enabled() -> bool:
     return bool(_options().get("ENABLED", False))
+
+
+def supports_dpop() -> bool:
+    """``DPOP`` (True): a DPoP server — its tokens are DPoP-bound and issued only with a
+    proof; False: a Bearer server — its tokens are Bearer, bound to its URL (Poppy §4.3:
+    the company chooses the token type by the MCP server)."""
+    return bool(_options().get("DPOP", True))
 
 
 def path() -> str:
@@ -131,21 +145,53 @@ def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
             _verifiers.clear()
 
 
-def _challenge(request: HttpRequest, refusal: AuthRefusal | None = None) -> str:
-    """A DPoP challenge naming the protected-resource metadata (RFC 9728 §5.1)."""
-    base = refusal.www_authenticate if refusal is not None else "DPoP"
-    separator = ", " if "=" in base else " "
-    return f'{base}{separator}resource_metadata="{metadata_url(request)}"'
+def challenges(
+    request: HttpRequest,
+    error: str | None = None,
+    scope: str | None = None,
+    *,
+    extension: str | None = None,
+) -> str:
+    """``WWW-Authenticate`` for this server: one challenge per scheme it accepts, Bearer
+    then DPoP, each with the same ``error`` and ``scope`` and the protected-resource
+    metadata (RFC 9728 §5.1). No ``error`` when the request carried no credentials
+    (RFC 6750 §3.1)."""
+    params = [f'error="{error}"'] if error else []
+    if scope:
+        params.append(f'scope="{scope}"')
+    if extension:
+        params.append(f'extension="{extension}"')
+    metadata = f'resource_metadata="{metadata_url(request)}"'
+    bearer = "Bearer " + ", ".join([*params, metadata])
+    if not supports_dpop():
+        return bearer
+    algs = " ".join(poppy_settings.token_options.dpop_algorithms)
+    return bearer + ", DPoP " + ", ".join([*params, f'algs="{algs}"', metadata])
+
+
+def _scheme(request: HttpRequest) -> str:
+    scheme, _, _ = request.headers.get("Authorization", "").strip().partition(" ")
+    return scheme.lower()
 
 
 def _authenticate(request: HttpRequest) -> Principal | HttpResponse:
+    """A Bearer token, or at a DPoP server a DPoP-bound token with its proof, each issued
+    for this URL."""
+    verifier = _verifier(resource_url(request))
+    scheme = _scheme(request)
     try:
-        principal = _verifier(resource_url(request))(request_info(request))
+        if scheme == "bearer" or not supports_dpop():
+            return verifier.verify_bearer(request_info(request))
+        return verifier(request_info(request))
     except AuthRefusal as refusal:
         response = refusal.response()
-        response["WWW-Authenticate"] = _challenge(request, refusal)
+        error = refusal.code if "Authorization" in request.headers else None
+        response["WWW-Authenticate"] = challenges(request, error, _scope_of(refusal))
         return response
-    return principal
+
+
+def _scope_of(refusal: AuthRefusal) -> str | None:
+    return refusal.www_authenticate.partition('scope="')[2].partition('"')[0] or None
 
 
 # -- the views -----------------------------------------------------------------------------
@@ -156,14 +202,17 @@ def protected_resource_metadata(request: HttpRequest) -> HttpResponse:
     if not enabled() or request.method not in ("GET", "HEAD"):
         return error_response("not_found")
     issuer = addresses.token_issuer()
-    document = {
+    document: dict[str, Any] = {
         "resource": resource_url(request),
         "authorization_servers": [issuer] if issuer else [],
         "scopes_supported": sorted(_scopes()),
         "bearer_methods_supported": ["header"],
-        "dpop_signing_alg_values_supported": list(poppy_settings.token_options.dpop_algorithms),
-        "dpop_bound_access_tokens_required": True,
     }
+    if supports_dpop():  # a DPoP server (RFC 9728 §2): its tokens are DPoP-bound only
+        document["dpop_signing_alg_values_supported"] = list(
+            poppy_settings.token_options.dpop_algorithms
+        )
+        document["dpop_bound_access_tokens_required"] = True
     response = JsonResponse(document)
     response["Cache-Control"] = "public, max-age=300"
     response["Access-Control-Allow-Origin"] = "*"
@@ -252,10 +301,11 @@ def _call(
     missing = tool.missing_scope(roles)
     if missing is not None:
         error = "insufficient_scope" if principal.signed_in else "sign_in_required"
-        challenge = f'DPoP error="{error}"' + (f', scope="{missing}"' if missing else "")
-        raise PoppyError(error, headers={"WWW-Authenticate": challenge})
+        raise PoppyError(
+            error, headers={"WWW-Authenticate": challenges(request, error, missing or None)}
+        )
     if tool.kind == "action":
-        return _rpc_result(rpc_id, _propose(principal, tool.name, arguments))
+        return _rpc_result(rpc_id, _propose(request, principal, tool.name, arguments))
     try:
         validated = tool.validate(arguments)
     except ValidationError:
@@ -278,7 +328,9 @@ def _call(
     )
 
 
-def _propose(principal: Principal, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def _propose(
+    request: HttpRequest, principal: Principal, tool_name: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
     """A consequential tool answers with an Operation (Operations §4.2), never acting."""
     from poppy_django.operations import negotiation, options, service
 
@@ -288,7 +340,11 @@ def _propose(principal: Principal, tool_name: str, arguments: dict[str, Any]) ->
             "This tool proposes operations: list the operations extension, version 1.",
             status=403,
             extra={"extension": negotiation.EXTENSION},
-            headers={"WWW-Authenticate": 'DPoP error="extension_required", extension="operations"'},
+            headers={
+                "WWW-Authenticate": challenges(
+                    request, "extension_required", extension=negotiation.EXTENSION
+                )
+            },
         )
     operation = service.propose_for(principal, tool_name, arguments, agent_name=agent_name())
     wire = operation.to_wire()
@@ -301,9 +357,6 @@ def _propose(principal: Principal, tool_name: str, arguments: dict[str, Any]) ->
 
 def _refused(request: HttpRequest, error: PoppyError) -> HttpResponse:
     response = error.response()
-    challenge = error.headers.get("WWW-Authenticate")
-    if challenge:
-        response["WWW-Authenticate"] = f'{challenge}, resource_metadata="{metadata_url(request)}"'
     response["Cache-Control"] = "no-store"
     return response
 

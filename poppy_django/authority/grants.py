@@ -42,8 +42,9 @@ def new_account_token(grant: Grant) -> str:
     return token
 
 
-def sign_in(session: Session, grant: Grant, scope: str, jkt: str) -> Session:
-    """Sign ``session`` in from ``grant`` with ``scope``, its token bound to ``jkt``."""
+def sign_in(session: Session, grant: Grant, scope: str, jkt: str | None) -> Session:
+    """Sign ``session`` in from ``grant`` with ``scope``, its token bound to ``jkt`` (None:
+    a Bearer MCP token is issued and the Session keeps its key)."""
     if session.user_id != grant.user_id or session.client_id != grant.client_id:
         raise InvalidSessionError("The Session is another User's or another client's.")
     if session.ended_at is not None:
@@ -53,7 +54,7 @@ def sign_in(session: Session, grant: Grant, scope: str, jkt: str) -> Session:
     session.account_id = grant.account_id
     session.grant = grant
     session.scope = scope
-    session.jkt = jkt
+    session.jkt = session.jkt if jkt is None else jkt
     session.renewed_at = timezone.now()
     session.save(update_fields=["account_id", "grant", "scope", "jkt", "renewed_at"])
     return session
@@ -99,7 +100,7 @@ def narrowed_scope(granted: str, requested: str | None) -> str:
 
 
 def refresh(
-    client: Client, token: str, session_id: str, requested: str | None, jkt: str
+    client: Client, token: str, session_id: str, requested: str | None, jkt: str | None
 ) -> tuple[Session, str]:
     """Sign a Session in with an Account Token; the Session and the rotated token.
 

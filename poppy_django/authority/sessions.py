@@ -43,16 +43,18 @@ def _count_new_session(client: Client) -> None:
         raise TooManySessionsError("Too many new Sessions from this client; retry later.")
 
 
-def start_session(client: Client, user_id: str, jkt: str) -> Session:
-    """A new signed-out Session of ``client`` for ``user_id``."""
+def start_session(client: Client, user_id: str, jkt: str | None) -> Session:
+    """A new signed-out Session of ``client`` for ``user_id`` (no key yet: ``jkt`` None, a
+    Session started for a Bearer MCP token)."""
     _count_new_session(client)
     return Session.objects.create(
-        session_id=new_session_id(), client=client, user_id=user_id, jkt=jkt
+        session_id=new_session_id(), client=client, user_id=user_id, jkt=jkt or ""
     )
 
 
-def renew_session(client: Client, user_id: str, jkt: str, session_id: str) -> Session:
-    """The Session ``session_id`` of this client and User, now bound to ``jkt``."""
+def renew_session(client: Client, user_id: str, jkt: str | None, session_id: str) -> Session:
+    """The Session ``session_id`` of this client and User, now bound to ``jkt`` (None: a
+    Bearer MCP token is issued and the Session keeps its key)."""
     with transaction.atomic():
         session = (
             Session.objects.select_for_update()
@@ -62,7 +64,7 @@ def renew_session(client: Client, user_id: str, jkt: str, session_id: str) -> Se
         )
         if session is None:
             raise InvalidSessionError("The Session is unknown or has ended.")
-        session.jkt = jkt
+        session.jkt = session.jkt if jkt is None else jkt
         session.renewed_at = timezone.now()
         session.save(update_fields=["jkt", "renewed_at"])
     return session

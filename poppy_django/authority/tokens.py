@@ -37,7 +37,8 @@ class TokenClaims:
     client_id: str
     user_id: str
     session_id: str
-    jkt: str
+    #: The DPoP key's thumbprint (``cnf.jkt``); None for a Bearer token (MCP only).
+    jkt: str | None
     account_id: str | None = None
     scope: str = ""
 
@@ -64,12 +65,13 @@ def sign_claims(claims: TokenClaims, *, lifetime: int, now: float | None = None)
         "jti": secrets.token_urlsafe(16),
     }
     values: dict[str, Any] = {
-        "jkt": claims.jkt,
         "client_id": claims.client_id,
         "user_id": claims.user_id,
         "session_id": claims.session_id,
         "signed_in": claims.account_id is not None,
     }
+    if claims.jkt is not None:
+        values["jkt"] = claims.jkt
     if claims.scope:  # written as given; the verifier counts scopes only when signed in
         values["scope"] = claims.scope
     if claims.account_id is not None:
@@ -81,8 +83,11 @@ def sign_claims(claims: TokenClaims, *, lifetime: int, now: float | None = None)
     return jwt.encode(payload, key, algorithm=ALGORITHM, headers=headers)
 
 
-def issue_session_token(session: Session, *, issuer: str, audience: list[str]) -> tuple[str, int]:
-    """A signed Session Token for ``session`` and its lifetime in seconds."""
+def issue_session_token(
+    session: Session, *, issuer: str, audience: list[str], bound: bool = True
+) -> tuple[str, int]:
+    """A signed Session Token for ``session`` and its lifetime in seconds: bound to the
+    Session's DPoP key, or (``bound=False``, a Bearer token for an MCP server) to none."""
     lifetime = int(authority_settings().SESSION_TOKEN_SECONDS)
     claims = TokenClaims(
         issuer=issuer,
@@ -90,7 +95,7 @@ def issue_session_token(session: Session, *, issuer: str, audience: list[str]) -
         client_id=session.client.client_id,
         user_id=session.user_id,
         session_id=session.session_id,
-        jkt=session.jkt,
+        jkt=session.jkt if bound else None,
         account_id=session.account_id if session.signed_in else None,
         scope=session.scope if session.signed_in else "",
     )

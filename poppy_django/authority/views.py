@@ -76,13 +76,14 @@ def _session_token_response(
     account_token: str | None = None,
     *,
     resource: str | None = None,
+    bound: bool = True,
 ) -> JsonResponse:
     token, lifetime = issue_session_token(
-        session, issuer=metadata.issuer(), audience=_audience(request, resource)
+        session, issuer=metadata.issuer(), audience=_audience(request, resource), bound=bound
     )
     body: dict[str, Any] = {
         "access_token": token,
-        "token_type": "DPoP",
+        "token_type": "DPoP" if bound else "Bearer",
         "expires_in": lifetime,
         "scope": session.scope if session.signed_in else "",
         "session_id": session.session_id,
@@ -117,6 +118,24 @@ def _proof_key(request: HttpRequest) -> str:
     )
 
 
+def _proof_key_or_bearer(request: HttpRequest, resource: str | None) -> str | None:
+    """The proof's key, or None when the token is a Bearer one: for the ``resource`` of an
+    MCP server without DPoP, the one place a Bearer token is issued (Poppy §4.3: the type
+    is the server's), with or without a proof, good only there.
+
+    Anything else needs a proof (``invalid_dpop_proof``), after ``invalid_target`` for a
+    resource this authority serves no token for.
+    """
+    from poppy_django.api import mcp
+
+    if not resource:
+        return _proof_key(request)
+    _audience(request, resource)  # invalid_target unless it is the MCP server
+    if mcp.supports_dpop():
+        return _proof_key(request)
+    return None
+
+
 def _session_id(form: dict[str, str]) -> str:
     session_id = form.get("session_id")
     if not session_id:
@@ -129,12 +148,14 @@ def _session_id(form: dict[str, str]) -> str:
 def _jwt_bearer(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:
     """Start a Session (no ``session_id``) or renew one, for the assertion's User."""
     user_id = verify_session_assertion(form.get("assertion"), client, metadata.issuer())
-    jkt = _proof_key(request)
+    jkt = _proof_key_or_bearer(request, form.get("resource"))
     if form.get("session_id"):
         session = sessions.renew_session(client, user_id, jkt, _session_id(form))
     else:
         session = sessions.start_session(client, user_id, jkt)
-    return _session_token_response(request, session, resource=form.get("resource"))
+    return _session_token_response(
+        request, session, resource=form.get("resource"), bound=jkt is not None
+    )
 
 
 def _device_code(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:
@@ -148,11 +169,13 @@ def _device_code(request: HttpRequest, form: dict[str, str], client: Client) -> 
 
 def _refresh_token(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:
     """An Account Token signs a Session in (narrower scopes allowed) and is rotated."""
-    jkt = _proof_key(request)
+    jkt = _proof_key_or_bearer(request, form.get("resource"))
     session, account_token = grants.refresh(
         client, form.get("refresh_token", ""), _session_id(form), form.get("scope"), jkt
     )
-    return _session_token_response(request, session, account_token, resource=form.get("resource"))
+    return _session_token_response(
+        request, session, account_token, resource=form.get("resource"), bound=jkt is not None
+    )
 
 
 def _authorization_code(request: HttpRequest, form: dict[str, str], client: Client) -> JsonResponse:

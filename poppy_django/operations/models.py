@@ -86,6 +86,9 @@ class Operation(models.Model):
     result_data = models.JSONField(null=True, blank=True)
     #: Performances started by workers: bounded like a turn's attempts.
     attempts = models.PositiveSmallIntegerField(default=0)
+    #: In progress with an outcome nobody knows yet (the tool raised OutcomeUnknown): no
+    #: worker performs it again; :func:`~poppy_django.operations.service.settle` ends it.
+    outcome_unknown = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -113,6 +116,9 @@ class Operation(models.Model):
         }
         if self.terms:
             wire["terms"] = self.terms
+        url = page_url(self.operation_id)
+        if url is not None:
+            wire["url"] = url
         if self.state == OperationState.PROPOSED and self.expires_at is not None:
             wire["expires_at"] = _iso(self.expires_at)
         if self.confirmed_at is not None and self.confirmed_revision is not None:
@@ -150,6 +156,19 @@ class OperationRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation_id} r{self.revision}"
+
+
+def page_url(operation_id: str) -> str | None:
+    """The operation's page on the website (``POPPY["OPERATIONS"]["PAGE_PATH"]``), if any."""
+    from poppy_django import addresses
+    from poppy_django.operations.options import options
+
+    path = options().page_path
+    issuer = addresses.token_issuer()
+    origin = addresses.configured_origin() or (addresses.origin_of(issuer) if issuer else None)
+    if path is None or origin is None:
+        return None
+    return f"{origin}/{path}/{operation_id}"
 
 
 def _iso(value: Any) -> str:

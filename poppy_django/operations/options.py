@@ -8,6 +8,10 @@ the token's scope — "flagged" (those declared ``@tool(operation=True)``) or "a
 ``CONFIRM_WAIT_SECONDS`` (10): how long a confirm's answer waits (holding no thread) for
 the worker to finish; past it the answer is ``in_progress`` with ``Retry-After``.
 ``RETRY_AFTER_SECONDS`` (2): the ``Retry-After`` of an answer ``in_progress``.
+``PAGE_PATH`` (None): where the website shows an operation to a personal agent's browser
+(``{origin}/{PAGE_PATH}/{operation_id}``, each operation's ``url``), for the User to
+confirm it there (:mod:`poppy_django.operations.page`; needs browser sessions). None: no
+page, no ``url``.
 ``CLIENT_EXTENSIONS`` (None): import string of ``extensions(client_id) -> set[str]``, the
 extensions a personal agent's client metadata lists; None: the authority's stored client
 metadata when :mod:`poppy_django.authority` is installed, else none (never assumed).
@@ -33,6 +37,7 @@ KEYS = frozenset(
         "CONFIRM_WAIT_SECONDS",
         "RETRY_AFTER_SECONDS",
         "CLIENT_EXTENSIONS",
+        "PAGE_PATH",
     }
 )
 
@@ -46,6 +51,7 @@ class OperationsOptions:
     confirm_wait_seconds: float = 10.0
     retry_after_seconds: int = 2
     client_extensions: Any = None
+    page_path: str | None = None
 
 
 def _number(name: str, value: Any, *, minimum: float = 0.0) -> float:
@@ -69,6 +75,9 @@ def options() -> OperationsOptions:
             f'POPPY["OPERATIONS"]["PROPOSE"] is one of {", ".join(PROPOSE_CHOICES)}.'
         )
     hook = raw.get("CLIENT_EXTENSIONS")
+    page = raw.get("PAGE_PATH")
+    if page is not None and (not isinstance(page, str) or not page.strip("/")):
+        raise ImproperlyConfigured('POPPY["OPERATIONS"]["PAGE_PATH"] is a path or None.')
     return OperationsOptions(
         enabled=bool(raw.get("ENABLED", False)),
         path=str(raw.get("PATH", "poppy/operations")).strip("/"),
@@ -79,6 +88,7 @@ def options() -> OperationsOptions:
             _number("RETRY_AFTER_SECONDS", raw.get("RETRY_AFTER_SECONDS", 2), minimum=1)
         ),
         client_extensions=import_string(hook) if isinstance(hook, str) else hook,
+        page_path=page.strip("/") if isinstance(page, str) else None,
     )
 
 

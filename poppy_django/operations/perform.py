@@ -30,7 +30,7 @@ from poppy_django.agent import registry
 from poppy_django.agent.actions import jsonable
 from poppy_django.agent.tools import ActionFailed, ToolContext
 from poppy_django.conf import poppy_settings
-from poppy_django.operations import conversation
+from poppy_django.operations import OutcomeUnknown, conversation
 from poppy_django.operations.models import Operation, OperationState
 from poppy_django.verifier import Actor
 
@@ -111,7 +111,7 @@ def _lock(operation_id: str) -> Operation | None:
     """The operation, row-locked, if it is in progress and no other worker holds it."""
     operation = (
         Operation.objects.select_for_update(skip_locked=True)
-        .filter(pk=operation_id, state=OperationState.IN_PROGRESS)
+        .filter(pk=operation_id, state=OperationState.IN_PROGRESS, outcome_unknown=False)
         .first()
     )
     return operation
@@ -142,9 +142,15 @@ def _run(operation_id: str) -> bool:
         except ActionFailed as exc:
             operation.state = OperationState.FAILED
             operation.result_summary = f"Nothing was changed: {exc or 'it failed'}."
+        except OutcomeUnknown as exc:
+            # Stays in progress, never performed again: the company settles it.
+            operation.outcome_unknown = True
+            operation.result_summary = str(exc) or "Whether it was done is not known yet."
+            operation.save(update_fields=["outcome_unknown", "result_summary", "updated_at"])
+            return True
         operation.save(update_fields=["state", "result_summary", "result_data", "updated_at"])
-        _told(operation)
-    _announce(operation)
+        told(operation)
+    announce(operation)
     return True
 
 
@@ -156,18 +162,18 @@ def _finish_failed(operation_id: str, summary: str) -> bool:
         operation.state = OperationState.FAILED
         operation.result_summary = summary
         operation.save(update_fields=["state", "result_summary", "updated_at"])
-        _told(operation)
-    _announce(operation)
+        told(operation)
+    announce(operation)
     return True
 
 
-def _told(operation: Operation) -> None:
+def told(operation: Operation) -> None:
     """In the performing transaction: the proposing turn's record and conversation learn it."""
     conversation.settle_action_record(operation)
     conversation.post_outcome(operation)
 
 
-def _announce(operation: Operation) -> None:
+def announce(operation: Operation) -> None:
     observe.moment(
         "action_executed",
         signals.action_executed,
@@ -189,7 +195,7 @@ def orphaned(grace_seconds: float | None = None) -> list[str]:
     with transaction.atomic():
         return list(
             Operation.objects.select_for_update(skip_locked=True)
-            .filter(state=OperationState.IN_PROGRESS, updated_at__lt=before)
+            .filter(state=OperationState.IN_PROGRESS, outcome_unknown=False, updated_at__lt=before)
             .order_by("updated_at")
             .values_list("pk", flat=True)[:100]
         )

@@ -101,6 +101,7 @@ def propose(
             conversation_id=conversation_id,
             summary=tool.describe_call(arguments),
             terms=dict(arguments),
+            user_approval_required=not tool.allows_standing_permission(arguments),
             expires_at=now + timedelta(seconds=options().lifetime_seconds),
         )
         OperationRevision.objects.create(
@@ -283,6 +284,9 @@ def revise(
             operation.arguments = tool.validate(arguments)
             operation.terms = dict(operation.arguments)
             operation.summary = tool.describe_call(operation.arguments)
+            operation.user_approval_required = not tool.allows_standing_permission(
+                operation.arguments
+            )
         if terms is not None:
             operation.terms = terms
         if summary is not None:
@@ -301,6 +305,45 @@ def revise(
             from poppy_django.operations import conversation
 
             conversation.post_revision(operation)
+    return operation
+
+
+def settle(operation_id: str, *, succeeded: bool, summary: str, data: Any = None) -> Operation:
+    """The company learned the outcome of an operation whose outcome was unknown
+    (:class:`~poppy_django.operations.OutcomeUnknown`): it becomes ``succeeded`` or
+    ``failed`` with ``summary`` (what happened), told to its conversation like any outcome.
+
+    Only such an operation can be settled (``409 operation_not_unknown`` otherwise): one a
+    worker is performing, or one already final, is not the company's to overwrite.
+    """
+    from poppy_django.operations import perform
+
+    with transaction.atomic():
+        operation = Operation.objects.select_for_update().filter(pk=operation_id).first()
+        if operation is None:
+            raise not_found()
+        if operation.state != OperationState.IN_PROGRESS or not operation.outcome_unknown:
+            raise PoppyError(
+                "operation_not_unknown",
+                f"Only an operation whose outcome is unknown can be settled; this one is "
+                f"{operation.state}.",
+                status=409,
+            )
+        operation.state = OperationState.SUCCEEDED if succeeded else OperationState.FAILED
+        operation.outcome_unknown = False
+        operation.result_summary = summary
+        operation.result_data = data
+        operation.save(
+            update_fields=[
+                "state",
+                "outcome_unknown",
+                "result_summary",
+                "result_data",
+                "updated_at",
+            ]
+        )
+        perform.told(operation)
+    perform.announce(operation)
     return operation
 
 

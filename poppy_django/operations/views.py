@@ -24,6 +24,7 @@ from poppy_django.api.views import principal_of
 from poppy_django.operations import service
 from poppy_django.operations.models import FINAL_STATES, Operation, OperationState
 from poppy_django.operations.options import options
+from poppy_django.operations.schema import operations_schema
 
 #: How often a confirm's answer looks for the worker's outcome while it waits.
 POLL_SECONDS = 0.1
@@ -39,11 +40,9 @@ def _answer(operation: Operation) -> Response:
 class _OperationsView(EndpointView):
     """A route of the operations endpoint: ``404 not_found`` while the extension is off.
 
-    Not in the OpenAPI document (``schema = None``): the extension defines these routes,
-    and a generated description without the operation's schema would mislead.
+    In the OpenAPI document with the operation's schema (:mod:`poppy_django.operations.
+    schema`).
     """
-
-    schema = None  # type: ignore[assignment]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         if not options().enabled:
@@ -56,6 +55,7 @@ class OperationView(_OperationsView):
 
     wire_method = "GET"
 
+    @operations_schema("read")
     def get(self, request: Request, operation_id: str) -> Response:
         return _answer(service.read(principal_of(request), operation_id))
 
@@ -66,6 +66,7 @@ class ConfirmView(_OperationsView):
     wire_method = "POST"
     throttle_scope = "operation_confirm"
 
+    @operations_schema("confirm")
     def post(self, request: Request, operation_id: str) -> Response:
         principal = principal_of(request)
         service.read(principal, operation_id)  # an unknown or foreign id before the body
@@ -75,7 +76,7 @@ class ConfirmView(_OperationsView):
             return _answer(operation)
 
         async def outcome() -> dict[str, Any]:
-            current = await _settled(operation.operation_id, wait)
+            current = await settled(operation.operation_id, wait)
             if current.state == OperationState.IN_PROGRESS:
                 answer["Retry-After"] = str(options().retry_after_seconds)
             return current.to_wire()
@@ -84,12 +85,12 @@ class ConfirmView(_OperationsView):
         return answer
 
 
-async def _settled(operation_id: str, wait: float) -> Operation:
-    """The operation once final, or as it is when the wait ends."""
+async def settled(operation_id: str, wait: float) -> Operation:
+    """The operation once final or its outcome unknown, or as it is when the wait ends."""
     deadline = time.monotonic() + wait
     while True:
         current = await in_thread(Operation.objects.get, pk=operation_id)
-        if current.state in FINAL_STATES or time.monotonic() >= deadline:
+        if current.state in FINAL_STATES or current.outcome_unknown or time.monotonic() >= deadline:
             return current
         await asyncio.sleep(POLL_SECONDS)
 
@@ -99,6 +100,7 @@ class CancelView(_OperationsView):
 
     wire_method = "POST"
 
+    @operations_schema("cancel")
     def post(self, request: Request, operation_id: str) -> Response:
         principal = principal_of(request)
         service.read(principal, operation_id)
@@ -108,6 +110,8 @@ class CancelView(_OperationsView):
 
 class NotFoundView(EndpointView):
     """Any other path under the operations endpoint: ``404 not_found``."""
+
+    schema = None  # type: ignore[assignment]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         raise Http404

@@ -36,6 +36,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
@@ -314,15 +315,50 @@ class DPoPVerifier:
             raise _Refused("invalid_dpop_proof", "jti replayed")
         return principal
 
-    def _token_from(self, authorization: Any) -> str:
+    def verify_bearer(self, request: RequestInfo) -> Principal:
+        """``Authorization: Bearer <token>`` for the one resource that may take it (an MCP
+        server, Poppy §4.3): every token check but the proof, and the token must be unbound.
+
+        A token with a ``cnf.jkt`` is refused: a DPoP-bound token sent as Bearer is one
+        whose key the sender may not hold (RFC 9449 §7.1). Only this verifier's audience is
+        accepted, so a Bearer token is good at exactly the URL it was issued for.
+        """
+        try:
+            token = self._token_from(request["headers"].get("authorization"), scheme="bearer")
+            claims = self._check_token(token, request["url"], self.clock())
+            if _claim(claims, self.options.claims["jkt"]) is not None:
+                raise _Refused(
+                    "invalid_token", "Authorization: a DPoP-bound token is not a Bearer token"
+                )
+            principal = sessions.current(
+                replace(self._principal(claims, request["url"]), token_type="Bearer")
+            )
+            if principal is None:
+                raise _Refused(
+                    "invalid_token",
+                    "session revoked: the session behind this token has ended (signed out or "
+                    "revoked); get a new token",
+                )
+            self._check_scope(principal)
+            return principal
+        except _Refused as refused:
+            logger.debug("Refused a Bearer request (%s): %s", refused.code, refused.reason)
+            told = refused.code == "invalid_token" or refused.told
+            description = refused.reason if told else None
+            raise self.refusal(refused.code, scope=refused.scope, description=description) from None
+
+    def _token_from(self, authorization: Any, scheme: str = "dpop") -> str:
         if not isinstance(authorization, str) or not authorization:
             raise _Refused("invalid_token", "Authorization: missing")
-        if len(authorization) > self.options.max_token_bytes + len("DPoP "):
+        if len(authorization) > self.options.max_token_bytes + len(scheme) + 1:
             raise _Refused("invalid_token", "Authorization: larger than MAX_TOKEN_BYTES")
-        scheme, _, token = authorization.strip().partition(" ")
-        if scheme.lower() != "dpop":
+        given, _, token = authorization.strip().partition(" ")
+        if given.lower() != scheme:
             raise _Refused(
-                "invalid_token", "Authorization: the scheme is not DPoP (a DPoP-bound token)"
+                "invalid_token",
+                "Authorization: the scheme is not DPoP (a DPoP-bound token)"
+                if scheme == "dpop"
+                else "Authorization: the scheme is not Bearer",
             )
         token = token.strip()
         if not token.isascii():

@@ -33,6 +33,7 @@ from personal_agent_protocol.conformance import (
     select_cases,
 )
 from personal_agent_protocol.demo.kit import AgentIdentity
+from personal_agent_protocol.operations import TermLimit
 
 from tests.authority.driver import AcmeUser
 from tests.authority.shipped import ORIGIN, PASSWORD, Operator, shipped_acme
@@ -46,7 +47,8 @@ REPORT_DIR = ROOT / "var" / "conformance"
 #: Acme as shipped: its orders API needs orders:read; asking for one's orders signed out
 #: makes the Company Agent ask for sign-in. Cancelling an order proposes an Operation
 #: (through the API, and in a conversation for "cancel A-2"); A-1 has shipped, so cancelling
-#: it, confirmed, fails and its result says so. Its MCP server reads the orders.
+#: it, confirmed, fails and its result says so; emailing A-2's receipt may be confirmed under
+#: a standing permission. Its MCP server reads the orders.
 SCENARIO = Scenario(
     read_path="/api/orders",
     read_scope="orders:read",
@@ -56,11 +58,20 @@ SCENARIO = Scenario(
             "POST", "/api/orders/A-2/cancel", documented_as="/api/orders/{order_id}/cancel"
         ),
         "fails": Proposal("POST", "/api/orders/A-1/cancel"),
+        # Emailing a receipt opts in to standing permissions (user_approval_required false).
+        "standing": Proposal("POST", "/api/orders/A-2/receipt"),
+        # A refund's outcome stays unknown (in_progress) until the provider answers.
+        "unknown": Proposal("POST", "/api/orders/A-2/refund"),
     },
+    standing_action="send_receipt",
+    standing_limits=(TermLimit("order_id", allowed=frozenset({"A-2"})),),
+    standing_too_low=(TermLimit("order_id", allowed=frozenset({"A-1"})),),
     operation_prompt="cancel A-2",
     account_prompt="What are my orders?",
     greeting="Hello.",
     mcp_read_tool="list_orders",
+    # What the operation's page (/operations/<id>) posts: its confirm button and revision.
+    web_confirm_form={"action": "confirm", "revision": "{revision}"},
 )
 #: What Acme's staff change when they revise a proposal (``operations.terms-changed``).
 REVISED_SUMMARY = "Cancel order A-2 (refund within 5 days)"

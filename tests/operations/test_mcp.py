@@ -139,3 +139,44 @@ def test_tools_over_mcp_gated_by_scope_and_consequential_ones_propose(
     assert seen["conversation_token"] == ("invalid_token", 401)
     assert not seen["hours"].is_error
     assert seen["signed_out"] == ("sign_in_required", 403)
+
+
+def test_the_sdk_gets_a_bearer_token_from_a_bearer_server_and_calls_tools_with_it(
+    world: World, customers: None, acme_settings: Any
+) -> None:
+    """An MCP server without DPoP (``POPPY["MCP"]["DPOP"]`` False, §4.3): its metadata
+    says so, the SDK's Account Token request carries no proof, ``token_type`` is Bearer,
+    and the signed-in read works."""
+    acme_settings.POPPY = {**acme_settings.POPPY, "MCP": {"ENABLED": True, "DPOP": False}}
+    user = "usr_mcp_bearer_00000001"
+
+    async def scenario() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        async with served_over_tls(world.network):
+            await world.discover()
+            metadata = world.company.oauth_metadata
+            served = await fetch_mcp_server_metadata(world.http, URL, issuer=metadata.issuer)
+            seen["dpop"] = served.supports_dpop
+            session = await world.session(user)
+            polled = await device_sign_in(world, user, session, "acct-1")
+            result = await AccountTokenClient(
+                reactor=world.reactor, http_client=world.http
+            ).token_for_mcp(
+                polled.account_token_reference,
+                context=_context(world, user),
+                session_id=session.session_id,
+                resource=URL,
+                dpop=served.supports_dpop,
+            )
+            token = result.token
+            assert token is not None
+            seen["type"] = token.token_type
+            client = McpClient(http_client=world.http, token=token, url=URL, reactor=world.reactor)
+            seen["orders"] = await client.call_tool("list_orders")
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen["dpop"] is False
+    assert seen["type"] == "Bearer"
+    assert {o["id"] for o in seen["orders"].structured_content["orders"]} == {"A-1", "A-2"}
+    # Refused everywhere else: tests/operations/test_mcp_hostile.py (the SDK never sends it).
