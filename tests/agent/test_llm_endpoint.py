@@ -120,6 +120,25 @@ def test_turns_after_the_first_build_no_provider(agent: PersonalAgent, monkeypat
     assert built == []
 
 
+def test_turns_after_the_first_build_no_tool_schema(agent: PersonalAgent, monkeypatch) -> None:
+    """A tool's JSON schema is generated once per process: pydantic builds it in ~1 ms of
+    CPU, and every LLM turn offers every tool (on the loop the process's turns share)."""
+    from pydantic import BaseModel
+
+    assert reply(agent, "first")["text"].startswith("You said: first")
+    built: list[type[BaseModel]] = []
+    generate = BaseModel.model_json_schema.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[BaseModel], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        built.append(cls)
+        return generate(cls, *args, **kwargs)
+
+    monkeypatch.setattr(BaseModel, "model_json_schema", classmethod(counted))
+    for text in ("second", "third"):
+        assert reply(agent, text)["text"].startswith(f"You said: {text}")
+    assert built == []
+
+
 def test_a_read_tool_is_called_and_its_result_answered(through_endpoint: Serving, agent) -> None:
     answer = reply(agent, "store_hours, please")
     assert answer["text"] == f"We are open {STORE_HOURS}."
