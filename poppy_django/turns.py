@@ -40,7 +40,6 @@ from poppy_django import (
     approvals,
     engine,
     event_log,
-    fanout,
     ids,
     leases,
     memory,
@@ -445,6 +444,8 @@ async def _run_one(slot: TurnSlot, holder: leases.Holder) -> bool:
             if holder.lost.is_set():
                 raise LeaseLost(slot.conversation_id)
             if not outcome.failed:
+                if outcome.text:  # its pieces reach readers before the message does
+                    await running.deltas_sent()
                 committed = await running.run_sync(commit, request, outcome, owner)
                 if committed.thread_freed:
                     holder.thread_given_back()
@@ -478,9 +479,7 @@ async def _run_bounded(request: TurnRequest, holder: leases.Holder) -> TurnOutco
     def relay(piece: str) -> None:
         if guard.abandoned:
             raise TurnAbandoned("the turn passed its time limit")
-        running.publish_delta(
-            fanout.publish_delta, request.conversation_id, request.message_id, piece
-        )
+        running.publish_delta(request.conversation_id, request.message_id, piece)
 
     loop = asyncio.get_running_loop()
     lost: asyncio.Future[None] = loop.create_future()
