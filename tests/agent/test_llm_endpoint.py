@@ -95,8 +95,9 @@ def test_text_streams_as_deltas_and_ends_as_the_company_message(agent: PersonalA
     stored = [frame.json() for frame in frames if frame.event == "message"]
     (answer,) = [m for m in messages(stored) if m["role"] == "company"]
     assert answer["text"] == "You said: how are you? and here is"
-    # One delta a token, in order, all belonging to the message that was written.
-    assert len(deltas) == 8
+    # Eight tokens, in order, all belonging to the message that was written: those that
+    # arrived within one of the publisher's ticks come in one delta.
+    assert 1 <= len(deltas) <= 8
     assert "".join(delta["text"] for delta in deltas) == answer["text"]
     assert {delta["message_id"] for delta in deltas} == {answer["id"]}
 
