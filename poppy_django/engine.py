@@ -35,6 +35,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -59,6 +60,9 @@ MAX_PENDING_DELTAS = 10_000
 #: How long the publishing thread gathers text deltas before sending them in one go: the
 #: most a delta waits, traded for one fan-out message a tick instead of one a token.
 DELTA_TICK_SECONDS = 0.05
+#: The same for the desk's browser streams (one django-eventstream event per conversation a
+#: desk tick): staff watching a reply being written need no token-by-token pace.
+DESK_DELTA_TICK_SECONDS = 0.25
 
 _STOP = object()
 
@@ -111,21 +115,28 @@ class DatabaseThreads:
 class DeltaPublisher:
     """The thread that relays text deltas off the event loop: a tick's worth at a time.
 
-    Pieces given within ``tick`` seconds of the first one waiting are sent together, in one
-    :func:`~poppy_django.fanout.publish_deltas` call (one message on the bus, whichever
+    Pieces given within ``tick`` seconds of the first one waiting go to the conversations'
+    readers together, in one call of ``publish`` (one message on the bus, whichever
     conversations they belong to), the consecutive pieces of a message joined into one: a
     token-by-token model costs one Redis ``PUBLISH`` a tick, not one a token, and readers
-    still see the text as it streams (at most ``tick`` later). :meth:`flush` sends what is
-    waiting at once (a turn about to commit its reply, so its deltas go out before it).
+    still see the text as it streams (at most ``tick`` later). The desk's browser streams
+    (``publish_desk``: one django-eventstream event per conversation) get the same pieces
+    every ``desk_tick``, so a conversation costs one desk event per desk tick, not one per
+    token. :meth:`flush` sends what is waiting at once (a turn about to commit its reply, so
+    its deltas go out before it).
     """
 
     def __init__(
         self,
         publish: Callable[[list[tuple[str, str, str]]], None] | None = None,
         tick: float = DELTA_TICK_SECONDS,
+        publish_desk: Callable[[list[tuple[str, str, str]]], None] | None = None,
+        desk_tick: float = DESK_DELTA_TICK_SECONDS,
     ) -> None:
-        self._publish = publish or _publish_deltas
+        self._publish = publish or _publish_to_readers
+        self._publish_desk = publish_desk or (_publish_to_desk if publish is None else None)
         self._tick = tick
+        self._desk_tick = desk_tick
         self._pending: list[tuple[str, str, str]] = []
         self._changed = threading.Condition()
         #: Deltas taken (not dropped) and sent so far, and who waits for a count to be sent.
@@ -169,12 +180,21 @@ class DeltaPublisher:
             self._thread.join(timeout=10)
 
     def _work(self) -> None:
+        desk: list[tuple[str, str, str]] = []
+        desk_due = 0.0
         try:
-            while batch := self._next_batch():
-                try:
-                    self._publish(coalesced(batch))
-                except Exception:  # publishing never fails a turn
-                    logger.warning("poppy: could not publish text deltas", exc_info=True)
+            while True:
+                batch, now_please = self._next_batch(desk_due if desk else None)
+                if not batch and not desk:
+                    return  # stopped, nothing left
+                self._send(self._publish, batch)
+                if self._publish_desk is not None:
+                    if batch and not desk:
+                        desk_due = time.monotonic() + self._desk_tick
+                    desk += batch
+                    if desk and (now_please or time.monotonic() >= desk_due):
+                        self._send(self._publish_desk, desk)
+                        desk = []
                 with self._changed:
                     self._sent += len(batch)
                     self._dropped = False
@@ -185,15 +205,34 @@ class DeltaPublisher:
         finally:
             connection.close()
 
-    def _next_batch(self) -> list[tuple[str, str, str]]:
-        """Wait for a delta, then a tick for more (unless a flush or stop asks for them now);
-        empty once stopped with nothing left to send."""
+    @staticmethod
+    def _send(
+        publish: Callable[[list[tuple[str, str, str]]], None], deltas: list[tuple[str, str, str]]
+    ) -> None:
+        if not deltas:
+            return
+        try:
+            publish(coalesced(deltas))
+        except Exception:  # publishing never fails a turn
+            logger.warning("poppy: could not publish text deltas", exc_info=True)
+
+    def _next_batch(self, desk_due: float | None) -> tuple[list[tuple[str, str, str]], bool]:
+        """Wait for a delta (or the desk's tick), then a tick for more unless a flush or
+        stop asks for them now: (the deltas, whether everything is to be sent now); nothing
+        once stopped with nothing left."""
+
+        def ready() -> bool:
+            return bool(self._pending) or self._stopping
+
         with self._changed:
-            self._changed.wait_for(lambda: bool(self._pending) or self._stopping)
+            if desk_due is None:
+                self._changed.wait_for(ready)
+            else:
+                self._changed.wait_for(ready, max(0.0, desk_due - time.monotonic()))
             if self._pending and not self._flushes and not self._stopping:
                 self._changed.wait_for(lambda: bool(self._flushes) or self._stopping, self._tick)
             batch, self._pending = self._pending, []
-            return batch
+            return batch, bool(self._flushes) or self._stopping
 
 
 def coalesced(deltas: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
@@ -205,10 +244,16 @@ def coalesced(deltas: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
     return [(c, m, "".join(pieces)) for (c, m), pieces in joined.items()]
 
 
-def _publish_deltas(deltas: list[tuple[str, str, str]]) -> None:
-    from poppy_django.fanout import publish_deltas
+def _publish_to_readers(deltas: list[tuple[str, str, str]]) -> None:
+    from poppy_django.fanout import publishing
 
-    publish_deltas(deltas)
+    publishing.publish_deltas_to_readers(deltas)
+
+
+def _publish_to_desk(deltas: list[tuple[str, str, str]]) -> None:
+    from poppy_django.fanout import publishing
+
+    publishing.publish_deltas_to_desk(deltas)
 
 
 class Heartbeat:

@@ -72,8 +72,14 @@ def publish_delta(conversation_id: str, message_id: str, text: str) -> None:
 
 def publish_deltas(deltas: Sequence[tuple[str, str, str]]) -> None:
     """Relay pieces of replies being written, ``(conversation id, message id, text)`` each,
-    in order: one bus message for them all (one Redis ``PUBLISH``), and each to its
-    conversation's desk stream."""
+    in order, to readers (:func:`publish_deltas_to_readers`) and the desk."""
+    publish_deltas_to_readers(deltas)
+    publish_deltas_to_desk(deltas)
+
+
+def publish_deltas_to_readers(deltas: Sequence[tuple[str, str, str]]) -> None:
+    """The pieces to the conversations' waiting readers: one bus message for them all (one
+    Redis ``PUBLISH``, whichever conversations they belong to)."""
     items = [
         (conversation_channel(conversation_id), DELTA, {"message_id": message_id, "text": text})
         for conversation_id, message_id, text in deltas
@@ -84,5 +90,10 @@ def publish_deltas(deltas: Sequence[tuple[str, str, str]]) -> None:
         bus.publish_many(items)
     except Exception:
         logger.warning("poppy: could not publish %d text deltas", len(items), exc_info=True)
-    for channel, _, delta in items:
-        _send(send_event, channel, DELTA, delta)
+
+
+def publish_deltas_to_desk(deltas: Sequence[tuple[str, str, str]]) -> None:
+    """The pieces to each conversation's desk stream (django-eventstream, one event each)."""
+    for conversation_id, message_id, text in deltas:
+        delta = {"message_id": message_id, "text": text}
+        _send(send_event, conversation_channel(conversation_id), DELTA, delta)

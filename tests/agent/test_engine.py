@@ -238,16 +238,39 @@ def test_text_deltas_of_a_tick_go_out_together_each_message_joined_in_order():
     assert batches[-1] == [("c1", "m1", "!")]
 
 
+def test_the_desk_gets_a_conversation_s_pieces_joined_once_a_desk_tick():
+    """Readers get each tick's pieces; the desk's streams (one event per conversation) get
+    them joined once a desk tick, or at once when a flush or the stop asks."""
+    readers: list[list[tuple[str, str, str]]] = []
+    desk: list[list[tuple[str, str, str]]] = []
+    arrived = threading.Semaphore(0)
+
+    def to_readers(deltas: list[tuple[str, str, str]]) -> None:
+        readers.append(deltas)
+        arrived.release()
+
+    publisher = engine.DeltaPublisher(to_readers, 0, desk.append, desk_tick=3600)
+    try:
+        for piece in ("Hel", "lo"):
+            publisher.publish("c1", "m1", piece)
+            assert arrived.acquire(timeout=10)
+        assert readers == [[("c1", "m1", "Hel")], [("c1", "m1", "lo")]]
+        assert desk == []
+    finally:
+        publisher.stop()
+    assert desk == [[("c1", "m1", "Hello")]]
+
+
 def test_a_streamed_reply_is_published_in_fewer_messages_than_pieces(
     agent: PersonalAgent, monkeypatch
 ):
     """A model writing piece by piece: the readers get every piece, in order, in fewer
     fan-out messages than pieces, all of them before the reply is committed."""
-    from poppy_django import fanout
+    from poppy_django.fanout import publishing
 
     sent: list[list[tuple[str, str, str]]] = []
     committed: list[int] = []
-    publish, commit = fanout.publish_deltas, turns.commit
+    publish, commit = publishing.publish_deltas_to_readers, turns.commit
 
     def recorded(deltas: list[tuple[str, str, str]]) -> None:
         sent.append(list(deltas))
@@ -257,7 +280,7 @@ def test_a_streamed_reply_is_published_in_fewer_messages_than_pieces(
         committed.append(len(sent))
         return commit(*args, **kwargs)
 
-    monkeypatch.setattr(fanout, "publish_deltas", recorded)
+    monkeypatch.setattr(publishing, "publish_deltas_to_readers", recorded)
     monkeypatch.setattr(turns, "commit", committing)
     pieces = [f"piece{n} " for n in range(40)]
 
