@@ -426,9 +426,10 @@ class Engine:
         """Relay a piece of a reply being written (within a tick, never blocking the loop)."""
         self.deltas.publish(conversation_id, message_id, text)
 
-    async def deltas_sent(self, timeout: float = 5.0) -> None:
+    async def deltas_sent(self, timeout: float = 1.0) -> None:
         """Wait (at most ``timeout`` s) until the deltas given so far are published: a turn
-        commits its reply after its pieces, so readers get them before the message."""
+        commits its reply after its pieces, so readers get them before the message. Short:
+        with Redis away, a reply is not held back for pieces that may never go out."""
         loop = asyncio.get_running_loop()
         sent: asyncio.Future[None] = loop.create_future()
 
