@@ -10,8 +10,9 @@ Celery worker process and the LLM-shaped local model (``bench/llm_endpoint.py``:
 text deltas a turn, at ``--rate`` tokens/s after ``--ttft`` s). After a warm-up, N
 conversations are started at once and polled until every reply is in. Printed: the worker's
 CPU ms per turn (utime + stime of its process tree, from /proc), Redis commands per turn by
-name (``INFO commandstats``: ``publish`` is the text deltas and nudges) and PostgreSQL
-transactions per turn (``pg_stat_database``). ``--profile``: py-spy (``--gil``: samples that
+name (``INFO commandstats``: ``publish`` is the text deltas and nudges; the web process's
+commands count too) and PostgreSQL transactions per turn (``pg_stat_database``: every
+process's, the web process's reads and this script's polling included). ``--profile``: py-spy (``--gil``: samples that
 hold the GIL, i.e. Python CPU) records the worker and its children during the run and a
 summary by layer is written there (py-spy's
 raw stacks beside it, ``.raw``) (py-spy must be on PATH or given by ``--py-spy``).
