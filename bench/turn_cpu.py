@@ -12,10 +12,10 @@ conversations are started at once and polled until every reply is in. Printed: t
 CPU ms per turn (utime + stime of its process tree, from /proc), Redis commands per turn by
 name (``INFO commandstats``: ``publish`` is the text deltas and nudges; the web process's
 commands count too) and PostgreSQL transactions per turn (``pg_stat_database``: every
-process's, the web process's reads and this script's polling included). ``--profile``: py-spy (``--gil``: samples that
-hold the GIL, i.e. Python CPU) records the worker and its children during the run and a
-summary by layer is written there (py-spy's
-raw stacks beside it, ``.raw``) (py-spy must be on PATH or given by ``--py-spy``).
+process's, the web process's reads and this script's polling included). ``--profile``:
+py-spy (``--gil``: samples that hold the GIL, i.e. Python CPU) records the worker and its
+children during the last batch; a summary by layer is written there and py-spy's raw stacks
+beside it (``.raw``). py-spy must be on PATH or given by ``--py-spy``.
 """
 
 from __future__ import annotations
