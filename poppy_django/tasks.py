@@ -25,6 +25,7 @@ from celery import shared_task
 from celery.signals import (
     worker_init,
     worker_process_init,
+    worker_process_shutdown,
     worker_ready,
     worker_shutdown,
     worker_shutting_down,
@@ -128,7 +129,29 @@ def _stop_recovery(**kwargs: Any) -> None:
 @worker_shutdown.connect
 def _finish_turns(**kwargs: Any) -> None:
     """A warm shutdown finishes the turns in flight first (a solo or threads worker; a
-    prefork child's turns end with the child, and the recovery sweep takes them up)."""
+    prefork child does it as it leaves, :func:`_finish_child_turns`)."""
+    _drain_engine()
+
+
+@worker_process_shutdown.connect
+def _finish_child_turns(**kwargs: Any) -> None:
+    """A prefork child leaving (the worker's warm shutdown closed the pool, or it reached
+    ``--max-tasks-per-child``) finishes its turns in flight before it exits: its task
+    returned when it handed the turn to the engine, so Celery would not wait for them.
+
+    A child killed outright (SIGKILL, or a SIGTERM sent to it directly, which Celery's
+    children do not catch) takes its turns with it: their leases expire and the recovery
+    sweep of another process takes them up.
+    """
+    if not _per_child:
+        return
+    from poppy_django.engine.recovery import sweeper
+
+    sweeper.stop(wait=False)
+    _drain_engine()
+
+
+def _drain_engine() -> None:
     from poppy_django.conf import poppy_settings
     from poppy_django.engine import loop as engine
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from django.db import connections, router
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from poppy_django.conf import poppy_settings
 from poppy_django.models import AgentThread, AgentThreadEntry
+from poppy_django.store import statements
 
 
 def append(thread: AgentThread, entries: Sequence[dict[str, str]]) -> None:
@@ -30,6 +33,27 @@ def append(thread: AgentThread, entries: Sequence[dict[str, str]]) -> None:
     )
     thread.last_position += len(entries)
     thread.save(update_fields=["last_position", "updated_at"])
+
+
+def append_to(root_id: str, actor_id: str, entries: Sequence[dict[str, str]]) -> None:
+    """:func:`append` to the actor's thread in a conversation without reading its row first:
+    one statement takes the positions (holding the row until the caller's transaction ends,
+    so they are never taken twice), one writes the entries. A turn does it every commit."""
+    if not entries:
+        return
+    with connections[router.db_for_write(AgentThread)].cursor() as cursor:
+        cursor.execute(
+            statements.thread_positions_taken(), [len(entries), timezone.now(), root_id, actor_id]
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise AgentThread.DoesNotExist(f"no thread of {actor_id!r} in {root_id}")
+    thread_id, last = row
+    first = last - len(entries) + 1
+    AgentThreadEntry.objects.bulk_create(
+        AgentThreadEntry(thread_id=thread_id, position=first + i, role=e["role"], text=e["text"])
+        for i, e in enumerate(entries)
+    )
 
 
 def window(thread: AgentThread) -> list[dict[str, str]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,7 +112,15 @@ class Tool:
             return self.summary
 
     def json_schema(self) -> dict[str, Any]:
-        return self.input_model.model_json_schema()
+        """The arguments' JSON schema (a copy: the caller may change it)."""
+        return copy.deepcopy(_schema_of(self.input_model))
+
+
+@functools.cache
+def _schema_of(input_model: type[BaseModel]) -> dict[str, Any]:
+    """Built once per model: pydantic's schema generation costs ~1 ms of CPU, and every
+    LLM turn offers every tool, on the engine's loop shared with the process's other turns."""
+    return input_model.model_json_schema()
 
 
 def tool(

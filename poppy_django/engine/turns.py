@@ -36,7 +36,7 @@ from typing import Any
 
 from django.db import router, transaction
 
-from poppy_django import fanout, observe, signals
+from poppy_django import observe, signals
 from poppy_django.agent import memory
 from poppy_django.agent.guard import TurnAbandoned, TurnGuard
 from poppy_django.agent.model_api import AsyncTurnModel, TurnInput, TurnModel
@@ -85,6 +85,9 @@ class TurnSlot:
     message_id: str
     upto_seq: int
     attempt: int
+    #: Every turn-starting message up to this seq is answered by this turn: a later one
+    #: is looked for at commit only if the log grew past it.
+    seen_seq: int = 0
     #: Set when the claim took the agent thread too.
     claimed: Claimed | None = field(default=None, compare=False, repr=False)
 
@@ -142,6 +145,7 @@ def claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
             message_id=ids.company_message_id(conversation.id, turn_id),
             upto_seq=conversation.turn_upto_seq,
             attempt=conversation.turn_attempts,
+            seen_seq=conversation.turn_upto_seq if retry else conversation.last_seq,
             claimed=Claimed(conversation, pending) if took_thread else None,
         )
 
@@ -249,13 +253,16 @@ class Committed:
     done: bool
 
 
-def commit(request: TurnRequest, outcome: TurnOutcome, owner: str) -> Committed:
+def commit(request: TurnRequest, outcome: TurnOutcome, owner: str, seen_seq: int = 0) -> Committed:
     """Write the turn's outcome once, and only while the lease is still ours; with nothing
     left to do, end the conversation's work in the same write (one nudge for the reply and
-    the idle state)."""
+    the idle state). ``seen_seq``: its claim's :attr:`TurnSlot.seen_seq`."""
     with transaction.atomic():
         conversation = leases.lock_owned(request.conversation_id, owner)
         already = event_log.has_message(conversation, request.message_id)
+        # Has the log grown since the claim read it? If not, no message is left to answer
+        # (and the log is not read again to find none).
+        newer = conversation.last_seq > max(seen_seq, conversation.turn_upto_seq)
         with event_log.one_write(conversation):
             if conversation.status != Status.CLOSED and not already:
                 _write_outcome(conversation, request, outcome)
@@ -264,7 +271,7 @@ def commit(request: TurnRequest, outcome: TurnOutcome, owner: str) -> Committed:
             answering = (
                 conversation.status == Status.WORKING and conversation.responder == Responder.AGENT
             )
-            done = not (answering and pending_messages(conversation)) and (
+            done = not (answering and newer and pending_messages(conversation)) and (
                 _wind_down(conversation, answering) is Claim.DONE
             )
     return Committed(thread_freed=thread_freed, done=done)
@@ -342,11 +349,9 @@ def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: Tu
 
 def _remember(conversation: Conversation, request: TurnRequest, reply: str | None) -> None:
     """Add the turn to its actor's thread, so the next turn sees what was said."""
-    thread = AgentThread.objects.select_for_update().get(
-        conversation_id=conversation.thread_root_id, actor_id=request.actor.id
-    )
-    memory.append(
-        thread,
+    memory.append_to(
+        conversation.thread_root_id,
+        request.actor.id,
         [
             *({"role": "user", "text": item.render()} for item in request.inputs),
             *([{"role": "assistant", "text": reply}] if reply is not None else []),
@@ -437,7 +442,9 @@ async def _run_one(slot: TurnSlot, holder: leases.Holder) -> bool:
             if holder.lost.is_set():
                 raise LeaseLost(slot.conversation_id)
             if not outcome.failed:
-                committed = await running.run_sync(commit, request, outcome, owner)
+                if outcome.text:  # its pieces reach readers before the message does
+                    await running.deltas_sent()
+                committed = await running.run_sync(commit, request, outcome, owner, slot.seen_seq)
                 if committed.thread_freed:
                     holder.thread_given_back()
     except LeaseLost:
@@ -470,9 +477,7 @@ async def _run_bounded(request: TurnRequest, holder: leases.Holder) -> TurnOutco
     def relay(piece: str) -> None:
         if guard.abandoned:
             raise TurnAbandoned("the turn passed its time limit")
-        running.publish_delta(
-            fanout.publish_delta, request.conversation_id, request.message_id, piece
-        )
+        running.publish_delta(request.conversation_id, request.message_id, piece)
 
     loop = asyncio.get_running_loop()
     lost: asyncio.Future[None] = loop.create_future()

@@ -15,6 +15,7 @@ from poppy_django.fanout.publishing import (
     desk_channel,
     nudge_on_commit,
     publish_delta,
+    publish_deltas,
 )
 
 __all__ = [
@@ -27,4 +28,5 @@ __all__ = [
     "listen",
     "nudge_on_commit",
     "publish_delta",
+    "publish_deltas",
 ]

@@ -15,7 +15,7 @@ streams another deployment's conversations.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db import transaction
@@ -67,6 +67,33 @@ def nudge_on_commit(conversation_id: str, last_seq: int, summary: dict[str, Any]
 
 def publish_delta(conversation_id: str, message_id: str, text: str) -> None:
     """Relay a piece of a reply being written; it is never stored."""
-    channel, delta = conversation_channel(conversation_id), {"message_id": message_id, "text": text}
-    _send(bus.publish, channel, DELTA, delta)
-    _send(send_event, channel, DELTA, delta)
+    publish_deltas([(conversation_id, message_id, text)])
+
+
+def publish_deltas(deltas: Sequence[tuple[str, str, str]]) -> None:
+    """Relay pieces of replies being written, ``(conversation id, message id, text)`` each,
+    in order, to readers (:func:`publish_deltas_to_readers`) and the desk."""
+    publish_deltas_to_readers(deltas)
+    publish_deltas_to_desk(deltas)
+
+
+def publish_deltas_to_readers(deltas: Sequence[tuple[str, str, str]]) -> None:
+    """The pieces to the conversations' waiting readers: one bus message for them all (one
+    Redis ``PUBLISH``, whichever conversations they belong to)."""
+    items = [
+        (conversation_channel(conversation_id), DELTA, {"message_id": message_id, "text": text})
+        for conversation_id, message_id, text in deltas
+    ]
+    if not items:
+        return
+    try:
+        bus.publish_many(items)
+    except Exception:
+        logger.warning("poppy: could not publish %d text deltas", len(items), exc_info=True)
+
+
+def publish_deltas_to_desk(deltas: Sequence[tuple[str, str, str]]) -> None:
+    """The pieces to each conversation's desk stream (django-eventstream, one event each)."""
+    for conversation_id, message_id, text in deltas:
+        delta = {"message_id": message_id, "text": text}
+        _send(send_event, conversation_channel(conversation_id), DELTA, delta)

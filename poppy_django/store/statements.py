@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import models
 
-from poppy_django.models import ActionRecord, Conversation, Event
+from poppy_django.models import ActionRecord, AgentThread, Conversation, Event
 
 
 def _column(model: type[models.Model], name: str) -> str:
@@ -107,6 +107,20 @@ def lease_taken(owner_field: str, until_field: str) -> str:
         f'UPDATE "{Conversation._meta.db_table}" SET {owner} = %s, {until} = %s'  # noqa: S608
         f" WHERE {_column(Conversation, 'id')} = %s"
         f" AND ({owner} IS NULL OR {until} < %s OR {owner} = %s)"
+    )
+
+
+@functools.cache
+def thread_positions_taken() -> str:
+    """Take the next positions of an actor's thread in a conversation, its row locked until
+    the transaction ends, returning the thread's id and its new last position; parameters:
+    how many, now, the conversation's id, the actor's id."""
+    last, updated = _column(AgentThread, "last_position"), _column(AgentThread, "updated_at")
+    return (
+        f'UPDATE "{AgentThread._meta.db_table}" SET {last} = {last} + %s, {updated} = %s'  # noqa: S608
+        f" WHERE {_column(AgentThread, 'conversation')} = %s"
+        f" AND {_column(AgentThread, 'actor_id')} = %s"
+        f" RETURNING {_column(AgentThread, 'id')}, {last}"
     )
 
 

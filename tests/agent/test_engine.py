@@ -210,3 +210,91 @@ def test_a_turn_whose_lease_was_taken_over_stops_and_writes_nothing(
     said = [m for m in messages(agent.read(conversation_id).json()["events"])]
     assert [m["role"] for m in said] == ["user"]
     assert Conversation.objects.get(pk=conversation_id).lease_owner == "another-worker"
+
+
+def test_text_deltas_of_a_tick_go_out_together_each_message_joined_in_order():
+    """The publishing thread sends what arrived within a tick in one call (one fan-out
+    message), the consecutive pieces of each message joined: one publish a tick, not one
+    a token. A flush sends what waits at once and says when it is out."""
+    batches: list[list[tuple[str, str, str]]] = []
+    publisher = engine.DeltaPublisher(batches.append, tick=3600)  # only a flush sends
+    try:
+        for conversation, message, piece in [
+            ("c1", "m1", "Hel"),
+            ("c2", "m2", "Good"),
+            ("c1", "m1", "lo "),
+            ("c2", "m2", "bye"),
+            ("c1", "m1", "there"),
+        ]:
+            publisher.publish(conversation, message, piece)
+        sent = threading.Event()
+        publisher.flush(sent.set)
+        assert sent.wait(10)
+        assert batches == [[("c1", "m1", "Hello there"), ("c2", "m2", "Goodbye")]]
+        nothing_left = threading.Event()
+        publisher.flush(nothing_left.set)  # nothing waits: said at once
+        assert nothing_left.is_set()
+        publisher.publish("c1", "m1", "!")
+    finally:
+        publisher.stop()  # what still waits is sent before the thread ends
+    assert batches[-1] == [("c1", "m1", "!")]
+
+
+def test_the_desk_gets_a_conversation_s_pieces_joined_once_a_desk_tick():
+    """Readers get each tick's pieces; the desk's streams (one event per conversation) get
+    them joined once a desk tick, or at once when a flush or the stop asks."""
+    readers: list[list[tuple[str, str, str]]] = []
+    desk: list[list[tuple[str, str, str]]] = []
+    arrived = threading.Semaphore(0)
+
+    def to_readers(deltas: list[tuple[str, str, str]]) -> None:
+        readers.append(deltas)
+        arrived.release()
+
+    publisher = engine.DeltaPublisher(to_readers, 0, desk.append, desk_tick=3600)
+    try:
+        for piece in ("Hel", "lo"):
+            publisher.publish("c1", "m1", piece)
+            assert arrived.acquire(timeout=10)
+        assert readers == [[("c1", "m1", "Hel")], [("c1", "m1", "lo")]]
+        assert desk == []
+    finally:
+        publisher.stop()
+    assert desk == [[("c1", "m1", "Hello")]]
+
+
+def test_a_streamed_reply_is_published_in_fewer_messages_than_pieces(
+    agent: PersonalAgent, monkeypatch
+):
+    """A model writing piece by piece: the readers get every piece, in order, in fewer
+    fan-out messages than pieces, all of them before the reply is committed."""
+    from poppy_django.fanout import publishing
+
+    sent: list[list[tuple[str, str, str]]] = []
+    committed: list[int] = []
+    publish, commit = publishing.publish_deltas_to_readers, turns.commit
+
+    def recorded(deltas: list[tuple[str, str, str]]) -> None:
+        sent.append(list(deltas))
+        publish(deltas)
+
+    def committing(*args: Any, **kwargs: Any) -> Any:
+        committed.append(len(sent))
+        return commit(*args, **kwargs)
+
+    monkeypatch.setattr(publishing, "publish_deltas_to_readers", recorded)
+    monkeypatch.setattr(turns, "commit", committing)
+    pieces = [f"piece{n} " for n in range(40)]
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        for piece in pieces:
+            yield piece
+
+    monkeypatch.setattr(
+        turns, "model_for", lambda name: PydanticAIModel(FunctionModel(stream_function=stream))
+    )
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    assert reply_of(agent, conversation_id) == "".join(pieces)
+    assert "".join(text for batch in sent for _, _, text in batch) == "".join(pieces)
+    assert len(sent) < len(pieces)
+    assert committed == [len(sent)]

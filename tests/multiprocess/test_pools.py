@@ -8,7 +8,10 @@ lease to expire (the recovery sweep never takes one up). gevent/eventlet refuse 
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -79,3 +82,24 @@ def test_a_worker_with_a_pool_the_engine_cannot_run_refuses_to_start(pool: str) 
 @pytest.mark.parametrize("pool", ["prefork", "threads", "solo", "processes"])
 def test_the_supported_pools_start(pool: str) -> None:
     tasks._check_pool(sender=SimpleNamespace(pool_cls=pool))
+
+
+def test_a_prefork_worker_s_warm_shutdown_finishes_the_turns_in_flight(mp: Cluster) -> None:
+    """SIGTERM to the worker (a warm shutdown): its pool child finishes the turn its engine
+    holds before it exits. No other worker runs, so a turn left behind would never be
+    answered (nothing would take it up)."""
+    llm = mp.llm(ttft=2.0, tokens=10, rate=20)
+    web = mp.web("web")
+    worker = mp.worker("worker", options=["--pool=prefork", "--concurrency=1"])
+    pa = HttpAgent()
+    conversation_id = pa.post(web, "", pa.message("hello")).json()["conversation_id"]
+    deadline = time.monotonic() + 30
+    while httpx.get(f"{llm}/stats").json()["open"] < 1:  # the model call is in flight
+        assert time.monotonic() < deadline, "the turn did not start"
+        time.sleep(0.05)
+    os.kill(worker.pid, signal.SIGTERM)  # the worker alone, not its process group
+    assert worker.wait(timeout=60) == 0
+    events = pa.all_events(web, conversation_id)
+    (reply,) = company_messages(events)
+    assert reply["text"].startswith("You said: hello")
+    assert _settled(events)

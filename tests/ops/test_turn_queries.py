@@ -45,7 +45,11 @@ def test_a_turn_is_a_claim_and_a_commit(agent: PersonalAgent, nudges: list[dict[
     assert len(conversation_writes) == 3
     assert '"thread_owner"' in conversation_writes[1] and '"thread_owner"' in conversation_writes[2]
     assert '"lease_owner" = NULL' in conversation_writes[2]
-    assert len(sql) == 19
+    # 13 statements and two BEGIN/COMMIT pairs: the lease; the approvals; the claim (lock,
+    # messages, attempt and thread); the window; the commit (lock, the reply's receipt, the
+    # thread's positions taken and its entries written in two statements, the approvals, the
+    # events, the conversation). The log is not read again when it has not grown since.
+    assert len(sql) == 17
     # The commit's events (the reply and the idle state) go in together, in one INSERT.
     commit = sql[sql.index("BEGIN", sql.index("COMMIT")) :]
     event_inserts = [s for s in commit if s.startswith('INSERT INTO "poppy_django_event"')]
@@ -61,3 +65,17 @@ def test_a_turn_is_a_claim_and_a_commit(agent: PersonalAgent, nudges: list[dict[
     events = agent.read(conversation_id).json()["events"]
     assert kinds(events)[-2:] == [("message", "company"), ("state", "idle", "agent")]
     assert conversation.lease_owner is None and conversation.thread_owner is None
+
+
+def test_a_first_turn_stays_within_its_statements(agent: PersonalAgent):
+    """The first turn of a conversation makes its agent thread too: a few more statements,
+    still a bound a change that adds a statement to every turn must get past."""
+    with dispatch_lost():
+        conversation_id = agent.start("hello").json()["conversation_id"]
+        with engine_queries() as sql:
+            turns.run_turns(conversation_id)
+    assert kinds(agent.read(conversation_id).json()["events"])[-2:] == [
+        ("message", "company"),
+        ("state", "idle", "agent"),
+    ]
+    assert len([s for s in sql if s not in ("BEGIN", "COMMIT")]) <= 20

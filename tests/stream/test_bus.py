@@ -176,6 +176,47 @@ def test_a_message_published_by_another_process_reaches_the_reader(redis_kwargs,
     assert [(item.type, item.data) for item in items] == [("poppy.test", {"n": 1})]
 
 
+def test_a_batch_is_one_redis_message_and_each_reader_gets_its_items_in_order(redis_kwargs, server):
+    """A tick's text deltas of every conversation go out in one PUBLISH (what the turn
+    engine's publishing thread sends); each reader receives its own, in order."""
+    watcher = server.pubsub()
+    with override_settings(EVENTSTREAM_REDIS=redis_kwargs):
+        watcher.subscribe(bus.redis_channel())
+    assert watcher.get_message(timeout=5)["type"] == "subscribe"
+    batch = [
+        (KEY, "poppy.delta", {"n": 1}),
+        ("poppy-other", "poppy.delta", {"n": 2}),
+        (KEY, "poppy.delta", {"n": 3}),
+    ]
+
+    async def scenario():
+        inbox = Inbox(KEY)
+        inbox.open()
+        try:
+            await inbox.receive(timeout=20)  # subscribed
+            bus.publish_many(batch)
+            received: list[Any] = []
+            while len(received) < 2:
+                received += (await inbox.receive(timeout=20))[1]
+            return received
+        finally:
+            inbox.close()
+
+    items = _over_redis(redis_kwargs, scenario)
+    assert [(item.type, item.data) for item in items] == [
+        ("poppy.delta", {"n": 1}),
+        ("poppy.delta", {"n": 3}),
+    ]
+    sent = [watcher.get_message(timeout=5), watcher.get_message(timeout=0.5)]
+    watcher.close()
+    assert sent[1] is None
+    assert [entry["data"] for entry in json.loads(sent[0]["data"])["batch"]] == [
+        {"n": 1},
+        {"n": 2},
+        {"n": 3},
+    ]
+
+
 def test_malformed_messages_are_ignored(redis_kwargs, server):
     async def scenario():
         inbox = Inbox(KEY)
