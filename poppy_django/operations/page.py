@@ -17,7 +17,7 @@ then answers ``303`` to itself, so a reload never posts again.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -38,15 +38,24 @@ class _See(HttpResponseRedirect):
     status_code = 303
 
 
+@runtime_checkable
+class BrowserVisit(Protocol):
+    """What ``request.poppy`` holds for a browser that joined a Poppy Session (set by the
+    issuer app's ``BrowserSessionMiddleware``; the core reads it without importing it)."""
+
+    session_id: str
+    client_id: str
+    user_id: str
+    signed_in: bool
+    account_id: str | None
+    scopes: frozenset[str]
+
+
 def _principal(request: HttpRequest) -> Principal | None:
     """The Session this browser joined, as the service's owner check sees a caller."""
-    try:
-        from poppy_django.authority.website import poppy_browser
-    except ImportError:  # the authority app (browser sessions) is not installed
-        return None
-    visit = poppy_browser(request)
-    if visit is None:
-        return None
+    visit = getattr(request, "poppy", None)
+    if not isinstance(visit, BrowserVisit):
+        return None  # not a personal agent's browser (or browser sessions are off)
     return Principal(
         client_id=visit.client_id,
         user_id=visit.user_id,
