@@ -1,15 +1,23 @@
-"""Waiting for something to happen, instead of sleeping for a guessed time."""
+"""Waiting for something to happen, instead of sleeping for a guessed time: the suite's one
+poll helper."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
-def eventually(condition: Callable[[], object], *, timeout: float = 20.0, what: str = "") -> None:
-    """Return as soon as ``condition()`` holds; fail naming ``what`` after ``timeout`` s."""
+def eventually(condition: Callable[[], T], *, timeout: float = 20.0, what: str = "") -> T:
+    """``condition()``'s first truthy value, polled; fail naming ``what`` after ``timeout`` s
+    (a generous bound for a busy machine, never a timing assertion)."""
     deadline = time.monotonic() + timeout
-    while not condition():
+    while True:
+        value = condition()
+        if value:
+            return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or condition}")
         time.sleep(0.02)

@@ -22,7 +22,7 @@ from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.scripted import ScriptedModel
 from poppy_django.conf import DEFAULT_TEXTS
 from poppy_django.models import Conversation, Status
-from tests.conftest import PersonalAgent, messages
+from tests.agents import PersonalAgent, messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -108,7 +108,7 @@ def test_a_celery_task_waits_for_a_place_before_it_returns(
     monkeypatch.setattr(turns, "build_model", lambda name: model)
     first = agent.start("first").json()["conversation_id"]
     until(lambda: model.waiting == 1)
-    from tests.conftest import dispatch_lost
+    from tests.turn_control import dispatch_lost
 
     with dispatch_lost():
         second = agent.start("second").json()["conversation_id"]

@@ -14,7 +14,8 @@ from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.registry import get as get_agent
 from poppy_django.agent.runtime import TurnOutcome
 from poppy_django.models import Conversation, Event
-from tests.conftest import PersonalAgent, dispatch_lost
+from tests.agents import PersonalAgent
+from tests.turn_control import dispatch_lost
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,11 +18,11 @@ from poppy_django.agent.scripted import ScriptedModel
 from poppy_django.conf import DEFAULT_TEXTS
 from poppy_django.fanout.listening import waiting_readers
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Status
-from tests.conftest import PersonalAgent, messages
+from tests.agents import PersonalAgent, messages
 from tests.stream.asgi import get
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 FAILED = DEFAULT_TEXTS["failed_turn"]
 

@@ -21,11 +21,11 @@ from example_project.shop.agent import STORE_HOURS
 from example_project.shop.models import Order
 from poppy_django.client import SSEFrame
 from poppy_django.conf import DEFAULT_TEXTS
-from tests.conftest import PersonalAgent, messages
+from tests.agents import PersonalAgent, messages
 from tests.llm_endpoint import Pace, Serving, serving
 from tests.stream.asgi import get
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 FAILED = DEFAULT_TEXTS["failed_turn"]
 

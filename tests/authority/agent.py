@@ -18,7 +18,7 @@ from django.test import Client
 from personal_agent_protocol.demo.kit import AgentIdentity
 
 from tests.authority import network
-from tests.authority.conftest import DOMAIN, ORIGIN
+from tests.authority.sdk_agent import DOMAIN, ORIGIN
 
 TOKEN_URL = f"{ORIGIN}/oauth/token"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"

@@ -26,7 +26,7 @@ from personal_agent_protocol.demo.kit import (
 from personal_agent_protocol.feedback import FeedbackClient, FeedbackReport
 from personal_agent_protocol.mediated import MediatedSignInClient, MediatedSignInResult
 
-from tests.authority.conftest import DOMAIN, ORIGIN, TENANT, RealClock, World
+from tests.authority.sdk_agent import DOMAIN, ORIGIN, TENANT, RealClock, World
 
 BROWSER_ENDPOINT = f"{ORIGIN}/poppy/browser-session"
 

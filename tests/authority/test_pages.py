@@ -9,8 +9,8 @@ from django.test import Client as Browser
 
 from poppy_django.authority.models import AccountToken, Client, DeviceAuthorization, Grant, Session
 from tests.authority.agent import HandAgent
-from tests.authority.conftest import DOMAIN
 from tests.authority.driver import PASSWORD
+from tests.authority.sdk_agent import DOMAIN
 
 pytestmark = pytest.mark.django_db
 

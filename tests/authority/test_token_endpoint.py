@@ -11,7 +11,7 @@ from poppy_django.auth.principal import Principal
 from poppy_django.authority.models import Client, Session
 from poppy_django.authority.status import session_is_active
 from tests.authority.agent import JWT_BEARER, HandAgent
-from tests.authority.conftest import DOMAIN, ORIGIN
+from tests.authority.sdk_agent import DOMAIN, ORIGIN
 
 pytestmark = pytest.mark.django_db
 

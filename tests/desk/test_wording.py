@@ -13,7 +13,7 @@ from django.utils import timezone
 from poppy_django import approvals, service
 from poppy_django.broker_health import health
 from poppy_django.models import ActionStatus, Conversation, Status
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 from tests.desk.conftest import DESK, act, desk_url, make_user, queued
 from tests.desk.test_approvals import approval_agent, proposed, told  # noqa: F401 - fixture
 

@@ -18,10 +18,15 @@ from poppy_django.executors import ThreadExecutor
 from poppy_django.maintenance import reap
 from poppy_django.models import Conversation, Status
 from poppy_django.turns import run_turns
-from tests.conftest import PersonalAgent, dispatch_lost, kinds, messages
+from tests.agents import PersonalAgent, kinds, messages
 from tests.multiprocess.cluster import free_port
+from tests.turn_control import dispatch_lost
 
-pytestmark = [pytest.mark.embedded, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.embedded,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("shop_orders"),
+]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from poppy_django.authority.models import Client
 from tests.authority.agent import CLIENT_ASSERTION, JWT_BEARER, HandAgent
-from tests.authority.conftest import DOMAIN, _sites, acme_settings, customers  # noqa: F401
+from tests.authority.conftest import _sites, acme_settings, customers  # noqa: F401
+from tests.authority.sdk_agent import DOMAIN
 from tests.authority.test_pages import browser, device_codes
 from tests.fuzz.harness import PROFILE
 

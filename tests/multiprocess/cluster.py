@@ -22,6 +22,8 @@ from typing import Any
 import httpx
 import psycopg
 
+from tests.waiting import eventually
+
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 APP = "example_project.asgi:application"
@@ -194,7 +196,8 @@ class Cluster:
         log = open(self.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
         process = subprocess.Popen(
             argv,
-            env={**self.env, **(env or {})},
+            # Its database sessions carry its name (libpq's PGAPPNAME): see sessions_ended.
+            env={**self.env, "PGAPPNAME": name, **(env or {})},
             cwd=ROOT,
             stdout=log,
             stderr=log,
@@ -332,6 +335,31 @@ class Cluster:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
+
+    def exited(self, name: str, timeout: float = 30) -> int:
+        """Wait for a process to exit by itself (a worker made to die); its exit status.
+
+        Its database sessions have ended too when this returns (:meth:`sessions_ended`).
+        """
+        process = self.processes[name]
+        try:
+            status = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{name} did not exit: {self.log(name)}") from None
+        self.processes.pop(name)
+        self.sessions_ended(name)
+        return status
+
+    def sessions_ended(self, name: str, timeout: float = 30) -> None:
+        """Wait until PostgreSQL has ended the database sessions of a dead process: from then
+        on whatever it had sent is committed or rolled back, and nothing more of it can be."""
+        sql = (
+            "SELECT count(*) FROM pg_stat_activity"
+            f" WHERE datname = '{self.name}' AND application_name = '{name}'"
+        )
+        eventually(
+            lambda: self.pg(sql) == [(0,)], timeout=timeout, what=f"{name}'s sessions to end"
+        )
 
     def stop(self, name: str) -> None:
         """SIGTERM (SIGKILL after 10 s), to the process and its children; gone is fine."""

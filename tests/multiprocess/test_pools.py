@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from poppy_django import tasks
+from tests.agents import PersonalAgent, company_messages
 from tests.multiprocess.cluster import Cluster
-from tests.multiprocess.http import HttpAgent, company_messages
 
 pytestmark = pytest.mark.multiprocess
 
@@ -41,12 +41,12 @@ def test_one_worker_keeps_many_llm_turns_in_flight(mp: Cluster, options: list[st
     llm = mp.llm(ttft=1.0, tokens=10, rate=20)
     web = mp.web("web")
     mp.worker("worker", options=options)
-    people = [HttpAgent() for _ in range(AT_ONCE)]
-    started: list[tuple[HttpAgent, str]] = []
+    people = [PersonalAgent() for _ in range(AT_ONCE)]
+    started: list[tuple[PersonalAgent, str]] = []
     lock = threading.Lock()
 
-    def start(pa: HttpAgent, n: int) -> None:
-        conversation_id = pa.post(web, "", pa.message(f"hello {n}")).json()["conversation_id"]
+    def start(pa: PersonalAgent, n: int) -> None:
+        conversation_id = pa.at(web).post("", pa.message(f"hello {n}")).json()["conversation_id"]
         with lock:
             started.append((pa, conversation_id))
 
@@ -57,7 +57,7 @@ def test_one_worker_keeps_many_llm_turns_in_flight(mp: Cluster, options: list[st
         starter.join(60)
     assert len(started) == AT_ONCE
     for pa, conversation_id in started:
-        (reply,) = company_messages(pa.wait_for(web, conversation_id, _settled, timeout=90))
+        (reply,) = company_messages(pa.at(web).events_until(conversation_id, _settled, timeout=90))
         assert reply["text"].startswith("You said: hello "), mp.log("worker")
     served = httpx.get(f"{llm}/stats").json()
     assert served["requests"] == AT_ONCE and served["open"] == 0

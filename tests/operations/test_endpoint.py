@@ -18,7 +18,7 @@ from poppy_django.auth.fake import fake_authorization
 from poppy_django.operations import service
 from poppy_django.operations.models import Operation
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 OWNER = {"client_id": "https://agent.example/client", "user_id": "user-1"}
 

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from tests.authority.agent import HandAgent
-from tests.authority.conftest import DOMAIN, ORIGIN
+from tests.authority.sdk_agent import DOMAIN, ORIGIN
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -112,7 +112,7 @@ def test_failed_dispatches_are_told_once_per_interval(unreachable_broker, caplog
 @pytest.mark.django_db(transaction=True)
 def test_a_message_is_acknowledged_and_the_broker_named(unreachable_broker, caplog) -> None:
     from poppy_django.broker_health import health
-    from tests.conftest import PersonalAgent
+    from tests.agents import PersonalAgent
 
     caplog.set_level(logging.INFO, logger="poppy_django.turns")
     try:

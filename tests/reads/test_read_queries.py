@@ -12,7 +12,7 @@ from django.db import connection
 from django.db.backends.utils import CursorWrapper
 
 from poppy_django import ids, service
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 from tests.wire.wire_support import add_company_messages, assert_error, quiet_start
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,7 +14,7 @@ from django.test import override_settings
 from poppy_django import service
 from poppy_django.fanout.bus import open_inboxes
 from poppy_django.models import Conversation, Event
-from tests.conftest import PersonalAgent, messages
+from tests.agents import PersonalAgent, messages
 from tests.stream.asgi import get
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,8 +11,9 @@ import pytest
 from django.core.cache import cache
 
 from poppy_django.throttling import waiting_slots
-from tests.conftest import PersonalAgent
-from tests.wire.wire_support import assert_error, poppy, quiet_start, rows, wait_for
+from tests.agents import PersonalAgent
+from tests.waiting import eventually
+from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -105,7 +106,7 @@ def hold_long_poll(agent: PersonalAgent, conversation_id: str, seconds: float) -
 
 def first_refusal(call) -> object:
     """Retry ``call`` until it is refused: the held read may not have started yet."""
-    return wait_for(lambda: (r := call()).status_code == 429 and r, what="a 429")
+    return eventually(lambda: (r := call()).status_code == 429 and r, what="a 429")
 
 
 def test_waiting_reads_are_bounded_per_caller(agent):
@@ -161,7 +162,7 @@ def test_a_stream_holds_a_slot_until_the_client_hangs_up(agent):
         assert_too_many(refused)
         streaming.join()
         # The hung-up stream gives its slot back (once the server has seen the hang-up).
-        wait_for(
+        eventually(
             lambda: get(path(conversation_id), headers, hang_up_after=0.2).status == 200,
             what="the slot back",
         )

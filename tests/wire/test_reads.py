@@ -11,7 +11,7 @@ from django.db import connection
 
 from poppy_django import service
 from poppy_django.models import Conversation, Event
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 from tests.wire.wire_support import (
     ID_RE,
     READ_KEYS,

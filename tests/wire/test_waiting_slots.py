@@ -17,7 +17,8 @@ from django.test import RequestFactory
 
 from poppy_django.throttling import waiting_slots
 from poppy_django.views import EventsView
-from tests.wire.wire_support import quiet_start, wait_for
+from tests.waiting import eventually
+from tests.wire.wire_support import quiet_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,7 +59,7 @@ def test_a_long_poll_cancelled_while_its_cycle_runs_gives_its_slot_back(agent):
             await task
         proceed.set()  # the thread returns its WaitingResponse after the cancellation
         await asyncio.to_thread(
-            wait_for, lambda: waiting_slots.total == before, what="the slot back"
+            eventually, lambda: waiting_slots.total == before, what="the slot back"
         )
 
     asyncio.run(cancel_mid_cycle())

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -59,15 +57,3 @@ def add_company_messages(conversation_id: str, count: int) -> None:
     """Events without turns: staff messages through the company service."""
     for n in range(count):
         service.post_message(conversation_id, f"note {n}", by="test")
-
-
-def wait_for(predicate: Callable[[], Any], *, timeout: float = 20.0, what: str = "") -> Any:
-    """Poll until ``predicate()`` is truthy (generous timeout; never a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
-        time.sleep(0.05)

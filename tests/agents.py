@@ -1,0 +1,262 @@
+"""The suite's one personal-agent test double: a personal agent acting for one User, with the
+fake verifier's header, speaking the conversation endpoint's wire.
+
+Its transport is Django's test client in this process (``base_url=None``, the default) or
+real HTTP to a running server (``base_url``, httpx): the same requests either way, so a test
+of the multi-process deployment reads like one of the wire. ``at(base_url)`` is the same
+agent and User talking to another server (another web process of one deployment).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+from django.test import Client
+
+from poppy_django.auth.fake import fake_authorization
+from poppy_django.client import iter_sse
+from tests.waiting import eventually
+
+ENDPOINT = "/poppy/conversations"
+#: Long enough for the longest ``wait`` a test asks for, and a busy machine.
+HTTP_TIMEOUT = 60.0
+_ids = itertools.count(1)
+
+Events = list[dict[str, Any]]
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{next(_ids)}"
+
+
+class PersonalAgent:
+    """One personal agent acting for one User (``user_id``; a fresh one by default)."""
+
+    def __init__(
+        self,
+        client_id: str = "https://pa.example/client",
+        user_id: str | None = None,
+        *,
+        account_id: str | None = None,
+        scopes: tuple[str, ...] = (),
+        base_url: str | None = None,
+    ) -> None:
+        self.client_id = client_id
+        self.user_id = user_id or unique("user")
+        self.account_id = account_id
+        self.scopes = scopes
+        self.base_url = base_url.rstrip("/") if base_url else None
+        self.client = Client() if self.base_url is None else None
+
+    def signed_in(self, account_id: str, scopes: tuple[str, ...] = ()) -> PersonalAgent:
+        """The same User, signed in to an account (a new token)."""
+        return PersonalAgent(
+            self.client_id,
+            self.user_id,
+            account_id=account_id,
+            scopes=scopes,
+            base_url=self.base_url,
+        )
+
+    def at(self, base_url: str) -> PersonalAgent:
+        """The same agent and User, over real HTTP to the server at ``base_url``."""
+        return PersonalAgent(
+            self.client_id,
+            self.user_id,
+            account_id=self.account_id,
+            scopes=self.scopes,
+            base_url=base_url,
+        )
+
+    # -- credentials -------------------------------------------------------------------------
+
+    def authorization(self) -> str:
+        return fake_authorization(
+            self.client_id, self.user_id, account_id=self.account_id, scopes=self.scopes
+        )
+
+    def headers(self) -> dict[str, str]:
+        """The credentials as Django request META (the test client, ``RequestFactory``)."""
+        return {"HTTP_AUTHORIZATION": self.authorization()}
+
+    def http_headers(self) -> dict[str, str]:
+        """The credentials as HTTP headers (httpx, another route of the server)."""
+        return {"Authorization": self.authorization()}
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, data: bytes | str | None, extra: dict[str, Any]):
+        if self.client is not None:
+            if method == "GET":
+                return self.client.get(ENDPOINT + path, **self.headers(), **extra)
+            return self.client.post(
+                ENDPOINT + path,
+                data=data,
+                content_type="application/json",
+                **self.headers(),
+                **extra,
+            )
+        # Django's META names (HTTP_X_REQUEST_ID) as the headers they stand for.
+        headers = {
+            key.removeprefix("HTTP_").replace("_", "-"): str(value) for key, value in extra.items()
+        }
+        if method != "GET":
+            headers.setdefault("Content-Type", "application/json")
+        return httpx.request(
+            method,
+            f"{self.base_url}{ENDPOINT}{path}",
+            content=data,
+            headers={**self.http_headers(), **headers},
+            timeout=HTTP_TIMEOUT,
+        )
+
+    def post(self, path: str, body: Any = None, *, raw: bytes | None = None, **extra: Any):
+        """``POST {endpoint}{path}`` with ``body`` as JSON (``raw``: these bytes instead)."""
+        data = raw if raw is not None else json.dumps(body if body is not None else {})
+        return self._request("POST", path, data, extra)
+
+    def get(self, path: str, **extra: Any):
+        return self._request("GET", path, None, extra)
+
+    @staticmethod
+    def message(text: str | None = "hello", **message: Any) -> dict[str, Any]:
+        """A request body holding one message from the agent."""
+        message.setdefault("id", unique("m"))
+        message.setdefault("sender", "agent")
+        if text is not None:
+            message.setdefault("text", text)
+        return {"message": message}
+
+    def start(self, text: str | None = "hello", *, query: str = "", **message: Any):
+        parent = message.pop("parent_conversation_id", None)
+        body = self.message(text, **message)
+        if parent:
+            body["parent_conversation_id"] = parent
+        return self.post(query, body)
+
+    def send(
+        self, conversation_id: str, text: str | None = "hello", *, query: str = "", **message: Any
+    ):
+        return self.post(f"/{conversation_id}/messages{query}", self.message(text, **message))
+
+    def read(self, conversation_id: str, query: str = "", **extra: Any):
+        return self.get(f"/{conversation_id}/events{query}", **extra)
+
+    def page(
+        self, conversation_id: str, *, cursor: str | None = None, wait: float = 0
+    ) -> dict[str, Any]:
+        """One page of events as JSON (``wait``: a long-poll), which must be a 200."""
+        query = f"?wait={wait:g}" + (f"&cursor={cursor}" if cursor else "")
+        response = self.read(conversation_id, query)
+        assert response.status_code == 200, (response.status_code, response.content[:500])
+        page: dict[str, Any] = response.json()
+        return page
+
+    def all_events(self, conversation_id: str) -> Events:
+        """The first page of the conversation's events, read now."""
+        events: Events = self.page(conversation_id)["events"]
+        return events
+
+    def events_until(
+        self,
+        conversation_id: str,
+        predicate: Callable[[Events], object],
+        *,
+        timeout: float = 30.0,
+        long_poll: bool | None = None,
+    ) -> Events:
+        """All events so far, once ``predicate(events)`` holds.
+
+        ``long_poll`` (the default in this process): long-polling from the last cursor;
+        otherwise (the default over HTTP) re-reading the log, so that the test holds no
+        waiting read of the server it watches.
+        """
+        if long_poll is None:
+            long_poll = self.client is not None
+        if not long_poll:
+            return eventually(
+                lambda: (events,) if predicate(events := self.all_events(conversation_id)) else (),
+                timeout=timeout,
+                what=f"the events of {conversation_id} to match",
+            )[0]
+        events: Events = []
+        cursor: str | None = None
+
+        def more() -> bool:
+            nonlocal cursor
+            page = self.page(conversation_id, cursor=cursor, wait=2)
+            events.extend(page["events"])
+            cursor = page["cursor"]
+            return bool(predicate(events))
+
+        try:
+            eventually(more, timeout=timeout)
+        except AssertionError:
+            raise AssertionError(f"timed out; events so far: {events}") from None
+        return events
+
+    def settled(self, conversation_id: str, *, timeout: float = 30.0) -> Events:
+        """Every event once no turn is running (the last state event is not ``working``)."""
+
+        def idle(events: Events) -> bool:
+            states = [e for e in events if e["type"] == "state"]
+            return bool(states) and states[-1]["status"] != "working"
+
+        return self.events_until(conversation_id, idle, timeout=timeout)
+
+    def stream(
+        self,
+        conversation_id: str,
+        opened: threading.Event | None = None,
+        **headers: str,
+    ) -> Iterator[tuple[str | None, str | None, dict[str, Any]]]:
+        """(event name or None for a stored event, id, data) for each SSE frame, over HTTP.
+
+        Sets ``opened`` at the stream's opening comment, which the server writes once it is
+        listening for the conversation's wake-ups.
+        """
+        if self.base_url is None:
+            raise TypeError("streams are read over HTTP: use at(base_url)")
+        with httpx.stream(
+            "GET",
+            f"{self.base_url}{ENDPOINT}/{conversation_id}/events",
+            headers={**self.http_headers(), "Accept": "text/event-stream", **headers},
+            timeout=httpx.Timeout(HTTP_TIMEOUT, read=HTTP_TIMEOUT),
+        ) as response:
+            assert response.status_code == 200, response.read()
+
+            def lines() -> Iterator[str]:
+                for line in response.iter_lines():
+                    if opened is not None and line.startswith(":"):
+                        opened.set()
+                    yield line
+
+            for frame in iter_sse(lines()):
+                name = None if frame.event == "message" else frame.event
+                yield name, frame.id, frame.json()
+
+
+def messages(events: Events) -> list[dict[str, Any]]:
+    return [e["message"] for e in events if e["type"] == "message"]
+
+
+def company_messages(events: Events) -> list[dict[str, Any]]:
+    return [m for m in messages(events) if m["role"] == "company"]
+
+
+def kinds(events: Events) -> list[tuple[Any, ...]]:
+    """A compact view: (type, role or status)."""
+    out: list[tuple[Any, ...]] = []
+    for e in events:
+        if e["type"] == "message":
+            out.append(("message", e["message"]["role"]))
+        elif e["type"] == "state":
+            out.append(("state", e["status"], e["responder"]))
+        else:
+            out.append((e["type"],))
+    return out
