@@ -21,3 +21,14 @@ def eventually(condition: Callable[[], T], *, timeout: float = 20.0, what: str =
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or condition}")
         time.sleep(0.02)
+
+
+async def until(condition: Callable[[], object], *, timeout: float = 20.0, what: str = "") -> None:
+    """:func:`eventually` on an event loop: polls without blocking it."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or condition}")
+        await asyncio.sleep(0.02)

@@ -172,7 +172,10 @@ def test_poppy_chat_interactive_prints_replies_before_it_exits(live: str, monkey
 
     monkeypatch.setattr("sys.stdin", io.StringIO("first line\nsecond line\n"))
     out = io.StringIO()
-    call_command("poppy_chat", "--url", live, stdout=out)
+    # Short long-polls: the reader (a daemon thread, left in its long-poll when the command
+    # returns, as when a terminal closes) ends it within a second. With the default 30 s it
+    # held a waiting-read slot of this process and kept the test's server from stopping.
+    call_command("poppy_chat", "--url", live, "--wait", "1", stdout=out)
     text = out.getvalue()
     conversation_id = text.split("[conversation ", 1)[1].split("]", 1)[0]
     replies = Event.objects.filter(conversation_id=conversation_id, type="message", role="company")
@@ -231,7 +234,7 @@ def test_poppy_chat_does_not_take_the_previous_turns_idle_for_the_last_reply(
     monkeypatch.setattr(PoppyClient, "events", late)
     monkeypatch.setattr("sys.stdin", io.StringIO("first line\nsecond line\n"))
     out = io.StringIO()
-    call_command("poppy_chat", "--url", live, stdout=out)
+    call_command("poppy_chat", "--url", live, "--wait", "1", stdout=out)  # see above: --wait
     assert "agent> You said: second line" in out.getvalue()
 
 

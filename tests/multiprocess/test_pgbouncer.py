@@ -96,7 +96,7 @@ def test_server_side_cursors_must_be_disabled(bouncer, disabled: bool) -> None:
 def test_the_example_project_runs_behind_pgbouncer(tmp_path: Path, bouncer) -> None:
     mp = Cluster(tmp_path, env={"DATABASE_TRANSACTION_POOLING": "1", "POPPY_SWEEP_SECONDS": "1"})
     mp.env["DATABASE_URL"] = bouncer.url(mp.name)
-    mp.create()  # migrations through PgBouncer too
+    mp.create(from_template=False)  # migrations through PgBouncer too
     try:
         _exercise(mp, bouncer)
     finally:

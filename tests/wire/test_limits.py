@@ -10,10 +10,9 @@ from collections.abc import Iterator
 import pytest
 from django.core.cache import cache
 
-from poppy_django.throttling import waiting_slots
 from tests.agents import PersonalAgent
 from tests.waiting import eventually
-from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
+from tests.wire.wire_support import assert_error, no_waiting_slot_held, poppy, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -130,9 +129,10 @@ def test_waiting_reads_are_bounded_per_caller(agent):
 
 
 def test_waiting_reads_are_bounded_per_process(agent):
-    # The bound counts every slot of the process: one more than those other tests' streams
-    # may still hold (a cancelled read gives its slot back: test_waiting_slots.py).
-    with poppy(MAX_WAITING_PER_PROCESS=waiting_slots.total + 1):
+    # Every earlier test's waiting reads have given their slots back (cancelled ones too:
+    # test_waiting_slots.py), so the one slot is this test's to take.
+    no_waiting_slot_held()
+    with poppy(MAX_WAITING_PER_PROCESS=1):
         conversation_id = quiet_start(agent)
         held = hold_long_poll(agent, conversation_id, 3)
         other = PersonalAgent(agent.client_id)

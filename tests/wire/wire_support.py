@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 from typing import Any
 
@@ -57,3 +58,18 @@ def add_company_messages(conversation_id: str, count: int) -> None:
     """Events without turns: staff messages through the company service."""
     for n in range(count):
         service.post_message(conversation_id, f"note {n}", by="test")
+
+
+def no_waiting_slot_held() -> None:
+    """Wait until this process holds no waiting-read slot: every earlier test's long-polls
+    and streams have given theirs back (cancelled and hung-up ones too). Streams opened
+    through the test client and never read give theirs back once collected (an ASGI server
+    always reads or closes them)."""
+    from poppy_django.throttling import waiting_slots
+    from tests.waiting import eventually
+
+    def none_held() -> bool:
+        gc.collect()
+        return waiting_slots.total == 0
+
+    eventually(none_held, what="every earlier waiting read's slot given back")
