@@ -10,16 +10,23 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def eventually(condition: Callable[[], T], *, timeout: float = 20.0, what: str = "") -> T:
+def eventually(
+    condition: Callable[[], T],
+    *,
+    timeout: float = 20.0,
+    what: str | Callable[[], str] = "",
+) -> T:
     """``condition()``'s first truthy value, polled; fail naming ``what`` after ``timeout`` s
-    (a generous bound for a busy machine, never a timing assertion)."""
+    (a generous bound for a busy machine, never a timing assertion). ``what`` may be a
+    function, called only on failure (a log to show)."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or condition}")
+            said = what() if callable(what) else what
+            raise AssertionError(f"timed out waiting for {said or condition}")
         time.sleep(0.02)
 
 

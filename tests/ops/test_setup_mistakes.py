@@ -41,7 +41,7 @@ def test_forgetting_migrate_is_answered_and_logged_with_the_fix(tmp_path: Path) 
         if key not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
     }
     env.update(
-        POPPY_SQLITE_NAME=str(tmp_path / "never-migrated.sqlite3"),
+        POPPY_VAR_DIR=str(tmp_path),  # the test settings' SQLite database, never migrated
         DJANGO_SETTINGS_MODULE="tests.settings",
     )
     result = subprocess.run(
