@@ -156,7 +156,7 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
             person = next(m for m in company_messages(events) if m.get("text") == reply)
             assert person["sender"] == "human"
             raw = httpx.get(
-                f"{base}/poppy/conversations/{conversation_id}/events", headers=agent.headers
+                f"{base}/poppy/conversations/{conversation_id}/events", headers=agent.http_headers()
             ).text
             assert reply_request_id not in raw and "sam" not in raw and "request_id" not in raw
 

@@ -56,7 +56,7 @@ def test_held_long_polls_and_streams_hold_no_threads(mp: Cluster):
         held = await _hold_readers(
             urlsplit(web).port or 80,
             f"/poppy/conversations/{conversation_id}/events",
-            pa.headers["Authorization"],
+            pa.http_headers()["Authorization"],
             cursor,
         )
         # Each reader gives its request thread back once it starts waiting: the count
