@@ -207,8 +207,7 @@ class Cluster:
         return _templates[key]
 
     def destroy(self) -> None:
-        for name in list(self.processes):
-            self.stop(name)
+        self.stop_all()
         self.stop_redis()
         self.pg(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
@@ -410,6 +409,24 @@ class Cluster:
                 break
             except subprocess.TimeoutExpired:
                 continue
+
+    def stop_all(self, grace: float = 10) -> None:
+        """:meth:`stop` for every process at once: SIGTERM to all, then SIGKILL to those
+        still running after ``grace`` seconds in all (not ``grace`` for each in turn: a TLS
+        web process can wait out its whole grace for clients that never close)."""
+        processes = list(self.processes.values())
+        self.processes.clear()
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for process in processes:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
 
     def log(self, name: str) -> str:
         return (self.tmp / f"{name}.log").read_text(errors="replace")[-4000:]
