@@ -1,9 +1,12 @@
-"""The suite's one personal-agent test double: a personal agent acting for one User, with the
-fake verifier's header, speaking the conversation endpoint's wire.
+"""The suite's one personal-agent test double: a personal agent acting for one User, speaking
+the conversation endpoint's wire.
 
-Its transport is Django's test client in this process (``base_url=None``, the default) or
-real HTTP to a running server (``base_url``, httpx): the same requests either way, so a test
-of the multi-process deployment reads like one of the wire. ``at(base_url)`` is the same
+Its credentials are the fake verifier's header (the default), or a development Session Token
+bound to a DPoP key of its own (:meth:`PersonalAgent.with_session_token`: the production
+verifier's, a fresh proof for each request). Its transport is Django's test client in this
+process (``base_url=None``, the default) or real HTTP to a running server (``base_url``,
+httpx): the same requests either way, so a test of the multi-process deployment reads like
+one of the wire. ``at(base_url)`` is the same
 agent and User talking to another server (another web process of one deployment).
 """
 
@@ -19,7 +22,7 @@ import httpx
 from django.test import Client
 
 from poppy_django.auth.fake import fake_authorization
-from poppy_django.client import iter_sse
+from poppy_django.client import DPoPKey, iter_sse
 from tests.waiting import eventually
 
 ENDPOINT = "/poppy/conversations"
@@ -45,6 +48,8 @@ class PersonalAgent:
         account_id: str | None = None,
         scopes: tuple[str, ...] = (),
         base_url: str | None = None,
+        dpop_key: DPoPKey | None = None,
+        token: str | None = None,
     ) -> None:
         self.client_id = client_id
         self.user_id = user_id or unique("user")
@@ -52,6 +57,22 @@ class PersonalAgent:
         self.scopes = scopes
         self.base_url = base_url.rstrip("/") if base_url else None
         self.client = Client() if self.base_url is None else None
+        self.dpop_key = dpop_key
+        self.token = token
+
+    @classmethod
+    def with_session_token(cls, base_url: str | None = None) -> PersonalAgent:
+        """A fresh User's agent holding a development Session Token bound to its own DPoP key
+        (``poppy_token``'s), for the production verifier."""
+        from poppy_django.authority import development
+        from poppy_django.authority.tokens import mint_development_token
+
+        key = DPoPKey()
+        user_id = unique("user")
+        token = mint_development_token(user=user_id, jkt=key.thumbprint)
+        return cls(
+            development.DEFAULT_CLIENT_ID, user_id, base_url=base_url, dpop_key=key, token=token
+        )
 
     def signed_in(self, account_id: str, scopes: tuple[str, ...] = ()) -> PersonalAgent:
         """The same User, signed in to an account (a new token)."""
@@ -71,6 +92,8 @@ class PersonalAgent:
             account_id=self.account_id,
             scopes=self.scopes,
             base_url=base_url,
+            dpop_key=self.dpop_key,
+            token=self.token,
         )
 
     # -- credentials -------------------------------------------------------------------------
@@ -80,25 +103,32 @@ class PersonalAgent:
             self.client_id, self.user_id, account_id=self.account_id, scopes=self.scopes
         )
 
-    def headers(self) -> dict[str, str]:
+    def headers(self, method: str = "GET", url: str = "") -> dict[str, str]:
         """The credentials as Django request META (the test client, ``RequestFactory``)."""
-        return {"HTTP_AUTHORIZATION": self.authorization()}
+        return {
+            "HTTP_" + name.upper().replace("-", "_"): value
+            for name, value in self.http_headers(method, url).items()
+        }
 
-    def http_headers(self) -> dict[str, str]:
-        """The credentials as HTTP headers (httpx, another route of the server)."""
-        return {"Authorization": self.authorization()}
+    def http_headers(self, method: str = "GET", url: str = "") -> dict[str, str]:
+        """The credentials as HTTP headers for a request to ``url`` (a DPoP proof names it)."""
+        if self.token is None or self.dpop_key is None:
+            return {"Authorization": self.authorization()}
+        proof = self.dpop_key.proof(method, url, access_token=self.token)
+        return {"Authorization": f"DPoP {self.token}", "DPoP": proof}
 
     # -- requests ----------------------------------------------------------------------------
 
     def _request(self, method: str, path: str, data: bytes | str | None, extra: dict[str, Any]):
         if self.client is not None:
+            credentials = self.headers(method, f"http://testserver{ENDPOINT}{path}")
             if method == "GET":
-                return self.client.get(ENDPOINT + path, **self.headers(), **extra)
+                return self.client.get(ENDPOINT + path, **credentials, **extra)
             return self.client.post(
                 ENDPOINT + path,
                 data=data,
                 content_type="application/json",
-                **self.headers(),
+                **credentials,
                 **extra,
             )
         # Django's META names (HTTP_X_REQUEST_ID) as the headers they stand for.
@@ -107,11 +137,12 @@ class PersonalAgent:
         }
         if method != "GET":
             headers.setdefault("Content-Type", "application/json")
+        url = f"{self.base_url}{ENDPOINT}{path}"
         return httpx.request(
             method,
-            f"{self.base_url}{ENDPOINT}{path}",
+            url,
             content=data,
-            headers={**self.http_headers(), **headers},
+            headers={**self.http_headers(method, url), **headers},
             timeout=HTTP_TIMEOUT,
         )
 
@@ -222,10 +253,11 @@ class PersonalAgent:
         """
         if self.base_url is None:
             raise TypeError("streams are read over HTTP: use at(base_url)")
+        url = f"{self.base_url}{ENDPOINT}/{conversation_id}/events"
         with httpx.stream(
             "GET",
-            f"{self.base_url}{ENDPOINT}/{conversation_id}/events",
-            headers={**self.http_headers(), "Accept": "text/event-stream", **headers},
+            url,
+            headers={**self.http_headers("GET", url), "Accept": "text/event-stream", **headers},
             timeout=httpx.Timeout(HTTP_TIMEOUT, read=HTTP_TIMEOUT),
         ) as response:
             assert response.status_code == 200, response.read()
