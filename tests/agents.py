@@ -6,7 +6,10 @@ bound to a DPoP key of its own (:meth:`PersonalAgent.with_session_token`: the pr
 verifier's, a fresh proof for each request). Its transport is Django's test client in this
 process (``base_url=None``, the default) or real HTTP to a running server (``base_url``,
 httpx): the same requests either way, so a test of the multi-process deployment reads like
-one of the wire. ``at(base_url)`` is the same
+one of the wire. With an identity of its own (:meth:`PersonalAgent.with_identity`: its
+client metadata served on the authority tests' network) it also speaks the company's OAuth
+endpoints by hand, assertions and proofs built here, malformed ones included (the SDK never
+sends those). ``at(base_url)`` is the same
 agent and User talking to another server (another web process of one deployment).
 """
 
@@ -14,11 +17,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
+import jwt
 from django.test import Client
 
 from poppy_django.auth.fake import fake_authorization
@@ -26,6 +33,12 @@ from poppy_django.client import DPoPKey, iter_sse
 from tests.waiting import eventually
 
 ENDPOINT = "/poppy/conversations"
+#: The company the authority tests run as its own issuer (tests/authority/sdk_agent.py).
+COMPANY_DOMAIN = "acme.example"
+COMPANY_ORIGIN = f"https://{COMPANY_DOMAIN}"
+TOKEN_URL = f"{COMPANY_ORIGIN}/oauth/token"
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+CLIENT_ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 #: Long enough for the longest ``wait`` a test asks for, and a busy machine.
 HTTP_TIMEOUT = 60.0
 _ids = itertools.count(1)
@@ -50,6 +63,7 @@ class PersonalAgent:
         base_url: str | None = None,
         dpop_key: DPoPKey | None = None,
         token: str | None = None,
+        identity: Any = None,
     ) -> None:
         self.client_id = client_id
         self.user_id = user_id or unique("user")
@@ -59,6 +73,8 @@ class PersonalAgent:
         self.client = Client() if self.base_url is None else None
         self.dpop_key = dpop_key
         self.token = token
+        #: Its ``AgentIdentity`` (client metadata and signing key), for the OAuth endpoints.
+        self.identity = identity
 
     @classmethod
     def with_session_token(cls, base_url: str | None = None) -> PersonalAgent:
@@ -73,6 +89,18 @@ class PersonalAgent:
         return cls(
             development.DEFAULT_CLIENT_ID, user_id, base_url=base_url, dpop_key=key, token=token
         )
+
+    @classmethod
+    def with_identity(cls, domain: str = "hand.example") -> PersonalAgent:
+        """An agent with an identity at ``domain`` (served on the authority tests' network)
+        and a DPoP key of its own, for the company's OAuth endpoints."""
+        from personal_agent_protocol.demo.kit import AgentIdentity
+
+        from tests.authority import network
+
+        identity = AgentIdentity(domain=domain, name="Hand")
+        network.serve_identity(identity)
+        return cls(identity.client_id, dpop_key=DPoPKey(), identity=identity)
 
     def signed_in(self, account_id: str, scopes: tuple[str, ...] = ()) -> PersonalAgent:
         """The same User, signed in to an account (a new token)."""
@@ -116,6 +144,73 @@ class PersonalAgent:
             return {"Authorization": self.authorization()}
         proof = self.dpop_key.proof(method, url, access_token=self.token)
         return {"Authorization": f"DPoP {self.token}", "DPoP": proof}
+
+    # -- the OAuth endpoints, by hand (an agent with an identity) ----------------------------
+
+    def signed(self, claims: dict[str, Any], **header: Any) -> str:
+        """A JWT signed with the agent's identity key (an assertion)."""
+        assert self.identity is not None, "an agent with an identity: with_identity()"
+        return jwt.encode(
+            claims,
+            self.identity.private_key,
+            algorithm="ES256",
+            headers={"kid": self.identity.kid, "typ": "JWT", **header},
+        )
+
+    def claims(self, subject: str, **overrides: Any) -> dict[str, Any]:
+        now = int(time.time())
+        return {
+            "iss": self.client_id,
+            "sub": subject,
+            "aud": COMPANY_ORIGIN,
+            "iat": now,
+            "exp": now + 60,
+            "jti": secrets.token_urlsafe(16),
+            **overrides,
+        }
+
+    def client_form(self, **overrides: Any) -> dict[str, str]:
+        """Client authentication by a signed assertion (``private_key_jwt``)."""
+        return {
+            "client_id": self.client_id,
+            "client_assertion_type": CLIENT_ASSERTION,
+            "client_assertion": self.signed(self.claims(self.client_id)),
+            **overrides,
+        }
+
+    def proof(self, url: str = TOKEN_URL, method: str = "POST", **claims: Any) -> str:
+        """A DPoP proof of the agent's key, its claims overridable (forged ones too)."""
+        assert self.dpop_key is not None
+        return jwt.encode(
+            {"htm": method, "htu": url, "iat": int(time.time()), "jti": secrets.token_urlsafe(16)}
+            | claims,
+            self.dpop_key.private_key,
+            algorithm="ES256",
+            headers={"typ": "dpop+jwt", "jwk": self.dpop_key.public_jwk},
+        )
+
+    def post_form(self, path: str, form: dict[str, str], *, dpop: str | None = None) -> Any:
+        """A form POST to the company's ``path`` at its origin (the test client)."""
+        assert self.client is not None, "the OAuth endpoints are reached in this process"
+        extra = {"HTTP_DPOP": dpop} if dpop is not None else {}
+        return self.client.post(
+            path,
+            data=urlencode(form),
+            content_type="application/x-www-form-urlencoded",
+            secure=True,
+            HTTP_HOST=COMPANY_DOMAIN,
+            **extra,
+        )
+
+    def start_session(self, user: str = "usr_hand_000000000000001", **form: str) -> Any:
+        """The token endpoint's jwt-bearer grant: a Session for ``user``."""
+        body = {
+            "grant_type": JWT_BEARER,
+            "assertion": self.signed(self.claims(user)),
+            **self.client_form(),
+            **form,
+        }
+        return self.post_form("/oauth/token", body, dpop=self.proof())
 
     # -- requests ----------------------------------------------------------------------------
 

@@ -30,11 +30,12 @@ from personal_agent_protocol.demo.kit import (
     personal_agent_reactor,
 )
 
+from tests.agents import COMPANY_DOMAIN, COMPANY_ORIGIN
 from tests.authority import network
 from tests.authority.driver import AcmeUser
 
-DOMAIN = "acme.example"
-ORIGIN = f"https://{DOMAIN}"
+DOMAIN = COMPANY_DOMAIN
+ORIGIN = COMPANY_ORIGIN
 TENANT = "tests"
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from tests.authority.agent import HandAgent
+from tests.agents import PersonalAgent
 from tests.authority.sdk_agent import DOMAIN, ORIGIN
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,7 +55,7 @@ def test_a_wrong_method_is_405(acme_settings: Any) -> None:
 
 
 def test_no_token_is_issued_for_another_resource(acme_settings: Any) -> None:
-    agent = HandAgent()
+    agent = PersonalAgent.with_identity()
     refused = agent.start_session(resource=f"{ORIGIN}/api/orders")
     assert refused.status_code == 400
     assert refused.json()["error"] == "invalid_target"
