@@ -57,7 +57,8 @@ class UserBrowser:
 
 
 class SdkAgent:
-    """The SDK's clients for one personal agent (``identity``) on one network."""
+    """The SDK's clients for one personal agent (``identity``) on one network; ``browser``:
+    the User's (a :class:`UserBrowser`) or a controlled one the agent drives."""
 
     def __init__(
         self,
@@ -66,7 +67,7 @@ class SdkAgent:
         http: Any,
         discovery: DiscoveryClient,
         user: AcmeUser,
-        browser: UserBrowser,
+        browser: Any,
     ) -> None:
         self.identity = identity
         self.reactor = reactor
