@@ -1,15 +1,41 @@
-"""Waiting for something to happen, instead of sleeping for a guessed time."""
+"""Waiting for something to happen, instead of sleeping for a guessed time: the suite's one
+poll helper."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
-def eventually(condition: Callable[[], object], *, timeout: float = 20.0, what: str = "") -> None:
-    """Return as soon as ``condition()`` holds; fail naming ``what`` after ``timeout`` s."""
+def eventually(
+    condition: Callable[[], T],
+    *,
+    timeout: float = 20.0,
+    what: str | Callable[[], str] = "",
+) -> T:
+    """``condition()``'s first truthy value, polled; fail naming ``what`` after ``timeout`` s
+    (a generous bound for a busy machine, never a timing assertion). ``what`` may be a
+    function, called only on failure (a log to show)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            said = what() if callable(what) else what
+            raise AssertionError(f"timed out waiting for {said or condition}")
+        time.sleep(0.02)
+
+
+async def until(condition: Callable[[], object], *, timeout: float = 20.0, what: str = "") -> None:
+    """:func:`eventually` on an event loop: polls without blocking it."""
+    import asyncio
+
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or condition}")
-        time.sleep(0.02)
+        await asyncio.sleep(0.02)

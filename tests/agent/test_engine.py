@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,7 +23,8 @@ from poppy_django.conf import DEFAULT_TEXTS
 from poppy_django.engine import loop as engine
 from poppy_django.engine import turns
 from poppy_django.models import Conversation, Status
-from tests.conftest import PersonalAgent, messages
+from tests.agents import PersonalAgent, messages
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,13 +35,6 @@ def reply_of(agent: PersonalAgent, conversation_id: str) -> str:
     return [m for m in messages(agent.settled(conversation_id)) if m["role"] == "company"][-1][
         "text"
     ]
-
-
-def until(condition: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "the condition did not hold in time"
-        time.sleep(0.02)
 
 
 class GatedModel:
@@ -77,7 +70,7 @@ def test_turns_wait_for_their_model_together_without_a_thread_each(
     monkeypatch.setattr(turns, "build_model", lambda name: model)
     started = [agent.start(f"hello {n}").json()["conversation_id"] for n in range(30)]
     # Thirty turns await their model at once on two database threads.
-    until(lambda: model.waiting == 30)
+    eventually(lambda: model.waiting == 30)
     assert threading.active_count() < 30
     model.open()
     for n, conversation_id in enumerate(started):
@@ -91,7 +84,7 @@ def test_past_the_bound_turns_wait_for_a_place_and_all_are_answered(
     model = GatedModel()
     monkeypatch.setattr(turns, "build_model", lambda name: model)
     started = [agent.start(f"hello {n}").json()["conversation_id"] for n in range(8)]
-    until(lambda: model.waiting == 3)
+    eventually(lambda: model.waiting == 3)
     running = engine.current()
     assert running.counters.in_flight == 3
     model.open()
@@ -109,8 +102,8 @@ def test_a_celery_task_waits_for_a_place_before_it_returns(
     model = GatedModel()
     monkeypatch.setattr(turns, "build_model", lambda name: model)
     first = agent.start("first").json()["conversation_id"]
-    until(lambda: model.waiting == 1)
-    from tests.conftest import dispatch_lost
+    eventually(lambda: model.waiting == 1)
+    from tests.turn_control import dispatch_lost
 
     with dispatch_lost():
         second = agent.start("second").json()["conversation_id"]
@@ -182,7 +175,7 @@ def test_one_statement_renews_every_lease_the_process_holds(agent: PersonalAgent
     model = GatedModel()
     monkeypatch.setattr(turns, "build_model", lambda name: model)
     started = [agent.start(f"hello {n}").json()["conversation_id"] for n in range(5)]
-    until(lambda: model.waiting == 5)
+    eventually(lambda: model.waiting == 5)
     before = dict(Conversation.objects.filter(pk__in=started).values_list("pk", "lease_expires_at"))
     beat_at = timezone.now()
     with CaptureQueriesContext(connection) as captured:
@@ -201,12 +194,12 @@ def test_a_turn_whose_lease_was_taken_over_stops_and_writes_nothing(
     model = GatedModel()
     monkeypatch.setattr(turns, "build_model", lambda name: model)
     conversation_id = agent.start("hello").json()["conversation_id"]
-    until(lambda: model.waiting == 1)
+    eventually(lambda: model.waiting == 1)
     # Another worker took the conversation over (this one stalled past its lease).
     Conversation.objects.filter(pk=conversation_id).update(lease_owner="another-worker")
     engine.current().heartbeat.beat()
-    until(lambda: model.waiting == 0)  # its model was cancelled
-    until(lambda: engine.current().idle())
+    eventually(lambda: model.waiting == 0)  # its model was cancelled
+    eventually(lambda: engine.current().idle())
     said = [m for m in messages(agent.read(conversation_id).json()["events"])]
     assert [m["role"] for m in said] == ["user"]
     assert Conversation.objects.get(pk=conversation_id).lease_owner == "another-worker"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import threading
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,7 +15,9 @@ from poppy_django.agent.registry import get as get_agent
 from poppy_django.agent.runtime import TurnOutcome
 from poppy_django.engine import leases, turns
 from poppy_django.models import Conversation, Event
-from tests.conftest import PersonalAgent, dispatch_lost
+from tests.agents import PersonalAgent
+from tests.turn_control import dispatch_lost
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -77,29 +80,37 @@ def test_a_worker_whose_lease_was_taken_writes_nothing(agent: PersonalAgent):
 
 
 class SlowModel:
-    """Outlives the lease several times over; only the heartbeat keeps it the writer."""
+    """Outlives the lease several times over, until released; only the heartbeat keeps it
+    the writer."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
 
     def run(self, turn: ModelTurn, call_tool, emit_text) -> None:
-        import time
-
-        time.sleep(1.5)
+        assert self.release.wait(20), "the test never released the slow turn"
         emit_text("finally")
 
 
 def test_the_heartbeat_keeps_a_long_turn_the_only_writer(
     agent: PersonalAgent, settings, monkeypatch
 ):
-    import time
-
     settings.POPPY = {**settings.POPPY, "LEASE_SECONDS": 0.5, "HEARTBEAT_SECONDS": 0.1}
-    monkeypatch.setattr(turns, "build_model", lambda name: SlowModel())
+    model = SlowModel()
+    monkeypatch.setattr(turns, "build_model", lambda name: model)
     conversation_id = agent.start("take your time").json()["conversation_id"]
-    deadline = time.monotonic() + 10
-    while not Conversation.objects.filter(pk=conversation_id, lease_owner__isnull=False).exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    time.sleep(0.8)  # past the lease: only renewals keep it
+
+    def lease_expiry() -> datetime | None:
+        conversation = Conversation.objects.get(pk=conversation_id)
+        return conversation.lease_expires_at if conversation.lease_owner else None
+
+    first = eventually(lease_expiry, what="the turn to hold the lease")
+    # Past the first lease's expiry, renewed: only the heartbeat has kept it.
+    eventually(
+        lambda: (expiry := lease_expiry()) is not None and expiry > first + timedelta(seconds=1),
+        what="the lease renewed past its first expiry",
+    )
     assert not leases.acquire(conversation_id, "intruder")
+    model.release.set()
     events = agent.settled(conversation_id)
     assert [e["message"]["text"] for e in events if e["type"] == "message"] == [
         "take your time",

@@ -19,11 +19,11 @@ from poppy_django.desk import decisions
 from poppy_django.engine import turns
 from poppy_django.fanout.listening import waiting_readers
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Status
-from tests.conftest import PersonalAgent, messages
+from tests.agents import PersonalAgent, messages
 from tests.stream.asgi import get
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 FAILED = DEFAULT_TEXTS["failed_turn"]
 
@@ -94,10 +94,7 @@ def test_a_hung_model_is_abandoned_at_the_time_limit(acct1: PersonalAgent, setti
     # The piece streamed before the limit belongs to the failed-turn message.
     assert deltas == [{"message_id": reply["id"], "text": "Let me "}]
     # What the abandoned run tries afterwards is refused: no piece, no tool, no write.
-    deadline = time.monotonic() + 10
-    while len(hung.after) < 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(lambda: len(hung.after) >= 2, what="the abandoned run's two attempts")
     assert hung.after == ["TurnAbandoned", "TurnAbandoned"]
     assert not ActionRecord.objects.filter(conversation_id=conversation_id).exists()
     assert Conversation.objects.get(pk=conversation_id).status == Status.IDLE
@@ -193,16 +190,17 @@ def test_a_direct_conversation_waits_for_its_parents_turn(acct1: PersonalAgent):
 
 
 class TimedModel:
-    """Records when each turn's model ran; ``#slow`` takes a while."""
+    """Records when each turn's model ran; ``#slow`` runs until the test releases it."""
 
     def __init__(self) -> None:
         self.ran: dict[str, tuple[float, float]] = {}
+        self.release = threading.Event()
 
     def run(self, turn: ModelTurn, call_tool, emit_text) -> None:
         started = time.monotonic()
         text = turn.inputs[-1].text or ""
         if "#slow" in text:
-            time.sleep(0.8)
+            assert self.release.wait(20), "the test never released the slow turn"
         emit_text("done")
         self.ran[text] = (started, time.monotonic())
 
@@ -215,13 +213,15 @@ def test_a_parents_turn_waits_for_a_turn_of_its_direct(acct1: PersonalAgent, mon
     opened = acct1.start("#slow please", parent_conversation_id=parent)
     assert opened.status_code == 201, opened.content
     direct = opened.json()["conversation_id"]
-    deadline = time.monotonic() + 10
-    while Conversation.objects.get(pk=parent).thread_owner is None:  # the Direct's turn runs
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    eventually(
+        lambda: Conversation.objects.get(pk=parent).thread_owner is not None,
+        what="the Direct's turn to hold the parent's thread",
+    )
     assert acct1.post(f"/{direct}/close").status_code == 200
-    # The parent takes messages again; its claim finds its thread busy and its turn waits.
+    # The parent takes messages again; its claim finds its thread busy and its turn waits
+    # (the Direct's turn still runs until released, after this message is in).
     assert acct1.send(parent, "and now").status_code == 202
+    model.release.set()
     acct1.settled(parent)
     assert model.ran["and now"][0] >= model.ran["#slow please"][1]
     assert Conversation.objects.get(pk=parent).thread_owner is None

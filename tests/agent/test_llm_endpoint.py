@@ -10,7 +10,6 @@ error or a cut mid-stream) end the turn with the failed-turn message.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,11 +20,12 @@ from example_project.shop.agent import STORE_HOURS
 from example_project.shop.models import Order
 from poppy_django.client import SSEFrame
 from poppy_django.conf import DEFAULT_TEXTS
-from tests.conftest import PersonalAgent, messages
+from tests.agents import PersonalAgent, messages
 from tests.llm_endpoint import Pace, Serving, serving
 from tests.stream.asgi import get
+from tests.waiting import eventually
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 FAILED = DEFAULT_TEXTS["failed_turn"]
 
@@ -186,7 +186,4 @@ def test_a_hung_providers_call_is_closed_when_the_turn_is_abandoned(
 ) -> None:
     settings.POPPY = {**settings.POPPY, "TURN_TIMEOUT_SECONDS": 1.0}
     assert reply(agent, "hello #hang")["text"] == FAILED
-    deadline = time.monotonic() + 5
-    while stats(through_endpoint)["open"] and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert stats(through_endpoint)["open"] == 0
+    eventually(lambda: stats(through_endpoint)["open"] == 0, what="the provider's call closed")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import resource
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +12,7 @@ import httpx
 import pytest
 
 from tests.llm_endpoint import Serving, serving
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -54,11 +54,14 @@ def test_the_endpoint_holds_hundreds_of_open_streams_and_counts_them(
         held = await asyncio.to_thread(stats, endpoint)
         for writer in writers:
             writer.close()
-        deadline = time.monotonic() + 30
-        while (after := await asyncio.to_thread(stats, endpoint))["open"]:
-            assert time.monotonic() < deadline, after
-            await asyncio.sleep(0.1)
-        return held, after
+        closed: list[dict[str, Any]] = []
+
+        def all_closed() -> bool:
+            closed[:] = [stats(endpoint)]
+            return not closed[0]["open"]
+
+        await asyncio.to_thread(eventually, all_closed, timeout=30, what="every stream closed")
+        return held, closed[0]
 
     held, after = asyncio.run(hold())
     assert (held["open"], held["max_open"]) == (streams, streams)

@@ -10,7 +10,8 @@ from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.scripted import ScriptedModel
 from poppy_django.engine import turns
 from poppy_django.models import AgentThread, AgentThreadEntry, Conversation
-from tests.conftest import PersonalAgent, dispatch_lost, engine_queries, messages
+from tests.agents import PersonalAgent, messages
+from tests.turn_control import dispatch_lost, engine_queries
 from tests.wire.wire_support import poppy
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,7 @@ import pytest
 
 from poppy_django.agent import CompanyAgent, ToolContext, register, tool
 from poppy_django.agent.scripted import Rule, Script
-from tests.conftest import PersonalAgent, messages
+from tests.agents import PersonalAgent, messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

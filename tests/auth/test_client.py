@@ -15,6 +15,7 @@ from poppy_django.client import DPoPKey, PoppyClient, PoppyClientError, SSEFrame
 from poppy_django.models import Event
 from poppy_django.verifier import dpop
 from tests.threaded_server import serve
+from tests.waiting import eventually
 
 
 def test_sse_parser() -> None:
@@ -171,7 +172,10 @@ def test_poppy_chat_interactive_prints_replies_before_it_exits(live: str, monkey
 
     monkeypatch.setattr("sys.stdin", io.StringIO("first line\nsecond line\n"))
     out = io.StringIO()
-    call_command("poppy_chat", "--url", live, stdout=out)
+    # Short long-polls: the reader (a daemon thread, left in its long-poll when the command
+    # returns, as when a terminal closes) ends it within a second. With the default 30 s it
+    # held a waiting-read slot of this process and kept the test's server from stopping.
+    call_command("poppy_chat", "--url", live, "--wait", "1", stdout=out)
     text = out.getvalue()
     conversation_id = text.split("[conversation ", 1)[1].split("]", 1)[0]
     replies = Event.objects.filter(conversation_id=conversation_id, type="message", role="company")
@@ -191,29 +195,38 @@ def test_poppy_chat_does_not_take_the_previous_turns_idle_for_the_last_reply(
     EOF still waits for the second reply."""
     import io
     import threading
-    import time
 
     from django.core.management import call_command
 
     second_sent = threading.Event()
     send, events = PoppyClient.send, PoppyClient.events
 
+    def idle_in(page: dict[str, Any]) -> bool:
+        return any(e.get("status") == "idle" for e in page.get("events", []))
+
+    def second_reply_written(conversation_id: str) -> bool:
+        replies = Event.objects.filter(
+            conversation_id=conversation_id, type="message", role="company"
+        )
+        return any(r.payload["message"]["text"] == "You said: second line" for r in replies)
+
     def sent(self: PoppyClient, conversation_id: str, *args: Any, **kwargs: Any) -> Any:
         # The first line started the conversation: this is the second, sent once the first
         # turn has ended (its idle state is in the log).
-        deadline = time.monotonic() + 10
-        while not any(e.get("status") == "idle" for e in events(self, conversation_id)["events"]):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        eventually(
+            lambda: idle_in(events(self, conversation_id)), what="the first turn's idle state"
+        )
         answer = send(self, conversation_id, *args, **kwargs)
         second_sent.set()
         return answer
 
-    def late(self: PoppyClient, *args: Any, **kwargs: Any) -> Any:
+    def late(self: PoppyClient, conversation_id: str, *args: Any, **kwargs: Any) -> Any:
         if second_sent.is_set():
-            time.sleep(0.5)  # the pages after the stale one
-        page = events(self, *args, **kwargs)
-        if any(e.get("status") == "idle" for e in page.get("events", [])):
+            # The pages after the stale one come back only once the second reply is written:
+            # by then the command has read its input to the end and waits for that reply.
+            eventually(lambda: second_reply_written(conversation_id), what="the second reply")
+        page = events(self, conversation_id, *args, **kwargs)
+        if idle_in(page):
             second_sent.wait(timeout=10)
         return page
 
@@ -221,7 +234,7 @@ def test_poppy_chat_does_not_take_the_previous_turns_idle_for_the_last_reply(
     monkeypatch.setattr(PoppyClient, "events", late)
     monkeypatch.setattr("sys.stdin", io.StringIO("first line\nsecond line\n"))
     out = io.StringIO()
-    call_command("poppy_chat", "--url", live, stdout=out)
+    call_command("poppy_chat", "--url", live, "--wait", "1", stdout=out)  # see above: --wait
     assert "agent> You said: second line" in out.getvalue()
 
 
@@ -248,7 +261,7 @@ def test_poppy_chat_says_why_no_reply_comes(live: str) -> None:
 
     from django.core.management import CommandError, call_command
 
-    from tests.conftest import dispatch_lost
+    from tests.turn_control import dispatch_lost
 
     out = io.StringIO()
     with dispatch_lost(), pytest.raises(CommandError) as caught:

@@ -116,7 +116,7 @@ def get_orders(issuer: Issuer, key: DPoPKey, path: str = "", **claims: Any) -> A
 @pytest.mark.urls("example_project.urls")
 @pytest.mark.django_db
 def test_orders_api_answers_the_signed_in_account_with_the_scope(
-    pinned: Issuer, pa_key: DPoPKey
+    pinned: Issuer, pa_key: DPoPKey, shop_orders: None
 ) -> None:
     response = get_orders(pinned, pa_key, account="acct-1", scope="orders:read")
     assert response.status_code == 200, response.content

@@ -14,7 +14,6 @@ import time
 from typing import Any
 
 import jwt
-from personal_agent_protocol import ConversationClient, DpopHttpClient, SessionClient
 from personal_agent_protocol.accounts import AccountTokenClient, AccountTokenContext
 from personal_agent_protocol.browser import BrowserSessionClient
 from personal_agent_protocol.demo.kit import (
@@ -26,50 +25,41 @@ from personal_agent_protocol.demo.kit import (
 from personal_agent_protocol.feedback import FeedbackClient, FeedbackReport
 from personal_agent_protocol.mediated import MediatedSignInClient, MediatedSignInResult
 
-from tests.authority.conftest import DOMAIN, ORIGIN, TENANT, RealClock, World
+from tests.authority.sdk_agent import DOMAIN, ORIGIN, TENANT, RealClock, SdkAgent, World
 
 BROWSER_ENDPOINT = f"{ORIGIN}/poppy/browser-session"
 
 
-class ChannelAgent:
-    """Atlas with a trusted input surface (the User types credentials there) and a browser."""
+class ChannelAgent(SdkAgent):
+    """Atlas with a trusted input surface (the User types credentials there) and a browser;
+    the world's company (discovered there), this agent's own DPoP keys."""
 
     def __init__(self, world: World, form_post: Any = None) -> None:
         """``form_post``: the host's ``pap.browserFormPost`` (default: the SDK's
         ``ControlledBrowser``, an httpx client with its own cookie jar)."""
         self.world = world
         self.input = ScriptedInput()
-        self.browser = ControlledBrowser(world.network.client())
+        controlled = ControlledBrowser(world.network.client())
         self.host = PersonalAgentHost(
             world.atlas,
             RealClock(),  # type: ignore[arg-type]
             protected_input=self.input,
-            controlled_browser=form_post or self.browser,
+            controlled_browser=form_post or controlled,
         )
-        self.reactor = personal_agent_reactor(
-            self.host, network=world.network, http_client=world.http
-        )
-        self.sessions = SessionClient(reactor=self.reactor, http_client=world.http)
-        self.transport = DpopHttpClient(reactor=self.reactor, http_client=world.http)
+        reactor = personal_agent_reactor(self.host, network=world.network, http_client=world.http)
+        # Its browser is the controlled one it joins sessions in (``browser.page``).
+        super().__init__(world.atlas, reactor, world.http, world.discovery, world.user, controlled)
         self.mediated = MediatedSignInClient(reactor=self.reactor, http_client=world.http)
         self.feedback = FeedbackClient(transport=self.transport)
         self.accounts = AccountTokenClient(reactor=self.reactor, http_client=world.http)
-        self.conversations = ConversationClient(transport=self.transport)
 
-    async def talk(self, user: str, token: Any, text: str) -> list[Any]:
-        """A conversation as :meth:`World.talk` holds it, with this agent's DPoP keys."""
-        self.world.conversations = self.conversations
-        return await self.world.talk(user, token, text)
+    @property  # type: ignore[override]
+    def company(self) -> Any:
+        return self.world.company
 
-    async def session(self, user: str) -> Any:
-        metadata = self.world.company.oauth_metadata
-        return await self.sessions.start(
-            client_id=self.world.atlas.client_id,
-            pairwise_user_id=user,
-            issuer=metadata.issuer,
-            token_endpoint=metadata.token_endpoint,
-            tenant_id=TENANT,
-        )
+    @property  # type: ignore[override]
+    def metadata(self) -> Any:
+        return self.world.metadata
 
     async def sign_in(
         self, user: str, token: Any, credentials: dict[str, str], scopes: tuple[str, ...]

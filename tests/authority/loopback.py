@@ -10,6 +10,7 @@ public answer), so what is tested is the fetch code of production against a real
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -91,6 +92,10 @@ class Listener:
 
     def stop(self) -> None:
         self.stopped.set()
+        # A close alone does not wake the thread blocked in accept() (it then held every
+        # test's teardown for its 5 s join): shutting the listening socket down does.
+        with contextlib.suppress(OSError):
+            self.socket.shutdown(socket.SHUT_RDWR)
         self.socket.close()
         for thread in self._threads:
             thread.join(timeout=5)

@@ -36,10 +36,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from personal_agent_protocol.demo.kit import AgentIdentity
 
+from tests.authority.sdk_agent import DOMAIN, ORIGIN
 from tests.multiprocess.cluster import ROOT, Cluster, free_port
 
-DOMAIN = "acme.example"
-ORIGIN = f"https://{DOMAIN}"
 #: What every routed name "resolves" to for the SSRF rules on both sides (a public address).
 PUBLIC_ADDRESS = "93.184.216.34"
 #: The example project's demo customers (shop migration 0003) and their published password.

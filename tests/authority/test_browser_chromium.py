@@ -29,13 +29,14 @@ from personal_agent_protocol.demo.sockets import served_over_tls
 from pydantic import SecretStr
 
 from tests.authority.channels import ChannelAgent
-from tests.authority.conftest import DOMAIN, ORIGIN, World
 from tests.authority.driver import PASSWORD
+from tests.authority.sdk_agent import DOMAIN, ORIGIN, World
 from tests.desk.test_browser import ARTIFACTS, CHROMIUM_ARGS, chromium
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("shop_orders"),
     pytest.mark.timeout(240),
 ]
 

@@ -27,10 +27,10 @@ from personal_agent_protocol.demo.sockets import served_over_tls
 
 from poppy_django.authority.models import Client, Session
 from tests.authority.channels import BROWSER_ENDPOINT, ChannelAgent, browser_claims, sign
-from tests.authority.conftest import ORIGIN, World
 from tests.authority.driver import PASSWORD
+from tests.authority.sdk_agent import ORIGIN, World
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 SESSION_PAGE = f"{ORIGIN}/account/session"
 ORDERS_PAGE = f"{ORIGIN}/account/orders"

@@ -14,7 +14,7 @@ import pytest
 from django.test import Client as DjangoClient
 
 from tests.authority.channels import BROWSER_ENDPOINT, ChannelAgent, browser_claims, sign
-from tests.authority.conftest import DOMAIN, World
+from tests.authority.sdk_agent import DOMAIN, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,15 +10,15 @@ from poppy_django.authority import fetch
 from poppy_django.authority.clients import client_for
 from poppy_django.authority.errors import UnauthorizedClient
 from poppy_django.authority.models import Client, Session
+from tests.agents import PersonalAgent
 from tests.authority import network
-from tests.authority.agent import HandAgent
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def hand(acme_settings: Any) -> HandAgent:
-    return HandAgent()
+def hand(acme_settings: Any) -> PersonalAgent:
+    return PersonalAgent.with_identity()
 
 
 @pytest.mark.parametrize(
@@ -36,7 +36,7 @@ def hand(acme_settings: Any) -> HandAgent:
     ],
 )
 def test_hosts_resolving_to_non_public_addresses_are_never_fetched(
-    hand: HandAgent, addresses: list[str]
+    hand: PersonalAgent, addresses: list[str]
 ) -> None:
     network.ADDRESSES[hand.identity.domain] = addresses
     response = hand.start_session()
@@ -54,13 +54,13 @@ def test_hosts_resolving_to_non_public_addresses_are_never_fetched(
         "https://user:pw@hand.example/agent.json",
     ],
 )
-def test_only_https_urls_of_named_hosts_are_fetched(hand: HandAgent, url: str) -> None:
+def test_only_https_urls_of_named_hosts_are_fetched(hand: PersonalAgent, url: str) -> None:
     with pytest.raises(fetch.FetchError):
         fetch.fetch_json(url)
     assert network.fetched == []
 
 
-def test_a_redirect_is_not_followed(hand: HandAgent) -> None:
+def test_a_redirect_is_not_followed(hand: PersonalAgent) -> None:
     network.serve_json(
         hand.identity.domain,
         hand.identity.path,
@@ -72,7 +72,7 @@ def test_a_redirect_is_not_followed(hand: HandAgent) -> None:
     assert network.fetched == [hand.client_id]
 
 
-def test_oversized_or_non_json_metadata_is_refused(hand: HandAgent, acme_settings: Any) -> None:
+def test_oversized_or_non_json_metadata_is_refused(hand: PersonalAgent, acme_settings: Any) -> None:
     acme_settings.POPPY_AUTHORITY = {**acme_settings.POPPY_AUTHORITY, "FETCH_MAX_BYTES": 200}
     assert hand.start_session().json()["error"] == "invalid_client"
     acme_settings.POPPY_AUTHORITY = {**acme_settings.POPPY_AUTHORITY, "FETCH_MAX_BYTES": 100_000}
@@ -95,7 +95,7 @@ def test_oversized_or_non_json_metadata_is_refused(hand: HandAgent, acme_setting
     ],
 )
 def test_metadata_that_does_not_fit_its_client_id_is_refused(
-    hand: HandAgent, change: dict[str, Any]
+    hand: PersonalAgent, change: dict[str, Any]
 ) -> None:
     network.serve_json(
         hand.identity.domain, hand.identity.path, {**hand.identity.metadata, **change}
@@ -103,13 +103,15 @@ def test_metadata_that_does_not_fit_its_client_id_is_refused(
     assert hand.start_session().json()["error"] == "invalid_client"
 
 
-def test_a_jwks_with_private_key_material_is_refused(hand: HandAgent) -> None:
+def test_a_jwks_with_private_key_material_is_refused(hand: PersonalAgent) -> None:
     key = {**hand.identity.jwks["keys"][0], "d": "c2VjcmV0"}
     network.serve_json(hand.identity.domain, "/jwks.json", {"keys": [key]})
     assert hand.start_session().json()["error"] == "invalid_client"
 
 
-def test_metadata_is_cached_and_refetched_when_stale(hand: HandAgent, acme_settings: Any) -> None:
+def test_metadata_is_cached_and_refetched_when_stale(
+    hand: PersonalAgent, acme_settings: Any
+) -> None:
     assert hand.start_session().status_code == 200
     assert hand.start_session().status_code == 200
     assert network.fetched == [hand.client_id, "https://hand.example/jwks.json"]
@@ -122,7 +124,7 @@ def test_metadata_is_cached_and_refetched_when_stale(hand: HandAgent, acme_setti
     assert Client.objects.get().name == "Hand"
 
 
-def test_a_blocked_client_starts_no_session(hand: HandAgent) -> None:
+def test_a_blocked_client_starts_no_session(hand: PersonalAgent) -> None:
     assert hand.start_session().status_code == 200
     Client.objects.update(status=Client.Status.BLOCKED)
     refused = hand.start_session()
@@ -130,7 +132,7 @@ def test_a_blocked_client_starts_no_session(hand: HandAgent) -> None:
 
 
 def test_with_registered_clients_only_an_unknown_one_is_refused_unfetched(
-    hand: HandAgent, acme_settings: Any
+    hand: PersonalAgent, acme_settings: Any
 ) -> None:
     acme_settings.POPPY_AUTHORITY = {**acme_settings.POPPY_AUTHORITY, "CLIENTS": "registered"}
     assert hand.start_session().json()["error"] == "invalid_client"
@@ -138,7 +140,7 @@ def test_with_registered_clients_only_an_unknown_one_is_refused_unfetched(
 
 
 def test_a_pre_registered_client_with_stored_keys_is_never_fetched(
-    hand: HandAgent, acme_settings: Any
+    hand: PersonalAgent, acme_settings: Any
 ) -> None:
     acme_settings.POPPY_AUTHORITY = {**acme_settings.POPPY_AUTHORITY, "CLIENTS": "registered"}
     Client.objects.create(

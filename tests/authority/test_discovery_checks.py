@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from poppy_django.api.discovery_rules import check_discovery
-from tests.authority.conftest import DOMAIN, ORIGIN
+from tests.authority.sdk_agent import DOMAIN, ORIGIN
 
 API = {"type": "openapi", "url": "/api/schema", "description": "Your orders."}
 

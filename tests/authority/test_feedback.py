@@ -20,7 +20,7 @@ from personal_agent_protocol.feedback import FeedbackError
 
 from poppy_django.models import FeedbackReport
 from tests.authority.channels import ChannelAgent
-from tests.authority.conftest import ORIGIN, TENANT, World
+from tests.authority.sdk_agent import ORIGIN, TENANT, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from poppy_django.authority.models import Client, Session
+from tests.agents import PersonalAgent
 from tests.authority import loopback, network
-from tests.authority.agent import HandAgent
 
 pytestmark = pytest.mark.django_db
 
@@ -37,29 +37,29 @@ def site(acme_settings: Any) -> Iterator[loopback.Listener]:
 
 
 @pytest.fixture
-def hand(site: loopback.Listener) -> HandAgent:
-    agent = HandAgent()
+def hand(site: loopback.Listener) -> PersonalAgent:
+    agent = PersonalAgent.with_identity()
     network.reset()  # served by the listener, not the in-process sites
     site.answers["/agent.json"] = loopback.json_answer(json.dumps(agent.identity.metadata).encode())
     site.answers["/jwks.json"] = loopback.json_answer(json.dumps(agent.identity.jwks).encode())
     return agent
 
 
-def test_the_hand_agent_signs_in_through_the_listener(hand: HandAgent, site: Any) -> None:
+def test_the_hand_agent_signs_in_through_the_listener(hand: PersonalAgent, site: Any) -> None:
     """The routing works: an honest site served by the listener is fetched and accepted."""
     assert hand.start_session().status_code == 200
     assert [r.split(b" ")[1] for r in site.requests] == [b"/agent.json", b"/jwks.json"]
     assert b"host: hand.example" in site.requests[0].lower()
 
 
-def _metadata_answer(hand: HandAgent, **headers: str) -> bytes:
+def _metadata_answer(hand: PersonalAgent, **headers: str) -> bytes:
     return loopback.json_answer(json.dumps(hand.identity.metadata).encode(), **headers).raw
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("where", ["status line", "headers", "body"])
 def test_a_dripping_site_is_cut_off_at_one_deadline(
-    hand: HandAgent, site: loopback.Listener, where: str
+    hand: PersonalAgent, site: loopback.Listener, where: str
 ) -> None:
     """A site sending one byte a second, where a drip would take ten minutes, is refused
     (the test's timeout is the bound: before the deadline covered the status line and the
@@ -95,7 +95,7 @@ def _compressed(encoding: str, size: int) -> bytes:
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
 def test_a_compression_bomb_is_refused_before_it_is_inflated(
-    hand: HandAgent, site: loopback.Listener, encoding: str
+    hand: PersonalAgent, site: loopback.Listener, encoding: str
 ) -> None:
     """64 MiB of JSON in a ~64 KB answer, under the size limit: refused, and the process
     does not grow by what it would inflate to (before: by the whole 64 MiB)."""
@@ -118,7 +118,7 @@ def test_a_compression_bomb_is_refused_before_it_is_inflated(
     "encoding", ["gzip", "deflate", "br", "zstd", "GZIP", "identity, gzip", "x-gzip"]
 )
 def test_any_compressed_answer_is_refused_even_a_well_formed_one(
-    hand: HandAgent, site: loopback.Listener, encoding: str
+    hand: PersonalAgent, site: loopback.Listener, encoding: str
 ) -> None:
     """Valid metadata sent with a Content-Encoding the authority never asked for."""
     document = json.dumps(hand.identity.metadata).encode()
@@ -132,7 +132,7 @@ def test_any_compressed_answer_is_refused_even_a_well_formed_one(
     assert refused.status_code == 401 and refused.json()["error"] == "invalid_client"
 
 
-def test_an_identity_encoded_answer_is_still_taken(hand: HandAgent, site: Any) -> None:
+def test_an_identity_encoded_answer_is_still_taken(hand: PersonalAgent, site: Any) -> None:
     site.answers["/agent.json"] = loopback.json_answer(
         json.dumps(hand.identity.metadata).encode(), Content_Encoding="identity"
     )
@@ -153,7 +153,7 @@ def _nested(depth: int, leaf: str = "1") -> str:
     ids=["array-50000", "object-40000", "jwks-array-50000"],
 )
 def test_deeply_nested_json_is_a_clear_refusal(
-    hand: HandAgent, site: loopback.Listener, path: str, document: str
+    hand: PersonalAgent, site: loopback.Listener, path: str, document: str
 ) -> None:
     site.answers[path] = loopback.json_answer(document.encode())
     refused = hand.start_session()
@@ -163,7 +163,7 @@ def test_deeply_nested_json_is_a_clear_refusal(
 
 @pytest.mark.parametrize(("depth", "status"), [(40, 401), (20, 200)])
 def test_metadata_nested_past_the_depth_limit_is_refused(
-    hand: HandAgent, site: Any, depth: int, status: int
+    hand: PersonalAgent, site: Any, depth: int, status: int
 ) -> None:
     """Nesting Python parses (40 deep) but no metadata needs: refused before it is stored."""
     metadata = {**hand.identity.metadata, "extra": json.loads(_nested(depth))}
@@ -219,13 +219,13 @@ EMBEDDING_INTERNAL = [
 
 
 @pytest.fixture
-def mock_hand(acme_settings: Any) -> HandAgent:
-    return HandAgent()
+def mock_hand(acme_settings: Any) -> PersonalAgent:
+    return PersonalAgent.with_identity()
 
 
 @pytest.mark.parametrize("address", EMBEDDING_INTERNAL)
 def test_ipv6_spellings_of_internal_addresses_are_never_fetched(
-    mock_hand: HandAgent, address: str
+    mock_hand: PersonalAgent, address: str
 ) -> None:
     network.ADDRESSES[mock_hand.identity.domain] = [address]
     refused = mock_hand.start_session()
@@ -244,6 +244,8 @@ def test_ipv6_spellings_of_internal_addresses_are_never_fetched(
         "::ffff:93.184.216.34",
     ],
 )
-def test_public_addresses_in_any_spelling_are_fetched(mock_hand: HandAgent, address: str) -> None:
+def test_public_addresses_in_any_spelling_are_fetched(
+    mock_hand: PersonalAgent, address: str
+) -> None:
     network.ADDRESSES[mock_hand.identity.domain] = [address]
     assert mock_hand.start_session().status_code == 200

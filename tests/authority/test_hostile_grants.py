@@ -11,7 +11,7 @@ import pytest
 from poppy_django.authority.models import Client, DeviceAuthorization, Grant, Session
 from poppy_django.authority.status import session_is_active
 from poppy_django.verifier.principal import Principal
-from tests.authority.agent import JWT_BEARER, HandAgent
+from tests.agents import JWT_BEARER, PersonalAgent
 from tests.authority.test_pages import (
     authorize_query,
     browser,
@@ -26,16 +26,16 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def hand(acme_settings: Any, customers: None) -> HandAgent:
-    return HandAgent()
+def hand(acme_settings: Any, customers: None) -> PersonalAgent:
+    return PersonalAgent.with_identity()
 
 
-def refresh(hand: HandAgent, account_token: str, session_id: str) -> Any:
+def refresh(hand: PersonalAgent, account_token: str, session_id: str) -> Any:
     form = {"grant_type": "refresh_token", "refresh_token": account_token, "session_id": session_id}
-    return hand.post("/oauth/token", {**form, **hand.client_form()}, dpop=hand.proof())
+    return hand.post_form("/oauth/token", {**form, **hand.client_form()}, dpop=hand.proof())
 
 
-def principal(hand: HandAgent, session_id: str) -> Principal:
+def principal(hand: PersonalAgent, session_id: str) -> Principal:
     return Principal(
         client_id=hand.client_id,
         user_id="usr_hand_000000000000001",
@@ -49,7 +49,7 @@ def principal(hand: HandAgent, session_id: str) -> Principal:
 
 
 def test_replaying_a_rotated_account_token_revokes_its_family_and_signs_out(
-    hand: HandAgent,
+    hand: PersonalAgent,
 ) -> None:
     session_id, first = signed_in(hand)
     other_session = hand.start_session(user="usr_hand_000000000000001").json()["session_id"]
@@ -68,7 +68,7 @@ def test_replaying_a_rotated_account_token_revokes_its_family_and_signs_out(
         assert session_is_active(principal(hand, session)) == "signed_out"
 
 
-def test_a_rotated_token_replayed_deeper_in_the_family_revokes_it_too(hand: HandAgent) -> None:
+def test_a_rotated_token_replayed_deeper_in_the_family_revokes_it_too(hand: PersonalAgent) -> None:
     session_id, first = signed_in(hand)
     second = refresh(hand, first, session_id).json()["refresh_token"]
     third = refresh(hand, second, session_id).json()["refresh_token"]
@@ -77,13 +77,13 @@ def test_a_rotated_token_replayed_deeper_in_the_family_revokes_it_too(hand: Hand
     assert Session.objects.get(session_id=session_id).grant is None
 
 
-def test_another_clients_replay_of_a_rotated_token_revokes_nothing(hand: HandAgent) -> None:
+def test_another_clients_replay_of_a_rotated_token_revokes_nothing(hand: PersonalAgent) -> None:
     session_id, first = signed_in(hand)
     second = refresh(hand, first, session_id).json()["refresh_token"]
-    stranger = HandAgent("stranger.example")
+    stranger = PersonalAgent.with_identity("stranger.example")
     stranger_session = stranger.start_session().json()["session_id"]
     form = {"grant_type": "refresh_token", "refresh_token": first, "session_id": stranger_session}
-    answer = stranger.post(
+    answer = stranger.post_form(
         "/oauth/token", {**form, **stranger.client_form()}, dpop=stranger.proof()
     )
     assert answer.json()["error"] == "invalid_grant"
@@ -94,13 +94,13 @@ def test_another_clients_replay_of_a_rotated_token_revokes_nothing(hand: HandAge
 # Finding 6: a replayed authorization code revokes what its first use granted --------------
 
 
-def _direct_code(hand: HandAgent, verifier: str) -> str:
+def _direct_code(hand: PersonalAgent, verifier: str) -> str:
     query = authorize_query(hand, verifier)
     answer = post(browser("acct-1"), query, {"decision": "approve", "scope": ["poppy:read"]})
     return str(answer["Location"].split("code=", 1)[1].split("&", 1)[0])
 
 
-def _exchange(hand: HandAgent, code: str, verifier: str, session_id: str) -> Any:
+def _exchange(hand: PersonalAgent, code: str, verifier: str, session_id: str) -> Any:
     form = {
         "grant_type": "authorization_code",
         "code": code,
@@ -108,12 +108,12 @@ def _exchange(hand: HandAgent, code: str, verifier: str, session_id: str) -> Any
         "session_id": session_id,
         "code_verifier": verifier,
     }
-    return hand.post("/oauth/token", {**form, **hand.client_form()}, dpop=hand.proof())
+    return hand.post_form("/oauth/token", {**form, **hand.client_form()}, dpop=hand.proof())
 
 
 @pytest.mark.parametrize("replay_verifier", ["right", "wrong"])
 def test_a_replayed_authorization_code_revokes_its_sign_in(
-    hand: HandAgent, replay_verifier: str
+    hand: PersonalAgent, replay_verifier: str
 ) -> None:
     verifier = "k" * 50
     session_id = hand.start_session().json()["session_id"]
@@ -130,7 +130,7 @@ def test_a_replayed_authorization_code_revokes_its_sign_in(
     assert refresh(hand, account_token, session_id).json()["error"] == "invalid_grant"
 
 
-def test_a_wrong_verifier_before_the_first_use_revokes_nothing(hand: HandAgent) -> None:
+def test_a_wrong_verifier_before_the_first_use_revokes_nothing(hand: PersonalAgent) -> None:
     verifier = "k" * 50
     session_id = hand.start_session().json()["session_id"]
     code = _direct_code(hand, verifier)
@@ -155,7 +155,7 @@ BAD_CLIENT_IDS = [
 @pytest.mark.parametrize("client_id", BAD_CLIENT_IDS)
 @pytest.mark.parametrize("path", ["/oauth/token", "/oauth/device_authorization", "/oauth/revoke"])
 def test_a_broken_client_id_is_a_json_error_at_each_endpoint(
-    hand: HandAgent, client_id: str, path: str
+    hand: PersonalAgent, client_id: str, path: str
 ) -> None:
     form = {
         "grant_type": JWT_BEARER,
@@ -164,7 +164,7 @@ def test_a_broken_client_id_is_a_json_error_at_each_endpoint(
         "token": "x",
         **hand.client_form(client_id=client_id),
     }
-    answer = hand.post(path, form, dpop=hand.proof())
+    answer = hand.post_form(path, form, dpop=hand.proof())
     assert answer.status_code in (400, 401)
     assert answer["Content-Type"] == "application/json"
     assert answer.json()["error"] in ("invalid_client", "invalid_request")
@@ -173,13 +173,13 @@ def test_a_broken_client_id_is_a_json_error_at_each_endpoint(
 
 @pytest.mark.parametrize("client_id", BAD_CLIENT_IDS)
 def test_a_broken_client_id_on_the_authorization_page_is_its_error_page(
-    hand: HandAgent, client_id: str
+    hand: PersonalAgent, client_id: str
 ) -> None:
     page = get(browser("acct-1"), authorize_query(hand, "v" * 43, client_id=client_id))
     assert page.status_code == 400 and "not valid" in page.content.decode()
 
 
-def _grant_form(hand: HandAgent, grant: str) -> dict[str, str]:
+def _grant_form(hand: PersonalAgent, grant: str) -> dict[str, str]:
     """A token request of ``grant`` whose credential is good: only the session_id is not."""
     if grant == "renewal":
         return {"grant_type": JWT_BEARER, "assertion": hand.signed(hand.claims("usr_1"))}
@@ -201,10 +201,10 @@ def _grant_form(hand: HandAgent, grant: str) -> dict[str, str]:
 @pytest.mark.parametrize("grant", ["renewal", "device", "refresh", "code"])
 @pytest.mark.parametrize("session_id", ["ses_\x00", "\x00", "ses_ä", "s" * 65])
 def test_a_broken_session_id_is_a_json_error_at_each_grant(
-    hand: HandAgent, grant: str, session_id: str
+    hand: PersonalAgent, grant: str, session_id: str
 ) -> None:
     body = {**_grant_form(hand, grant), "session_id": session_id, **hand.client_form()}
-    answer = hand.post("/oauth/token", body, dpop=hand.proof())
+    answer = hand.post_form("/oauth/token", body, dpop=hand.proof())
     assert answer.status_code == 400
     assert answer.json()["error"] in ("invalid_request", "invalid_session")
 
@@ -213,7 +213,7 @@ def test_a_broken_session_id_is_a_json_error_at_each_grant(
     "challenge", ["c" * 42 + "\x00", "\x00" * 43, "c" * 44, "c" * 42 + "=", "c" * 42 + "+"]
 )
 def test_a_broken_code_challenge_goes_back_as_invalid_request(
-    hand: HandAgent, challenge: str
+    hand: PersonalAgent, challenge: str
 ) -> None:
     person = browser("acct-1")
     query = (
@@ -228,7 +228,7 @@ def test_a_broken_code_challenge_goes_back_as_invalid_request(
 
 @pytest.mark.parametrize("client_id", BAD_CLIENT_IDS + ["https://hand.example/agent.json/"])
 def test_a_broken_client_id_in_the_disconnect_form_disconnects_nothing(
-    hand: HandAgent, client_id: str
+    hand: PersonalAgent, client_id: str
 ) -> None:
     signed_in(hand)
     done = post(browser("acct-1"), "/account/agents", {"client_id": client_id})
@@ -246,7 +246,7 @@ def _guess(person: Any, code: str, address: str = "198.51.100.7") -> Any:
 
 
 def test_wrong_user_codes_are_limited_per_user_and_logged_without_the_code(
-    hand: HandAgent, acme_settings: Any, caplog: pytest.LogCaptureFixture
+    hand: PersonalAgent, acme_settings: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     acme_settings.POPPY_AUTHORITY = {
         **acme_settings.POPPY_AUTHORITY,
@@ -274,7 +274,7 @@ def test_wrong_user_codes_are_limited_per_user_and_logged_without_the_code(
 
 
 def test_wrong_user_codes_are_limited_per_address_across_users(
-    hand: HandAgent, acme_settings: Any
+    hand: PersonalAgent, acme_settings: Any
 ) -> None:
     acme_settings.POPPY_AUTHORITY = {
         **acme_settings.POPPY_AUTHORITY,
@@ -289,7 +289,7 @@ def test_wrong_user_codes_are_limited_per_address_across_users(
     assert _guess(browser("acct-1"), codes["user_code"], address="203.0.113.9").status_code == 200
 
 
-def test_the_decision_post_is_limited_too(hand: HandAgent, acme_settings: Any) -> None:
+def test_the_decision_post_is_limited_too(hand: PersonalAgent, acme_settings: Any) -> None:
     acme_settings.POPPY_AUTHORITY = {
         **acme_settings.POPPY_AUTHORITY,
         "DEVICE_CODE_FAILURES_PER_USER": 2,

@@ -24,10 +24,10 @@ from personal_agent_protocol.errors import AuthorizationError
 from poppy_django.authority.models import MediatedSignIn, Session
 from tests.authority import mediated_checks
 from tests.authority.channels import ChannelAgent
-from tests.authority.conftest import ORIGIN, TENANT, World
 from tests.authority.driver import PASSWORD
+from tests.authority.sdk_agent import ORIGIN, TENANT, World
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 SIGN_IN = f"{ORIGIN}/poppy/sign-in"
 WRONG = "Tr0ub4dor&3-not-the-password"

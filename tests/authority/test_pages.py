@@ -8,9 +8,9 @@ import pytest
 from django.test import Client as Browser
 
 from poppy_django.authority.models import AccountToken, Client, DeviceAuthorization, Grant, Session
-from tests.authority.agent import HandAgent
-from tests.authority.conftest import DOMAIN
+from tests.agents import PersonalAgent
 from tests.authority.driver import PASSWORD
+from tests.authority.sdk_agent import DOMAIN
 
 pytestmark = pytest.mark.django_db
 
@@ -18,8 +18,8 @@ DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
 
 
 @pytest.fixture
-def hand(acme_settings: Any, customers: None) -> HandAgent:
-    return HandAgent()
+def hand(acme_settings: Any, customers: None) -> PersonalAgent:
+    return PersonalAgent.with_identity()
 
 
 def browser(account: str) -> Browser:
@@ -36,23 +36,23 @@ def post(person: Browser, path: str, data: dict[str, Any]) -> Any:
     return person.post(path, data, secure=True, HTTP_HOST=DOMAIN)
 
 
-def device_codes(hand: HandAgent, scope: str = "poppy:read poppy:write") -> dict[str, Any]:
-    response = hand.post("/oauth/device_authorization", {"scope": scope, **hand.client_form()})
+def device_codes(hand: PersonalAgent, scope: str = "poppy:read poppy:write") -> dict[str, Any]:
+    response = hand.post_form("/oauth/device_authorization", {"scope": scope, **hand.client_form()})
     assert response.status_code == 200 and response["Cache-Control"] == "no-store"
     return response.json()
 
 
-def poll(hand: HandAgent, device_code: str, session_id: str) -> Any:
+def poll(hand: PersonalAgent, device_code: str, session_id: str) -> Any:
     form = {
         "grant_type": DEVICE_CODE,
         "device_code": device_code,
         "session_id": session_id,
         **hand.client_form(),
     }
-    return hand.post("/oauth/token", form, dpop=hand.proof())
+    return hand.post_form("/oauth/token", form, dpop=hand.proof())
 
 
-def test_the_device_page_asks_to_log_in_first(hand: HandAgent) -> None:
+def test_the_device_page_asks_to_log_in_first(hand: PersonalAgent) -> None:
     codes = device_codes(hand)
     response = Browser().get(
         codes["verification_uri_complete"].removeprefix(f"https://{DOMAIN}"),
@@ -63,7 +63,7 @@ def test_the_device_page_asks_to_log_in_first(hand: HandAgent) -> None:
     assert codes["verification_uri"] == f"https://{DOMAIN}/device"
 
 
-def test_partial_consent_grants_only_what_the_user_chose(hand: HandAgent) -> None:
+def test_partial_consent_grants_only_what_the_user_chose(hand: PersonalAgent) -> None:
     session_id = hand.start_session().json()["session_id"]
     codes = device_codes(hand)
     assert poll(hand, codes["device_code"], session_id).json()["error"] == "authorization_pending"
@@ -90,7 +90,7 @@ def test_partial_consent_grants_only_what_the_user_chose(hand: HandAgent) -> Non
     assert (grant.account_id, grant.scope, grant.method) == ("acct-2", "poppy:read", "device")
 
 
-def test_a_denied_sign_in_is_access_denied_and_an_unknown_code_is_said(hand: HandAgent) -> None:
+def test_a_denied_sign_in_is_access_denied_and_an_unknown_code_is_said(hand: PersonalAgent) -> None:
     session_id = hand.start_session().json()["session_id"]
     codes = device_codes(hand)
     person = browser("acct-1")
@@ -100,13 +100,15 @@ def test_a_denied_sign_in_is_access_denied_and_an_unknown_code_is_said(hand: Han
     assert Session.objects.get().grant is None
 
 
-def test_an_unknown_scope_is_refused_at_the_start(hand: HandAgent) -> None:
-    response = hand.post("/oauth/device_authorization", {"scope": "root", **hand.client_form()})
+def test_an_unknown_scope_is_refused_at_the_start(hand: PersonalAgent) -> None:
+    response = hand.post_form(
+        "/oauth/device_authorization", {"scope": "root", **hand.client_form()}
+    )
     assert response.status_code == 400 and response.json()["error"] == "invalid_scope"
     assert not DeviceAuthorization.objects.exists()
 
 
-def test_polling_too_fast_is_slow_down(hand: HandAgent, acme_settings: Any) -> None:
+def test_polling_too_fast_is_slow_down(hand: PersonalAgent, acme_settings: Any) -> None:
     acme_settings.POPPY_AUTHORITY = {**acme_settings.POPPY_AUTHORITY, "DEVICE_INTERVAL_SECONDS": 30}
     session_id = hand.start_session().json()["session_id"]
     codes = device_codes(hand)
@@ -114,7 +116,7 @@ def test_polling_too_fast_is_slow_down(hand: HandAgent, acme_settings: Any) -> N
     assert poll(hand, codes["device_code"], session_id).json()["error"] == "slow_down"
 
 
-def signed_in(hand: HandAgent, account: str = "acct-1") -> tuple[str, str]:
+def signed_in(hand: PersonalAgent, account: str = "acct-1") -> tuple[str, str]:
     session_id = hand.start_session().json()["session_id"]
     codes = device_codes(hand)
     post(
@@ -130,7 +132,7 @@ def signed_in(hand: HandAgent, account: str = "acct-1") -> tuple[str, str]:
     return session_id, body["refresh_token"]
 
 
-def test_disconnect_this_agent_from_the_account_settings_page(hand: HandAgent) -> None:
+def test_disconnect_this_agent_from_the_account_settings_page(hand: PersonalAgent) -> None:
     session_id, account_token = signed_in(hand)
     person = browser("acct-1")
     page = get(person, "/account/agents")
@@ -145,12 +147,12 @@ def test_disconnect_this_agent_from_the_account_settings_page(hand: HandAgent) -
         "refresh_token": account_token,
         "session_id": session_id,
     }
-    answer = hand.post("/oauth/token", {**refresh, **hand.client_form()}, dpop=hand.proof())
+    answer = hand.post_form("/oauth/token", {**refresh, **hand.client_form()}, dpop=hand.proof())
     assert answer.json()["error"] == "invalid_grant"
     assert "No personal agent is connected" in get(person, "/account/agents").content.decode()
 
 
-def test_the_connections_page_needs_a_login_and_csrf(hand: HandAgent) -> None:
+def test_the_connections_page_needs_a_login_and_csrf(hand: PersonalAgent) -> None:
     assert Browser().get("/account/agents", secure=True, HTTP_HOST=DOMAIN).status_code == 302
     signed_in(hand)
     strict = Browser(enforce_csrf_checks=True)
@@ -159,7 +161,9 @@ def test_the_connections_page_needs_a_login_and_csrf(hand: HandAgent) -> None:
     assert Grant.objects.get().revoked_at is None
 
 
-def test_staff_disconnect_and_block_from_the_admin(hand: HandAgent, admin_client: Browser) -> None:
+def test_staff_disconnect_and_block_from_the_admin(
+    hand: PersonalAgent, admin_client: Browser
+) -> None:
     session_id, _ = signed_in(hand)
     grant = Grant.objects.get()
     response = admin_client.post(
@@ -189,7 +193,7 @@ def test_staff_disconnect_and_block_from_the_admin(hand: HandAgent, admin_client
         )
 
 
-def authorize_query(hand: HandAgent, verifier: str, **overrides: str) -> str:
+def authorize_query(hand: PersonalAgent, verifier: str, **overrides: str) -> str:
     from urllib.parse import urlencode
 
     from authlib.oauth2.rfc7636 import create_s256_code_challenge
@@ -208,7 +212,7 @@ def authorize_query(hand: HandAgent, verifier: str, **overrides: str) -> str:
 
 
 def test_direct_sign_in_refuses_an_unregistered_redirect_without_redirecting(
-    hand: HandAgent,
+    hand: PersonalAgent,
 ) -> None:
     person = browser("acct-1")
     page = get(person, authorize_query(hand, "v" * 43, redirect_uri="https://evil.example/cb"))
@@ -217,7 +221,7 @@ def test_direct_sign_in_refuses_an_unregistered_redirect_without_redirecting(
     assert page.status_code == 400
 
 
-def test_direct_sign_in_code_needs_its_pkce_verifier_and_works_once(hand: HandAgent) -> None:
+def test_direct_sign_in_code_needs_its_pkce_verifier_and_works_once(hand: PersonalAgent) -> None:
     session_id = hand.start_session().json()["session_id"]
     verifier = "k" * 50
     person = browser("acct-1")
@@ -234,21 +238,23 @@ def test_direct_sign_in_code_needs_its_pkce_verifier_and_works_once(hand: HandAg
         "redirect_uri": hand.identity.metadata["redirect_uris"][0],
         "session_id": session_id,
     }
-    wrong = hand.post(
+    wrong = hand.post_form(
         "/oauth/token", {**form, "code_verifier": "x" * 50, **hand.client_form()}, dpop=hand.proof()
     )
     assert wrong.json()["error"] == "invalid_grant"
-    right = hand.post(
+    right = hand.post_form(
         "/oauth/token", {**form, "code_verifier": verifier, **hand.client_form()}, dpop=hand.proof()
     )
     assert right.status_code == 200 and right.json()["scope"] == "poppy:read"
-    again = hand.post(
+    again = hand.post_form(
         "/oauth/token", {**form, "code_verifier": verifier, **hand.client_form()}, dpop=hand.proof()
     )
     assert again.json()["error"] == "invalid_grant"
 
 
-def test_direct_sign_in_denied_or_unknown_scope_goes_back_with_the_error(hand: HandAgent) -> None:
+def test_direct_sign_in_denied_or_unknown_scope_goes_back_with_the_error(
+    hand: PersonalAgent,
+) -> None:
     person = browser("acct-1")
     query = authorize_query(hand, "d" * 43)
     denied = post(person, query, {"decision": "deny"})

@@ -15,13 +15,9 @@ from typing import Any
 
 import pytest
 from personal_agent_protocol import (
-    ConversationClient,
-    DeviceSignInClient,
     DirectSignInClient,
     DiscoveryClient,
-    DpopHttpClient,
     Message,
-    SessionClient,
     generate_message_id,
 )
 from personal_agent_protocol.accounts import AccountTokenClient, AccountTokenContext
@@ -30,12 +26,11 @@ from personal_agent_protocol.errors import ConversationError, SessionError
 from personal_agent_protocol.reactor import build_pap_reactor
 from reactor import PluginManifest  # type: ignore[import-untyped]
 
-from tests.authority.conftest import RealClock, UserBrowser
 from tests.authority.driver import AcmeUser
+from tests.authority.sdk_agent import TENANT, RealClock, SdkAgent, UserBrowser
 from tests.authority.shipped import DOMAIN, ORIGIN, PASSWORD, ShippedAcme, shipped_acme
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
-TENANT = "tests"
 ATLAS = AgentIdentity(domain="atlas.example", name="Atlas")
 PLAIN = AgentIdentity(domain="plain.example", name="Plain", extensions=())
 
@@ -48,90 +43,27 @@ def acme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShippedAcme]:
     assert not problems, "\n".join(problems[:40])
 
 
-class Atlas:
+class Atlas(SdkAgent):
     """A personal agent built from the SDK's public clients, on the test network."""
 
     def __init__(self, acme: ShippedAcme, *, acme_port: int | None = None) -> None:
         self.acme = acme
-        self.http = acme.client(acme_port=acme_port)
-        self.browser = UserBrowser()
-        host = PersonalAgentHost(ATLAS, RealClock(), browser=self.browser)  # type: ignore[arg-type]
-        self.reactor, _ = build_pap_reactor(
-            http_client=self.http,
+        http = acme.client(acme_port=acme_port)
+        browser = UserBrowser()
+        host = PersonalAgentHost(ATLAS, RealClock(), browser=browser)  # type: ignore[arg-type]
+        reactor, _ = build_pap_reactor(
+            http_client=http,
             address_resolver=acme.resolve,
             plugins=[(PluginManifest(name="atlas-host", version="1"), host)],
         )
-        self.user = AcmeUser(acme.client, ORIGIN, PLAIN, password=PASSWORD)
-        self.sessions = SessionClient(reactor=self.reactor, http_client=self.http)
-        self.transport = DpopHttpClient(reactor=self.reactor, http_client=self.http)
-        self.conversations = ConversationClient(transport=self.transport)
-
-    async def discover(self) -> Any:
-        self.company = await DiscoveryClient(reactor=self.reactor).discover(DOMAIN)
-        self.metadata = self.company.oauth_metadata
-        return self.company
-
-    def who(self, user: str) -> dict[str, str]:
-        return {"tenant_id": TENANT, "pairwise_user_id": user, "issuer": self.metadata.issuer}
-
-    async def session(self, user: str, session_id: str | None = None) -> Any:
-        arguments = {
-            "client_id": ATLAS.client_id,
-            "pairwise_user_id": user,
-            "issuer": self.metadata.issuer,
-            "token_endpoint": self.metadata.token_endpoint,
-            "tenant_id": TENANT,
-        }
-        if session_id is None:
-            return await self.sessions.start(**arguments)
-        return await self.sessions.renew(**arguments, session_id=session_id)
-
-    @property
-    def endpoint(self) -> str:
-        return str(self.company.document.agent.protocols[0].endpoint)
-
-    async def talk(self, user: str, token: Any, text: str) -> list[Any]:
-        """Start a conversation and read (waiting) until the Company Agent's turn is done."""
-        message = Message(id=generate_message_id(self.reactor), sender="agent", text=text)
-        started = await self.conversations.start(
-            self.endpoint, message, token=token, wait=10, **self.who(user)
+        super().__init__(
+            ATLAS,
+            reactor,
+            http,
+            DiscoveryClient(reactor=reactor),
+            AcmeUser(acme.client, ORIGIN, PLAIN, password=PASSWORD),
+            browser,
         )
-        events, cursor = list(started.events), started.cursor
-        while not (events[-1].type == "state" and events[-1].status != "working"):
-            page = await self.conversations.read_events(
-                self.endpoint,
-                started.conversation_id,
-                token=token,
-                cursor=cursor,
-                wait=10,
-                **self.who(user),
-            )
-            events += page.events
-            cursor = page.cursor
-        return events
-
-    async def device_sign_in(
-        self, user: str, session: Any, account: str, scopes: tuple[str, ...]
-    ) -> Any:
-        device = DeviceSignInClient(reactor=self.reactor, http_client=self.http)
-        started = await device.begin(
-            device_authorization_endpoint=self.metadata.device_authorization_endpoint,
-            token_endpoint=self.metadata.token_endpoint,
-            issuer=self.metadata.issuer,
-            client_id=ATLAS.client_id,
-            scopes=scopes,
-            tenant_id=TENANT,
-            pairwise_user_id=user,
-            session_id=session.session_id,
-            organization=self.company.document.organization,
-            poppy_domains=self.metadata.poppy_domains,
-        )
-        await self.user.approve_device(started.user_code, account=account, scopes=list(scopes))
-        while True:  # polled at the interval the authority asks for
-            await asyncio.sleep(started.poll_interval)
-            polled = await device.poll(started.reference)
-            if polled.status == "complete":
-                return polled
 
 
 def company_texts(events: list[Any]) -> list[str]:

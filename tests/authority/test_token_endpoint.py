@@ -10,18 +10,20 @@ import pytest
 from poppy_django.authority.models import Client, Session
 from poppy_django.authority.status import session_is_active
 from poppy_django.verifier.principal import Principal
-from tests.authority.agent import JWT_BEARER, HandAgent
-from tests.authority.conftest import DOMAIN, ORIGIN
+from tests.agents import JWT_BEARER, PersonalAgent
+from tests.authority.sdk_agent import DOMAIN, ORIGIN
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def hand(acme_settings: Any) -> HandAgent:
-    return HandAgent()
+def hand(acme_settings: Any) -> PersonalAgent:
+    return PersonalAgent.with_identity()
 
 
-def test_a_session_starts_signed_out_with_a_dpop_bound_token_never_cached(hand: HandAgent) -> None:
+def test_a_session_starts_signed_out_with_a_dpop_bound_token_never_cached(
+    hand: PersonalAgent,
+) -> None:
     response = hand.start_session()
     assert response.status_code == 200
     assert response["Cache-Control"] == "no-store"
@@ -37,10 +39,10 @@ def test_a_session_starts_signed_out_with_a_dpop_bound_token_never_cached(hand: 
     assert claims["exp"] - claims["iat"] == body["expires_in"] == 300
 
 
-def test_refusals_are_json_no_store_and_never_echo_a_credential(hand: HandAgent) -> None:
+def test_refusals_are_json_no_store_and_never_echo_a_credential(hand: PersonalAgent) -> None:
     assertion = hand.signed(hand.claims("usr_x", aud=f"{ORIGIN}/oauth/token"))
     form = {"grant_type": JWT_BEARER, "assertion": assertion, **hand.client_form()}
-    response = hand.post("/oauth/token", form, dpop=hand.proof())
+    response = hand.post_form("/oauth/token", form, dpop=hand.proof())
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_grant"
     assert response["Cache-Control"] == "no-store"
@@ -62,7 +64,7 @@ def test_refusals_are_json_no_store_and_never_echo_a_credential(hand: HandAgent)
     ],
 )
 def test_each_broken_token_request_is_refused_with_its_oauth_error(
-    hand: HandAgent, form: dict[str, str], dpop: bool, status: int, error: str
+    hand: PersonalAgent, form: dict[str, str], dpop: bool, status: int, error: str
 ) -> None:
     body = {
         "grant_type": JWT_BEARER,
@@ -70,22 +72,24 @@ def test_each_broken_token_request_is_refused_with_its_oauth_error(
         **hand.client_form(),
         **form,
     }
-    response = hand.post("/oauth/token", body, dpop=hand.proof() if dpop else None)
+    response = hand.post_form("/oauth/token", body, dpop=hand.proof() if dpop else None)
     assert (response.status_code, response.json()["error"]) == (status, error)
     assert Session.objects.count() == 0
 
 
-def test_a_proof_for_another_url_or_method_or_a_replayed_one_is_refused(hand: HandAgent) -> None:
+def test_a_proof_for_another_url_or_method_or_a_replayed_one_is_refused(
+    hand: PersonalAgent,
+) -> None:
     for proof in (
         hand.proof(url=f"{ORIGIN}/oauth/revoke"),
         hand.proof(method="GET"),
         hand.proof(iat=1),
     ):
         body = {"grant_type": JWT_BEARER, "assertion": hand.signed(hand.claims("usr_z"))}
-        response = hand.post("/oauth/token", {**body, **hand.client_form()}, dpop=proof)
+        response = hand.post_form("/oauth/token", {**body, **hand.client_form()}, dpop=proof)
         assert response.json()["error"] == "invalid_dpop_proof"
     proof = hand.proof()
-    first = hand.post(
+    first = hand.post_form(
         "/oauth/token",
         {
             "grant_type": JWT_BEARER,
@@ -94,7 +98,7 @@ def test_a_proof_for_another_url_or_method_or_a_replayed_one_is_refused(hand: Ha
         },
         dpop=proof,
     )
-    again = hand.post(
+    again = hand.post_form(
         "/oauth/token",
         {
             "grant_type": JWT_BEARER,
@@ -106,23 +110,23 @@ def test_a_proof_for_another_url_or_method_or_a_replayed_one_is_refused(hand: Ha
     assert first.status_code == 200 and again.json()["error"] == "invalid_dpop_proof"
 
 
-def test_only_a_form_body_by_post(hand: HandAgent) -> None:
-    response = hand.http.get("/oauth/token", secure=True, HTTP_HOST=DOMAIN)
+def test_only_a_form_body_by_post(hand: PersonalAgent) -> None:
+    response = hand.client.get("/oauth/token", secure=True, HTTP_HOST=DOMAIN)
     assert response.status_code == 405 and response["Allow"] == "POST"
     assert response.json()["error"] == "method_not_allowed"
-    response = hand.http.post(
+    response = hand.client.post(
         "/oauth/token", data="{}", content_type="application/json", secure=True, HTTP_HOST=DOMAIN
     )
     assert response.status_code == 400 and response.json()["error"] == "invalid_request"
 
 
-def test_credentials_in_the_query_string_are_ignored(hand: HandAgent) -> None:
+def test_credentials_in_the_query_string_are_ignored(hand: PersonalAgent) -> None:
     query = "grant_type=" + JWT_BEARER + "&assertion=" + hand.signed(hand.claims("usr_q"))
-    response = hand.post(f"/oauth/token?{query}", hand.client_form(), dpop=hand.proof())
+    response = hand.post_form(f"/oauth/token?{query}", hand.client_form(), dpop=hand.proof())
     assert response.status_code == 400 and response.json()["error"] == "unsupported_grant_type"
 
 
-def test_session_creation_is_limited_per_client(hand: HandAgent, acme_settings: Any) -> None:
+def test_session_creation_is_limited_per_client(hand: PersonalAgent, acme_settings: Any) -> None:
     acme_settings.POPPY_AUTHORITY = {
         **acme_settings.POPPY_AUTHORITY,
         "SESSIONS_PER_CLIENT_PER_MINUTE": 2,
@@ -135,25 +139,29 @@ def test_session_creation_is_limited_per_client(hand: HandAgent, acme_settings: 
     assert Session.objects.count() == 2
 
 
-def test_revoking_a_session_token_ends_its_session_for_the_status_seam(hand: HandAgent) -> None:
+def test_revoking_a_session_token_ends_its_session_for_the_status_seam(hand: PersonalAgent) -> None:
     body = hand.start_session().json()
     principal = Principal(
         client_id=hand.client_id, user_id="usr_hand_000000000000001", session_id=body["session_id"]
     )
     assert session_is_active(principal)
-    response = hand.post("/oauth/revoke", {"token": body["access_token"], **hand.client_form()})
+    response = hand.post_form(
+        "/oauth/revoke", {"token": body["access_token"], **hand.client_form()}
+    )
     assert response.status_code == 200 and response["Cache-Control"] == "no-store"
     assert not session_is_active(principal)
     assert Session.objects.get().ended_at is not None
     # An unknown token is answered alike (RFC 7009 §2.2); a renewal of the ended one is not.
-    assert hand.post("/oauth/revoke", {"token": "nope", **hand.client_form()}).status_code == 200
+    assert (
+        hand.post_form("/oauth/revoke", {"token": "nope", **hand.client_form()}).status_code == 200
+    )
     renewal = hand.start_session(session_id=body["session_id"])
     assert renewal.json()["error"] == "invalid_session"
 
 
-def test_revocation_needs_client_authentication(hand: HandAgent) -> None:
+def test_revocation_needs_client_authentication(hand: PersonalAgent) -> None:
     body = hand.start_session().json()
-    response = hand.post("/oauth/revoke", {"token": body["access_token"]})
+    response = hand.post_form("/oauth/revoke", {"token": body["access_token"]})
     assert response.status_code == 401 and response.json()["error"] == "invalid_client"
     assert Session.objects.get().ended_at is None
 
@@ -169,17 +177,17 @@ def test_a_session_of_another_authority_stays_active_and_a_blocked_client_does_n
     assert not session_is_active(stranger)
 
 
-def test_metadata_and_poppy_json_agree(hand: HandAgent) -> None:
-    metadata = hand.http.get(
+def test_metadata_and_poppy_json_agree(hand: PersonalAgent) -> None:
+    metadata = hand.client.get(
         "/.well-known/oauth-authorization-server", secure=True, HTTP_HOST=DOMAIN
     ).json()
-    document = hand.http.get("/.well-known/poppy.json", secure=True, HTTP_HOST=DOMAIN).json()
+    document = hand.client.get("/.well-known/poppy.json", secure=True, HTTP_HOST=DOMAIN).json()
     assert metadata["issuer"] == document["auth"]["issuer"] == ORIGIN
     assert document["organization"]["domain"] in metadata["poppy_domains"]
     # The example's own scope (its orders API) is offered beside the protocol's two.
     assert document["auth"]["device"] == {"scopes": ["poppy:read", "poppy:write", "orders:read"]}
     assert metadata["device_authorization_endpoint"] == f"{ORIGIN}/oauth/device_authorization"
-    keys = hand.http.get("/oauth/jwks.json", secure=True, HTTP_HOST=DOMAIN).json()["keys"]
+    keys = hand.client.get("/oauth/jwks.json", secure=True, HTTP_HOST=DOMAIN).json()["keys"]
     assert [key["alg"] for key in keys] == ["ES256"] and "d" not in keys[0]
 
 
@@ -209,7 +217,9 @@ def test_a_signed_in_token_is_inactive_once_its_sign_in_is_revoked() -> None:
     assert session_is_active(signed_out) is True  # the Session continues, signed out
 
 
-def test_server_nonces_when_the_verifier_requires_them(hand: HandAgent, acme_settings: Any) -> None:
+def test_server_nonces_when_the_verifier_requires_them(
+    hand: PersonalAgent, acme_settings: Any
+) -> None:
     acme_settings.POPPY = {
         **acme_settings.POPPY,
         "TOKENS": {**acme_settings.POPPY["TOKENS"], "REQUIRE_NONCE": True},
@@ -222,5 +232,5 @@ def test_server_nonces_when_the_verifier_requires_them(hand: HandAgent, acme_set
         "assertion": hand.signed(hand.claims("usr_nonce")),
         **hand.client_form(),
     }
-    answered = hand.post("/oauth/token", body, dpop=hand.proof(nonce=nonce))
+    answered = hand.post_form("/oauth/token", body, dpop=hand.proof(nonce=nonce))
     assert answered.status_code == 200

@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 
 DESK = "/admin/poppy_django/conversation/desk/"
 _names = itertools.count(1)

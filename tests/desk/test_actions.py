@@ -13,7 +13,7 @@ from django.utils import timezone
 from poppy_django import fanout
 from poppy_django.fanout import publishing
 from poppy_django.models import Conversation, Event
-from tests.conftest import PersonalAgent, kinds, messages
+from tests.agents import PersonalAgent, kinds, messages
 from tests.desk.conftest import DESK, act, desk_url, new_request_id, queued
 
 pytestmark = pytest.mark.django_db(transaction=True)

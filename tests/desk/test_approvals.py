@@ -14,10 +14,10 @@ from poppy_django.agent import CompanyAgent, ToolContext, register, tool
 from poppy_django.desk import decisions
 from poppy_django.errors import PoppyError
 from poppy_django.models import ActionRecord, ActionStatus, AgentThread, Event
-from tests.conftest import PersonalAgent, messages
+from tests.agents import PersonalAgent, messages
 from tests.desk.conftest import desk_url, new_request_id
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 AGENT = "desk-approvals"
 #: (actor id, account id, roles) of every run of the tool below.

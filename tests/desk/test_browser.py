@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.agents import PersonalAgent, company_messages, unique
 from tests.multiprocess.cluster import ROOT, Cluster, cluster
-from tests.multiprocess.http import HttpAgent, company_messages
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
@@ -69,7 +69,7 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
     executable = chromium()
     running, base = server
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    agent = HttpAgent()
+    agent = PersonalAgent(user_id=unique("mp-user"))
 
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
@@ -86,11 +86,13 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
             page.wait_for_selector("[data-live][data-state=live]")
 
             # A personal agent talks to the Company Agent, then asks for a person.
-            started = agent.post(base, "", agent.message("hello"))
+            started = agent.at(base).post("", agent.message("hello"))
             assert started.status_code == 201, started.text
             conversation_id = started.json()["conversation_id"]
-            agent.wait_for(base, conversation_id, lambda events: len(company_messages(events)) == 1)
-            handoff = agent.post(base, f"/{conversation_id}/handoff", {})
+            agent.at(base).events_until(
+                conversation_id, lambda events: len(company_messages(events)) == 1
+            )
+            handoff = agent.at(base).post(f"/{conversation_id}/handoff", {})
             assert handoff.json()["status"] == "queued"
 
             # It appears on the queue without a reload, waiting for a person.
@@ -147,25 +149,25 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
             assert reply_request_id[:8] not in page.text_content("[data-transcript]")
 
             # The personal agent reads the person's message over HTTP, and nothing staff-only.
-            events = agent.wait_for(
-                base,
+            events = agent.at(base).events_until(
                 conversation_id,
                 lambda events: any(m.get("text") == reply for m in company_messages(events)),
             )
             person = next(m for m in company_messages(events) if m.get("text") == reply)
             assert person["sender"] == "human"
             raw = httpx.get(
-                f"{base}/poppy/conversations/{conversation_id}/events", headers=agent.headers
+                f"{base}/poppy/conversations/{conversation_id}/events", headers=agent.http_headers()
             ).text
             assert reply_request_id not in raw and "sam" not in raw and "request_id" not in raw
 
             # The support agent leaves; the Company Agent answers again, live on the desk.
             page.click("button[data-action=leave]")
             settled(page, 3)
-            asked = agent.post(base, f"/{conversation_id}/messages", agent.message("your hours?"))
+            asked = agent.at(base).post(
+                f"/{conversation_id}/messages", agent.message("your hours?")
+            )
             assert asked.status_code == 202, asked.text
-            agent.wait_for(
-                base,
+            agent.at(base).events_until(
                 conversation_id,
                 lambda events: "Monday" in str(company_messages(events)[-1].get("text")),
             )
@@ -202,7 +204,7 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
             assert page.locator(log.format("awaiting_approval")).count() == 0
 
             # A link to one event opens the conversation with it highlighted.
-            first = agent.all_events(base, conversation_id)[0]["id"]
+            first = agent.at(base).all_events(conversation_id)[0]["id"]
             page.goto(f"{page.url.split('?')[0]}?event={first}")
             page.wait_for_selector(f"#{first}.poppy-highlight")
             assert errors == [], json.dumps(errors)

@@ -13,7 +13,7 @@ from django.test import Client
 from poppy_django import service
 from poppy_django.desk import queue, views
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Event
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 from tests.desk.conftest import DESK, act, desk_url, make_user, new_request_id, queued
 
 pytestmark = pytest.mark.django_db(transaction=True)

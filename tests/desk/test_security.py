@@ -223,7 +223,7 @@ ODD_DATA = [
 
 @pytest.mark.parametrize("data", ODD_DATA, ids=[json.dumps(d)[:40] for d in ODD_DATA])
 def test_a_message_with_odd_data_never_breaks_the_desk(desk: Client, data) -> None:
-    from tests.conftest import PersonalAgent
+    from tests.agents import PersonalAgent
 
     agent = PersonalAgent()
     response = agent.start("look", data=data, context={"locale": "en", "shape": {"a": [1]}})

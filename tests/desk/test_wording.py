@@ -14,7 +14,7 @@ from poppy_django import service
 from poppy_django.desk import decisions
 from poppy_django.engine.broker_health import health
 from poppy_django.models import ActionStatus, Conversation, Status
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 from tests.desk.conftest import DESK, act, desk_url, make_user, queued
 from tests.desk.test_approvals import approval_agent, proposed, told  # noqa: F401 - fixture
 

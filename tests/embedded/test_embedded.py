@@ -18,10 +18,15 @@ from poppy_django.engine.executors import ThreadExecutor
 from poppy_django.engine.turns import run_turns
 from poppy_django.models import Conversation, Status
 from poppy_django.store.maintenance import reap
-from tests.conftest import PersonalAgent, dispatch_lost, kinds, messages
+from tests.agents import PersonalAgent, kinds, messages
 from tests.multiprocess.cluster import free_port
+from tests.turn_control import dispatch_lost
 
-pytestmark = [pytest.mark.embedded, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.embedded,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("shop_orders"),
+]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from example_project.asgi import application
 from poppy_django.verifier import dpop
-from tests.conftest import dispatch_lost
 from tests.desk.conftest import desk, desk_user  # noqa: F401 - fixtures used by name
 from tests.threaded_server import serve
+from tests.turn_control import dispatch_lost
 
 
 @pytest.fixture

@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, settings
 
 from poppy_django import addresses
 from poppy_django.authority import development, keys
-from poppy_django.authority.tokens import mint_development_token
 from poppy_django.client import DPoPKey
 from poppy_django.models import Conversation, Event, MessageReceipt
+from tests.agents import PersonalAgent
 from tests.fuzz.strategies import Credentials
 
 ENDPOINT_PATH = "/poppy/conversations"
@@ -56,101 +56,95 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-@dataclass
-class Caller:
-    """One personal agent for one User: a DPoP key and a Session Token bound to it."""
+def credential_headers(
+    agent: PersonalAgent, method: str, url: str, how: Credentials
+) -> list[tuple[bytes, bytes]]:
+    """The credentials ``how`` describes, for one request of ``agent`` (which holds a Session
+    Token and its DPoP key: :meth:`PersonalAgent.with_session_token`)."""
+    key, token_text = agent.dpop_key, agent.token
+    assert key is not None and token_text is not None, "a Session Token agent"
+    dpop = lambda: key.proof(method, url, access_token=token_text).encode()  # noqa: E731
+    token = token_text.encode()
+    if how.kind == "valid":
+        return [(b"authorization", b"DPoP " + token), (b"dpop", dpop())]
+    if how.kind == "none":
+        return []
+    if how.kind == "bearer":
+        return [(b"authorization", b"Bearer " + token)]
+    if how.kind == "two_proofs":
+        return [(b"authorization", b"DPoP " + token), (b"dpop", dpop()), (b"dpop", dpop())]
+    if how.kind == "garbage_token":
+        return [(b"authorization", b"DPoP " + _header_safe(how.garbage)), (b"dpop", dpop())]
+    if how.kind == "garbage_proof":
+        return [(b"authorization", b"DPoP " + token), (b"dpop", _header_safe(how.garbage))]
+    if how.kind == "forged_proof":
+        return [
+            (b"authorization", b"DPoP " + token),
+            (b"dpop", _forged_proof(key, token_text, method, url, how)),
+        ]
+    if how.kind == "forged_token":
+        forged = _token(key, how.token_claims, how.token_header, keys.signing_key())
+        return [
+            (b"authorization", b"DPoP " + forged),
+            (b"dpop", _proof_for(key, method, url, forged)),
+        ]
+    if how.kind == "other_issuer_key":
+        other = ec.generate_private_key(ec.SECP256R1())
+        forged = _token(key, {}, how.token_header, other)
+        return [
+            (b"authorization", b"DPoP " + forged),
+            (b"dpop", _proof_for(key, method, url, forged)),
+        ]
+    raise AssertionError(how.kind)
 
-    base_url: str
-    key: DPoPKey
-    token: str
 
-    @classmethod
-    def new(cls, base_url: str) -> Caller:
-        key = DPoPKey()
-        token = mint_development_token(user=f"fuzz-{secrets.token_hex(4)}", jkt=key.thumbprint)
-        return cls(base_url, key, token)
+def _proof_for(key: DPoPKey, method: str, url: str, token: bytes) -> bytes:
+    claims = {
+        "jti": secrets.token_urlsafe(16),
+        "htm": method,
+        "htu": url.split("?")[0],
+        "iat": int(time.time()),
+        "ath": b64url(hashlib.sha256(token).digest()),
+    }
+    return jwt.encode(
+        claims,
+        key.private_key,
+        algorithm="ES256",
+        headers={"typ": "dpop+jwt", "jwk": key.public_jwk},
+    ).encode()
 
-    def headers(self, method: str, url: str, how: Credentials) -> list[tuple[bytes, bytes]]:
-        """The credentials ``how`` describes, for one request."""
-        dpop = lambda: self.key.proof(method, url, access_token=self.token).encode()  # noqa: E731
-        token = self.token.encode()
-        if how.kind == "valid":
-            return [(b"authorization", b"DPoP " + token), (b"dpop", dpop())]
-        if how.kind == "none":
-            return []
-        if how.kind == "bearer":
-            return [(b"authorization", b"Bearer " + token)]
-        if how.kind == "two_proofs":
-            return [(b"authorization", b"DPoP " + token), (b"dpop", dpop()), (b"dpop", dpop())]
-        if how.kind == "garbage_token":
-            return [(b"authorization", b"DPoP " + _header_safe(how.garbage)), (b"dpop", dpop())]
-        if how.kind == "garbage_proof":
-            return [(b"authorization", b"DPoP " + token), (b"dpop", _header_safe(how.garbage))]
-        if how.kind == "forged_proof":
-            return [
-                (b"authorization", b"DPoP " + token),
-                (b"dpop", self._forged_proof(method, url, how)),
-            ]
-        if how.kind == "forged_token":
-            forged = self._token(how.token_claims, how.token_header, keys.signing_key())
-            return [
-                (b"authorization", b"DPoP " + forged),
-                (b"dpop", self._proof_for(method, url, forged)),
-            ]
-        if how.kind == "other_issuer_key":
-            other = ec.generate_private_key(ec.SECP256R1())
-            forged = self._token({}, how.token_header, other)
-            return [
-                (b"authorization", b"DPoP " + forged),
-                (b"dpop", self._proof_for(method, url, forged)),
-            ]
-        raise AssertionError(how.kind)
 
-    def _proof_for(self, method: str, url: str, token: bytes) -> bytes:
-        claims = {
-            "jti": secrets.token_urlsafe(16),
-            "htm": method,
-            "htu": url.split("?")[0],
-            "iat": int(time.time()),
-            "ath": b64url(hashlib.sha256(token).digest()),
-        }
-        return jwt.encode(
-            claims,
-            self.key.private_key,
-            algorithm="ES256",
-            headers={"typ": "dpop+jwt", "jwk": self.key.public_jwk},
-        ).encode()
+def _forged_proof(key: DPoPKey, token: str, method: str, url: str, how: Credentials) -> bytes:
+    claims: dict[str, Any] = {
+        "jti": secrets.token_urlsafe(16),
+        "htm": method,
+        "htu": url.split("?")[0],
+        "iat": int(time.time()),
+        "ath": b64url(hashlib.sha256(token.encode()).digest()),
+        **how.proof_claims,
+    }
+    for name in how.drop:
+        claims.pop(name, None)
+    headers = {"typ": "dpop+jwt", "jwk": key.public_jwk, **how.proof_header}
+    return _signed(claims, headers, key.private_key)
 
-    def _forged_proof(self, method: str, url: str, how: Credentials) -> bytes:
-        claims: dict[str, Any] = {
-            "jti": secrets.token_urlsafe(16),
-            "htm": method,
-            "htu": url.split("?")[0],
-            "iat": int(time.time()),
-            "ath": b64url(hashlib.sha256(self.token.encode()).digest()),
-            **how.proof_claims,
-        }
-        for name in how.drop:
-            claims.pop(name, None)
-        headers = {"typ": "dpop+jwt", "jwk": self.key.public_jwk, **how.proof_header}
-        return _signed(claims, headers, self.key.private_key)
 
-    def _token(self, claims: dict[str, Any], header: dict[str, Any], key: Any) -> bytes:
-        now = int(time.time())
-        payload = {
-            "iss": addresses.token_issuer(),
-            "aud": development.default_audience(),
-            "iat": now,
-            "nbf": now,
-            "exp": now + 600,
-            "sub": "fuzz-user",
-            "client_id": development.DEFAULT_CLIENT_ID,
-            "sid": "ses-fuzz",
-            "cnf": {"jkt": self.key.thumbprint},
-            **claims,
-        }
-        headers = {"kid": keys.public_jwks()["keys"][0]["kid"], **header}
-        return _signed(payload, headers, key)
+def _token(key: DPoPKey, claims: dict[str, Any], header: dict[str, Any], signer: Any) -> bytes:
+    now = int(time.time())
+    payload = {
+        "iss": addresses.token_issuer(),
+        "aud": development.default_audience(),
+        "iat": now,
+        "nbf": now,
+        "exp": now + 600,
+        "sub": "fuzz-user",
+        "client_id": development.DEFAULT_CLIENT_ID,
+        "sid": "ses-fuzz",
+        "cnf": {"jkt": key.thumbprint},
+        **claims,
+    }
+    headers = {"kid": keys.public_jwks()["keys"][0]["kid"], **header}
+    return _signed(payload, headers, signer)
 
 
 def _signed(claims: dict[str, Any], headers: dict[str, Any], key: Any) -> bytes:

@@ -20,8 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from poppy_django.authority.models import Client
-from tests.authority.agent import CLIENT_ASSERTION, JWT_BEARER, HandAgent
-from tests.authority.conftest import DOMAIN, _sites, acme_settings, customers  # noqa: F401
+from tests.agents import CLIENT_ASSERTION, JWT_BEARER, PersonalAgent
+from tests.authority.conftest import _sites, acme_settings, customers  # noqa: F401
+from tests.authority.sdk_agent import DOMAIN
 from tests.authority.test_pages import browser, device_codes
 from tests.fuzz.harness import PROFILE
 
@@ -62,7 +63,7 @@ class Target:
     """One personal agent with a Session and codes to aim at, and what each case checks."""
 
     def __init__(self) -> None:
-        self.hand = HandAgent()
+        self.hand = PersonalAgent.with_identity()
         started = self.hand.start_session().json()
         self.session_id = started["session_id"]
         self.session_token = started["access_token"]
@@ -80,7 +81,7 @@ class Target:
     def post(self, path: str, form: dict[str, str], raw: str, proof: str | None) -> Any:
         body = urlencode(form) + raw
         extra = {"HTTP_DPOP": proof} if proof is not None else {}
-        return self.hand.http.post(
+        return self.hand.client.post(
             path,
             data=body,
             content_type="application/x-www-form-urlencoded",

@@ -20,11 +20,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.agents import PersonalAgent
 from tests.fuzz.harness import (
     ENDPOINT_PATH,
     PROFILE,
-    Caller,
     check,
+    credential_headers,
     rows,
     send,
 )
@@ -48,18 +49,18 @@ class Target:
 
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
-        self.caller = Caller.new(base_url)
+        self.caller = PersonalAgent.with_session_token(base_url)
         self.client = httpx.Client(timeout=30)
         self.conversation_id = self._start(self.caller)
-        self.foreign_id = self._start(Caller.new(base_url))
+        self.foreign_id = self._start(PersonalAgent.with_session_token(base_url))
         self.cursors = self._cursors()
         self.statuses: Counter[int] = Counter()
 
-    def _start(self, caller: Caller) -> str:
+    def _start(self, caller: PersonalAgent) -> str:
         url = self.base_url + ENDPOINT_PATH
         body = b'{"message": {"id": "first", "sender": "agent", "text": "hello"}}'
         headers = [(b"content-type", b"application/json")]
-        headers += caller.headers("POST", url, credentials_valid())
+        headers += credential_headers(caller, "POST", url, credentials_valid())
         response = self.client.post(url, headers=headers, content=body)
         assert response.status_code == 201, response.text
         return str(response.json()["conversation_id"])
@@ -67,7 +68,7 @@ class Target:
     def _cursors(self) -> list[str]:
         url = f"{self.base_url}{ENDPOINT_PATH}/{self.conversation_id}/events"
         response = self.client.get(
-            url, headers=self.caller.headers("GET", url, credentials_valid())
+            url, headers=credential_headers(self.caller, "GET", url, credentials_valid())
         )
         return [event["id"] for event in response.json()["events"]]
 
@@ -83,7 +84,7 @@ class Target:
         url = self.base_url + path
         if query:
             url += "?" + "&".join(f"{k}={quote(v, safe='')}" for k, v in query.items())
-        sent = list(headers) + self.caller.headers(method, url, how)
+        sent = list(headers) + credential_headers(self.caller, method, url, how)
         before = rows()
         answer = send(self.client, method, url, sent, body)
         self.statuses[answer.status] += 1

@@ -22,7 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
-from tests.fuzz.harness import PROFILE, Answer, Caller, check, rows
+from tests.agents import PersonalAgent
+from tests.fuzz.harness import PROFILE, Answer, check, credential_headers, rows
 from tests.fuzz.strategies import Credentials, mostly
 from tests.fuzz.test_endpoint import Target
 
@@ -49,7 +50,7 @@ OPERATIONS = [
 ]
 
 
-def load_schema(base_url: str, caller: Caller) -> Any:
+def load_schema(base_url: str, caller: PersonalAgent) -> Any:
     """The served document, its requests signed as ``caller``."""
     document = httpx.get(f"{base_url}/api/schema", headers={"Accept": OPENAPI_JSON}).json()
     schema = schemathesis.openapi.from_dict(document)
@@ -58,14 +59,14 @@ def load_schema(base_url: str, caller: Caller) -> Any:
     class SignEachRequest:
         """The Session Token once; a fresh proof for each request's method and URL."""
 
-        def get(self, case: schemathesis.Case, context: schemathesis.AuthContext) -> Caller:
+        def get(self, case: schemathesis.Case, context: schemathesis.AuthContext) -> PersonalAgent:
             return caller
 
         def set(
-            self, case: schemathesis.Case, data: Caller, context: schemathesis.AuthContext
+            self, case: schemathesis.Case, data: PersonalAgent, context: schemathesis.AuthContext
         ) -> None:
             url = base_url + case.formatted_path
-            for name, value in data.headers(case.method, url, Credentials("valid")):
+            for name, value in credential_headers(data, case.method, url, Credentials("valid")):
                 case.headers[name.decode()] = value.decode()
 
     return schema

@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.test import AsyncClient, Client
 from django.utils.deprecation import MiddlewareMixin
 
-from tests.conftest import ENDPOINT, PersonalAgent
+from tests.agents import ENDPOINT, PersonalAgent
 
 PROBE = "tests.middleware.test_endpoint_middleware.Probe"
 

@@ -7,6 +7,7 @@ campaign): the benchmarks measure the very stack the tests prove correct.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
@@ -21,6 +22,8 @@ from typing import Any
 
 import httpx
 import psycopg
+
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -62,6 +65,16 @@ def cpu_seconds(pid: int) -> float:
         tree |= more
         grew = bool(more)
     return sum(times.get(member, 0.0) for member in tree)
+
+
+#: Migrated databases this process copies for its clusters, by what decides their apps.
+_templates: dict[tuple[object, ...], str] = {}
+
+
+def _drop_templates(pg: Any) -> None:
+    for name in _templates.values():
+        with contextlib.suppress(psycopg.Error):
+            pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 class Cluster:
@@ -161,23 +174,47 @@ class Cluster:
             cursor = conn.execute(sql)
             return cursor.fetchall() if cursor.description else []
 
-    def create(self) -> None:
-        """Redis up; the database (re)created and migrated."""
+    def create(self, *, from_template: bool = True) -> None:
+        """Redis up; the database (re)created, migrated.
+
+        ``from_template``: a copy of a database this process migrated once for clusters of
+        the same apps (``CREATE DATABASE ... TEMPLATE``, well under a second), instead of
+        running every migration again for each cluster; False migrates this one itself
+        (through whatever ``DATABASE_URL`` names, PgBouncer included).
+        """
         self.start_redis()
         self.pg(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
-        self.pg(f'CREATE DATABASE "{self.name}"')
-        self.manage("migrate", "-v0")
+        if not from_template:
+            self.pg(f'CREATE DATABASE "{self.name}"')
+            self.manage("migrate", "-v0")
+            return
+        self.pg(f'CREATE DATABASE "{self.name}" TEMPLATE "{self._template()}"')
+
+    def _template(self) -> str:
+        """This process's migrated database for this cluster's apps, made on first use."""
+        # What decides the example project's INSTALLED_APPS (its development authority).
+        key = tuple(self.env.get(n, "") for n in ("DJANGO_DEBUG", "POPPY_DEV_AUTHORITY"))
+        key += ("REDIS_URL" in self.env,)
+        if key not in _templates:
+            name = f"poppy_mp_template_{os.getpid()}_{len(_templates)}"
+            self.pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            self.pg(f'CREATE DATABASE "{name}"')
+            url = f"postgres://postgres@127.0.0.1:5432/{name}"
+            self.manage("migrate", "-v0", env={"DATABASE_URL": url})
+            if not _templates:
+                atexit.register(_drop_templates, self.pg)
+            _templates[key] = name
+        return _templates[key]
 
     def destroy(self) -> None:
-        for name in list(self.processes):
-            self.stop(name)
+        self.stop_all()
         self.stop_redis()
         self.pg(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
-    def manage(self, *args: str) -> str:
+    def manage(self, *args: str, env: dict[str, str] | None = None) -> str:
         result = subprocess.run(
             [sys.executable, str(ROOT / "manage.py"), *args],
-            env=self.env,
+            env={**self.env, **(env or {})},
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -194,7 +231,8 @@ class Cluster:
         log = open(self.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
         process = subprocess.Popen(
             argv,
-            env={**self.env, **(env or {})},
+            # Its database sessions carry its name (libpq's PGAPPNAME): see sessions_ended.
+            env={**self.env, "PGAPPNAME": name, **(env or {})},
             cwd=ROOT,
             stdout=log,
             stderr=log,
@@ -333,6 +371,31 @@ class Cluster:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
 
+    def exited(self, name: str, timeout: float = 30) -> int:
+        """Wait for a process to exit by itself (a worker made to die); its exit status.
+
+        Its database sessions have ended too when this returns (:meth:`sessions_ended`).
+        """
+        process = self.processes[name]
+        try:
+            status = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{name} did not exit: {self.log(name)}") from None
+        self.processes.pop(name)
+        self.sessions_ended(name)
+        return status
+
+    def sessions_ended(self, name: str, timeout: float = 30) -> None:
+        """Wait until PostgreSQL has ended the database sessions of a dead process: from then
+        on whatever it had sent is committed or rolled back, and nothing more of it can be."""
+        sql = (
+            "SELECT count(*) FROM pg_stat_activity"
+            f" WHERE datname = '{self.name}' AND application_name = '{name}'"
+        )
+        eventually(
+            lambda: self.pg(sql) == [(0,)], timeout=timeout, what=f"{name}'s sessions to end"
+        )
+
     def stop(self, name: str) -> None:
         """SIGTERM (SIGKILL after 10 s), to the process and its children; gone is fine."""
         process = self.processes.pop(name, None)
@@ -346,6 +409,24 @@ class Cluster:
                 break
             except subprocess.TimeoutExpired:
                 continue
+
+    def stop_all(self, grace: float = 10) -> None:
+        """:meth:`stop` for every process at once: SIGTERM to all, then SIGKILL to those
+        still running after ``grace`` seconds in all (not ``grace`` for each in turn: a TLS
+        web process can wait out its whole grace for clients that never close)."""
+        processes = list(self.processes.values())
+        self.processes.clear()
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for process in processes:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
 
     def log(self, name: str) -> str:
         return (self.tmp / f"{name}.log").read_text(errors="replace")[-4000:]

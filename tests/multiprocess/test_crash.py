@@ -4,13 +4,14 @@ written exactly once under the same message id, and an executed action is not ru
 
 from __future__ import annotations
 
-import time
+from typing import Any
 
 import psycopg
 import pytest
 
+from tests.agents import PersonalAgent, company_messages
 from tests.multiprocess.cluster import Cluster
-from tests.multiprocess.http import HttpAgent, company_messages
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.multiprocess
 
@@ -20,37 +21,35 @@ def _query(mp: Cluster, sql: str, *params: object) -> list[tuple]:
         return conn.execute(sql, params).fetchall()
 
 
-def _reap_until_answered(mp: Cluster, pa: HttpAgent, web: str, conversation_id: str, count: int):
+def _reap_until_answered(
+    mp: Cluster, pa: PersonalAgent, web: str, conversation_id: str, count: int
+):
     """Run the reaper until the turn has been taken up again and answered."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def reaped() -> list[dict[str, Any]] | None:
         mp.manage("poppy_reap")
-        events = pa.all_events(web, conversation_id)
+        events = pa.at(web).all_events(conversation_id)
         last = events[-1]
-        if (
-            len(company_messages(events)) >= count
-            and last["type"] == "state"
-            and last["status"] == "idle"
-        ):
-            return events
-        time.sleep(1)
-    raise AssertionError(f"never answered: {pa.all_events(web, conversation_id)}")
+        answered = len(company_messages(events)) >= count
+        return events if answered and last["type"] == "state" and last["status"] == "idle" else None
+
+    return eventually(reaped, timeout=60, what="the turn taken up again and answered")
 
 
 def test_killed_mid_reply_is_answered_once_with_the_same_message_id(mp: Cluster):
     web = mp.web("web")
     mp.worker("worker-1")
-    pa = HttpAgent()
-    started = pa.post(web, "", pa.message("#slow please"))
+    pa = PersonalAgent()
+    started = pa.at(web).post("", pa.message("#slow please"))
     assert started.status_code == 201
     conversation_id = started.json()["conversation_id"]
 
-    stream = pa.stream(web, conversation_id)
+    stream = pa.at(web).stream(conversation_id)
     first_delta = next(data for name, _, data in stream if name == "text-delta")
     stream.close()
     mp.kill("worker-1")  # mid-reply: one piece written, the rest never
-    time.sleep(0.5)
-    assert company_messages(pa.all_events(web, conversation_id)) == []
+    mp.sessions_ended("worker-1")  # what it had sent is committed or rolled back by now
+    assert company_messages(pa.at(web).all_events(conversation_id)) == []
 
     mp.worker("worker-2")
     events = _reap_until_answered(mp, pa, web, conversation_id, 1)
@@ -63,16 +62,12 @@ def test_killed_mid_reply_is_answered_once_with_the_same_message_id(mp: Cluster)
 def test_action_executed_before_the_crash_is_not_executed_again(mp: Cluster):
     web = mp.web("web")
     mp.worker("dying", app="tests.multiprocess.dying_worker")
-    pa = HttpAgent(account_id="acct-1", scopes=("poppy:read", "poppy:write"))
-    conversation_id = pa.post(web, "", pa.message("cancel A-2")).json()["conversation_id"]
+    pa = PersonalAgent(account_id="acct-1", scopes=("poppy:read", "poppy:write"))
+    conversation_id = pa.at(web).post("", pa.message("cancel A-2")).json()["conversation_id"]
 
-    deadline = time.monotonic() + 30
-    while mp.processes["dying"].poll() is None:
-        assert time.monotonic() < deadline, mp.log("dying")
-        time.sleep(0.1)
-    mp.processes.pop("dying")
+    mp.exited("dying")
     assert _query(mp, "SELECT status FROM shop_order WHERE id = 'A-2'") == [("cancelled",)]
-    assert company_messages(pa.all_events(web, conversation_id)) == []
+    assert company_messages(pa.at(web).all_events(conversation_id)) == []
 
     mp.worker("worker-2")
     events = _reap_until_answered(mp, pa, web, conversation_id, 1)

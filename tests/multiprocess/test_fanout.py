@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.agents import PersonalAgent, company_messages
 from tests.multiprocess.cluster import Cluster
-from tests.multiprocess.http import HttpAgent, company_messages
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.multiprocess
@@ -33,15 +33,15 @@ def two_of_each(mp: Cluster) -> tuple[str, str]:
 
 def test_stream_on_one_process_relays_a_turn_posted_to_another(mp: Cluster, two_of_each):
     web_a, web_b = two_of_each
-    pa = HttpAgent()
-    conversation_id = pa.post(web_b, "", pa.message("hello")).json()["conversation_id"]
-    last = pa.wait_for(web_b, conversation_id, _settled)[-1]["id"]
+    pa = PersonalAgent()
+    conversation_id = pa.at(web_b).post("", pa.message("hello")).json()["conversation_id"]
+    last = pa.at(web_b).events_until(conversation_id, _settled)[-1]["id"]
 
     frames: list[tuple[str | None, str | None, dict[str, Any]]] = []
     opened = threading.Event()
 
     def read_stream() -> None:
-        for frame in pa.stream(web_a, conversation_id, opened, **{"Last-Event-ID": last}):
+        for frame in pa.at(web_a).stream(conversation_id, opened, **{"Last-Event-ID": last}):
             frames.append(frame)
             if frame[0] is None and frame[2]["type"] == "state" and frame[2]["status"] == "idle":
                 return
@@ -49,7 +49,7 @@ def test_stream_on_one_process_relays_a_turn_posted_to_another(mp: Cluster, two_
     reader = threading.Thread(target=read_stream, daemon=True)
     reader.start()
     assert opened.wait(30), "the stream did not open"  # listening before we post
-    assert pa.post(web_b, f"/{conversation_id}/messages", pa.message("#slow")).status_code == 202
+    assert pa.at(web_b).post(f"/{conversation_id}/messages", pa.message("#slow")).status_code == 202
     reader.join(timeout=30)
     assert not reader.is_alive(), frames
 
@@ -69,19 +69,19 @@ def test_stream_on_one_process_relays_a_turn_posted_to_another(mp: Cluster, two_
 
 def test_long_poll_on_one_process_wakes_for_a_message_posted_to_another(mp: Cluster, two_of_each):
     web_a, web_b = two_of_each
-    pa = HttpAgent()
-    conversation_id = pa.post(web_a, "", pa.message("hello")).json()["conversation_id"]
-    cursor = pa.wait_for(web_a, conversation_id, _settled)[-1]["id"]
+    pa = PersonalAgent()
+    conversation_id = pa.at(web_a).post("", pa.message("hello")).json()["conversation_id"]
+    cursor = pa.at(web_a).events_until(conversation_id, _settled)[-1]["id"]
 
     def post_once_waiting() -> None:
         # web_b subscribes to Redis when its first reader starts listening: this one.
         eventually(mp.subscribed, what="web_b's long-poll listening")
-        pa.post(web_a, f"/{conversation_id}/messages", pa.message("are you there?"))
+        pa.at(web_a).post(f"/{conversation_id}/messages", pa.message("are you there?"))
 
     poster = threading.Thread(target=post_once_waiting, daemon=True)
     poster.start()
     began = time.monotonic()
-    page = pa.read(web_b, conversation_id, cursor=cursor, wait=25)
+    page = pa.at(web_b).page(conversation_id, cursor=cursor, wait=25)
     waited = time.monotonic() - began
     poster.join(timeout=30)
     assert page["events"][0]["message"]["text"] == "are you there?"
@@ -91,15 +91,17 @@ def test_long_poll_on_one_process_wakes_for_a_message_posted_to_another(mp: Clus
 
 def test_redis_restart_loses_nothing(mp: Cluster, two_of_each):
     web_a, web_b = two_of_each
-    pa = HttpAgent()
-    conversation_id = pa.post(web_a, "", pa.message("hello")).json()["conversation_id"]
-    last = pa.wait_for(web_a, conversation_id, _settled)[-1]["id"]
+    pa = PersonalAgent()
+    conversation_id = pa.at(web_a).post("", pa.message("hello")).json()["conversation_id"]
+    last = pa.at(web_a).events_until(conversation_id, _settled)[-1]["id"]
 
     seen: list[dict[str, Any]] = []
     opened = threading.Event()
 
     def read_stream() -> None:
-        for name, _, data in pa.stream(web_a, conversation_id, opened, **{"Last-Event-ID": last}):
+        for name, _, data in pa.at(web_a).stream(
+            conversation_id, opened, **{"Last-Event-ID": last}
+        ):
             if name is None:
                 seen.append(data)
                 replies = company_messages(seen)
@@ -116,11 +118,11 @@ def test_redis_restart_loses_nothing(mp: Cluster, two_of_each):
 
     mp.stop_redis()
     # Accepted while Redis is down: durable in PostgreSQL, dispatched later by the reaper.
-    during = pa.post(web_b, f"/{conversation_id}/messages", pa.message("during the outage"))
+    during = pa.at(web_b).post(f"/{conversation_id}/messages", pa.message("during the outage"))
     assert during.status_code == 202
     mp.start_redis()
     eventually(mp.subscribed, what="web_a's subscription to come back after the restart")
-    after = pa.post(web_b, f"/{conversation_id}/messages", pa.message("after the outage"))
+    after = pa.at(web_b).post(f"/{conversation_id}/messages", pa.message("after the outage"))
     assert after.status_code == 202
 
     deadline = time.monotonic() + 60

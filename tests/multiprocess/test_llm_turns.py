@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.agents import PersonalAgent, company_messages
 from tests.multiprocess.cluster import Cluster
-from tests.multiprocess.http import HttpAgent, company_messages
 
 pytestmark = pytest.mark.multiprocess
 
@@ -26,17 +26,17 @@ def test_a_worker_answers_through_the_openai_compatible_endpoint(mp: Cluster) ->
     llm = mp.llm(ttft=0.1, tokens=6, rate=50)
     web = mp.web("web")
     mp.worker("worker")
-    pa = HttpAgent()
-    talk = pa.post(web, "", pa.message("hi")).json()["conversation_id"]
-    pa.wait_for(web, talk, _settled)
-    cursor = pa.read(web, talk)["cursor"]
+    pa = PersonalAgent()
+    talk = pa.at(web).post("", pa.message("hi")).json()["conversation_id"]
+    pa.at(web).events_until(talk, _settled)
+    cursor = pa.at(web).page(talk)["cursor"]
 
     # A reader listening before the message is sent gets every piece as it is written.
     opened = threading.Event()
     frames: list[tuple[str | None, dict[str, Any]]] = []
 
     def read() -> None:
-        for name, _, data in pa.stream(web, talk, opened, **{"Last-Event-ID": cursor}):
+        for name, _, data in pa.at(web).stream(talk, opened, **{"Last-Event-ID": cursor}):
             frames.append((name, data))
             if name is None and data["type"] == "state" and data["status"] == "idle":
                 return
@@ -44,7 +44,7 @@ def test_a_worker_answers_through_the_openai_compatible_endpoint(mp: Cluster) ->
     reader = threading.Thread(target=read)
     reader.start()
     assert opened.wait(30)
-    pa.post(web, f"/{talk}/messages", pa.message("hello there"))
+    pa.at(web).post(f"/{talk}/messages", pa.message("hello there"))
     reader.join(60)
     answer = next(
         data["message"]
@@ -55,8 +55,8 @@ def test_a_worker_answers_through_the_openai_compatible_endpoint(mp: Cluster) ->
     assert answer["text"] == "You said: hello there and here"
     assert "".join(deltas) == answer["text"]
 
-    tool = pa.post(web, "", pa.message("store_hours?")).json()["conversation_id"]
-    (hours,) = company_messages(pa.wait_for(web, tool, _settled))
+    tool = pa.at(web).post("", pa.message("store_hours?")).json()["conversation_id"]
+    (hours,) = company_messages(pa.at(web).events_until(tool, _settled))
     assert hours["text"].startswith("We are open Monday to Friday")
     served = httpx.get(f"{llm}/stats").json()
     assert (served["requests"], served["tool_calls"], served["open"]) == (4, 1, 0)

@@ -10,15 +10,15 @@ the operation up and performs it once: the order is cancelled once, one outcome 
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
 import psycopg
 import pytest
 
+from tests.agents import PersonalAgent, company_messages
 from tests.multiprocess.cluster import Cluster
-from tests.multiprocess.http import HttpAgent, company_messages
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.multiprocess
 
@@ -30,11 +30,11 @@ def _query(mp: Cluster, sql: str, *params: object) -> list[tuple[Any, ...]]:
         return conn.execute(sql, params).fetchall()
 
 
-def _operations(web: str, pa: HttpAgent, path: str, body: Any = None) -> httpx.Response:
+def _operations(web: str, pa: PersonalAgent, path: str, body: Any = None) -> httpx.Response:
     url = f"{web}/poppy/operations/{path}"
     if body is None:
-        return httpx.get(url, headers=pa.headers, timeout=40)
-    return httpx.post(url, json=body, headers=pa.headers, timeout=40)
+        return httpx.get(url, headers=pa.http_headers(), timeout=40)
+    return httpx.post(url, json=body, headers=pa.http_headers(), timeout=40)
 
 
 def test_a_worker_killed_between_confirm_and_completion_performs_it_once(mp: Cluster) -> None:
@@ -48,11 +48,11 @@ def test_a_worker_killed_between_confirm_and_completion_performs_it_once(mp: Clu
     )
     web = mp.web("web")
     mp.worker("dying", app="tests.multiprocess.dying_mid_action")
-    pa = HttpAgent(account_id="acct-1", scopes=("poppy:read", "poppy:write"))
-    conversation_id = pa.post(web, "", pa.message("cancel A-2")).json()["conversation_id"]
+    pa = PersonalAgent(CLIENT_ID, account_id="acct-1", scopes=("poppy:read", "poppy:write"))
+    conversation_id = pa.at(web).post("", pa.message("cancel A-2")).json()["conversation_id"]
 
-    events = pa.wait_for(
-        web, conversation_id, lambda es: any("operation" in m for m in company_messages(es))
+    events = pa.at(web).events_until(
+        conversation_id, lambda es: any("operation" in m for m in company_messages(es))
     )
     proposed = next(m["operation"] for m in company_messages(events) if "operation" in m)
     assert proposed["state"] == "proposed" and proposed["revision"] == 1
@@ -76,25 +76,20 @@ def test_a_worker_killed_between_confirm_and_completion_performs_it_once(mp: Clu
     assert confirmed.json()["confirmation"]["revision"] == 2
     assert "Retry-After" in confirmed.headers
 
-    deadline = time.monotonic() + 30
-    while mp.processes["dying"].poll() is None:
-        assert time.monotonic() < deadline, mp.log("dying")
-        time.sleep(0.1)
-    mp.processes.pop("dying")
+    mp.exited("dying")
     assert _query(mp, "SELECT status FROM shop_order WHERE id = 'A-2'") == [("processing",)]
 
     again = _operations(web, pa, f"{operation_id}/confirm", {"revision": 2, "approved_by": "user"})
     assert again.status_code == 200 and again.json()["state"] == "in_progress"  # not twice
 
     mp.worker("worker-2")
-    deadline = time.monotonic() + 60
-    while True:
+
+    def performed() -> dict[str, Any] | None:
         mp.manage("poppy_reap")
-        read = _operations(web, pa, operation_id).json()
-        if read["state"] != "in_progress":
-            break
-        assert time.monotonic() < deadline, (read, mp.log("worker-2"))
-        time.sleep(1)
+        read: dict[str, Any] = _operations(web, pa, operation_id).json()
+        return read if read["state"] != "in_progress" else None
+
+    read = eventually(performed, timeout=60, what="the operation performed by worker-2")
     assert read["state"] == "succeeded", read
     assert read["confirmation"]["revision"] == 2
     assert _query(mp, "SELECT status FROM shop_order WHERE id = 'A-2'") == [("cancelled",)]
@@ -103,7 +98,7 @@ def test_a_worker_killed_between_confirm_and_completion_performs_it_once(mp: Clu
     ) == [(2,)]
     outcomes = [
         m
-        for m in company_messages(pa.all_events(web, conversation_id))
+        for m in company_messages(pa.at(web).all_events(conversation_id))
         if m.get("data", {}).get("actions")
     ]
     assert len(outcomes) == 1

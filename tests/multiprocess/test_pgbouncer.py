@@ -23,8 +23,8 @@ from django.db import connection, connections
 from django.db.backends.postgresql.base import DatabaseWrapper
 
 from tests import pgbouncer
+from tests.agents import PersonalAgent, company_messages
 from tests.multiprocess.cluster import Cluster
-from tests.multiprocess.http import HttpAgent, company_messages
 
 pytestmark = pytest.mark.multiprocess
 
@@ -96,7 +96,7 @@ def test_server_side_cursors_must_be_disabled(bouncer, disabled: bool) -> None:
 def test_the_example_project_runs_behind_pgbouncer(tmp_path: Path, bouncer) -> None:
     mp = Cluster(tmp_path, env={"DATABASE_TRANSACTION_POOLING": "1", "POPPY_SWEEP_SECONDS": "1"})
     mp.env["DATABASE_URL"] = bouncer.url(mp.name)
-    mp.create()  # migrations through PgBouncer too
+    mp.create(from_template=False)  # migrations through PgBouncer too
     try:
         _exercise(mp, bouncer)
     finally:
@@ -109,31 +109,31 @@ def _exercise(mp: Cluster, bouncer: pgbouncer.PgBouncer) -> None:
     mp.worker("worker-2")
 
     # Many conversations at once: event-log row locks, leases' conditional UPDATEs.
-    agents = [HttpAgent() for _ in range(8)]
+    agents = [PersonalAgent() for _ in range(8)]
     started = [
-        pa.post(web, "", pa.message(f"hello {index}")).json()["conversation_id"]
+        pa.at(web).post("", pa.message(f"hello {index}")).json()["conversation_id"]
         for index, pa in enumerate(agents)
     ]
     for index, (pa, conversation_id) in enumerate(zip(agents, started, strict=True)):
-        (reply,) = company_messages(pa.wait_for(web, conversation_id, _settled, timeout=60))
+        (reply,) = company_messages(pa.at(web).events_until(conversation_id, _settled, timeout=60))
         assert reply["text"] == f"You said: hello {index}"
 
     # An action: the order and the action record under SELECT ... FOR UPDATE.
-    account = HttpAgent(account_id="acct-1", scopes=("poppy:read", "poppy:write"))
-    cancel = account.post(web, "", account.message("cancel A-2")).json()["conversation_id"]
-    (done,) = company_messages(account.wait_for(web, cancel, _settled, timeout=60))
+    account = PersonalAgent(account_id="acct-1", scopes=("poppy:read", "poppy:write"))
+    cancel = account.at(web).post("", account.message("cancel A-2")).json()["conversation_id"]
+    (done,) = company_messages(account.at(web).events_until(cancel, _settled, timeout=60))
     assert done["data"]["actions"][0]["status"] == "succeeded"
 
     # A worker killed mid-turn: the other's sweep claims the turn (FOR UPDATE SKIP LOCKED).
-    pa = HttpAgent()
-    slow = pa.post(web, "", pa.message("#slow please")).json()["conversation_id"]
-    stream = pa.stream(web, slow)
+    pa = PersonalAgent()
+    slow = pa.at(web).post("", pa.message("#slow please")).json()["conversation_id"]
+    stream = pa.at(web).stream(slow)
     next(data for name, _, data in stream if name == "text-delta")
     stream.close()
     mp.kill("worker-1")  # whichever of the two runs it
     mp.kill("worker-2")
     mp.worker("worker-3")
-    (taken_up,) = company_messages(pa.wait_for(web, slow, _settled, timeout=90))
+    (taken_up,) = company_messages(pa.at(web).events_until(slow, _settled, timeout=90))
     assert taken_up["text"] == "Let me check that for you."
 
     # Pruning iterates with .iterator(): no server-side cursor behind PgBouncer.

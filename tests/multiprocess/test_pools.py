@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,8 +18,9 @@ import httpx
 import pytest
 
 from poppy_django import tasks
+from tests.agents import PersonalAgent, company_messages
 from tests.multiprocess.cluster import Cluster
-from tests.multiprocess.http import HttpAgent, company_messages
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.multiprocess
 
@@ -44,12 +44,12 @@ def test_one_worker_keeps_many_llm_turns_in_flight(mp: Cluster, options: list[st
     llm = mp.llm(ttft=1.0, tokens=10, rate=20)
     web = mp.web("web")
     mp.worker("worker", options=options)
-    people = [HttpAgent() for _ in range(AT_ONCE)]
-    started: list[tuple[HttpAgent, str]] = []
+    people = [PersonalAgent() for _ in range(AT_ONCE)]
+    started: list[tuple[PersonalAgent, str]] = []
     lock = threading.Lock()
 
-    def start(pa: HttpAgent, n: int) -> None:
-        conversation_id = pa.post(web, "", pa.message(f"hello {n}")).json()["conversation_id"]
+    def start(pa: PersonalAgent, n: int) -> None:
+        conversation_id = pa.at(web).post("", pa.message(f"hello {n}")).json()["conversation_id"]
         with lock:
             started.append((pa, conversation_id))
 
@@ -60,7 +60,7 @@ def test_one_worker_keeps_many_llm_turns_in_flight(mp: Cluster, options: list[st
         starter.join(60)
     assert len(started) == AT_ONCE
     for pa, conversation_id in started:
-        (reply,) = company_messages(pa.wait_for(web, conversation_id, _settled, timeout=90))
+        (reply,) = company_messages(pa.at(web).events_until(conversation_id, _settled, timeout=90))
         assert reply["text"].startswith("You said: hello "), mp.log("worker")
     served = httpx.get(f"{llm}/stats").json()
     assert served["requests"] == AT_ONCE and served["open"] == 0
@@ -91,15 +91,13 @@ def test_a_prefork_worker_s_warm_shutdown_finishes_the_turns_in_flight(mp: Clust
     llm = mp.llm(ttft=2.0, tokens=10, rate=20)
     web = mp.web("web")
     worker = mp.worker("worker", options=["--pool=prefork", "--concurrency=1"])
-    pa = HttpAgent()
-    conversation_id = pa.post(web, "", pa.message("hello")).json()["conversation_id"]
-    deadline = time.monotonic() + 30
-    while httpx.get(f"{llm}/stats").json()["open"] < 1:  # the model call is in flight
-        assert time.monotonic() < deadline, "the turn did not start"
-        time.sleep(0.05)
+    pa = PersonalAgent().at(web)
+    conversation_id = pa.post("", pa.message("hello")).json()["conversation_id"]
+    # the model call is in flight
+    eventually(lambda: httpx.get(f"{llm}/stats").json()["open"] >= 1, timeout=30)
     os.kill(worker.pid, signal.SIGTERM)  # the worker alone, not its process group
     assert worker.wait(timeout=60) == 0
-    events = pa.all_events(web, conversation_id)
+    events = pa.all_events(conversation_id)
     (reply,) = company_messages(events)
     assert reply["text"].startswith("You said: hello")
     assert _settled(events)

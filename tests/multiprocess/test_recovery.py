@@ -13,8 +13,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.agents import PersonalAgent, company_messages
 from tests.multiprocess.cluster import Cluster
-from tests.multiprocess.http import HttpAgent, company_messages
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.multiprocess
 
@@ -40,15 +41,15 @@ def _settled(events: list[dict[str, Any]]) -> bool:
 def test_a_killed_worker_is_taken_up_by_another_with_no_beat(mp: Cluster):
     web = mp.web("web")
     mp.worker("worker-1")
-    pa = HttpAgent()
-    conversation_id = pa.post(web, "", pa.message("#slow please")).json()["conversation_id"]
-    stream = pa.stream(web, conversation_id)
+    pa = PersonalAgent()
+    conversation_id = pa.at(web).post("", pa.message("#slow please")).json()["conversation_id"]
+    stream = pa.at(web).stream(conversation_id)
     first_delta = next(data for name, _, data in stream if name == "text-delta")
     stream.close()
     mp.worker("worker-2")  # idle, sweeping
     mp.kill("worker-1")  # mid-reply
 
-    events = pa.wait_for(web, conversation_id, _settled, timeout=60)
+    events = pa.at(web).events_until(conversation_id, _settled, timeout=60)
     (reply,) = company_messages(events)
     assert reply == {**reply, "id": first_delta["message_id"], "text": "Let me check that for you."}
     assert [e["status"] for e in events if e["type"] == "state"] == ["working", "idle"]
@@ -57,42 +58,48 @@ def test_a_killed_worker_is_taken_up_by_another_with_no_beat(mp: Cluster):
 def test_a_restarted_worker_takes_up_what_the_dead_one_left(mp: Cluster):
     web = mp.web("web")
     mp.worker("worker-1")
-    pa = HttpAgent()
-    conversation_id = pa.post(web, "", pa.message("#slow please")).json()["conversation_id"]
-    stream = pa.stream(web, conversation_id)
+    pa = PersonalAgent()
+    conversation_id = pa.at(web).post("", pa.message("#slow please")).json()["conversation_id"]
+    stream = pa.at(web).stream(conversation_id)
     next(data for name, _, data in stream if name == "text-delta")
     stream.close()
     mp.kill("worker-1")
-    time.sleep(1)
-    assert company_messages(pa.all_events(web, conversation_id)) == []
+    mp.sessions_ended("worker-1")  # what it had sent is committed or rolled back by now
+    assert company_messages(pa.at(web).all_events(conversation_id)) == []
     mp.worker("worker-2")  # the only worker, started after the death
-    events = pa.wait_for(web, conversation_id, _settled, timeout=60)
+    events = pa.at(web).events_until(conversation_id, _settled, timeout=60)
     assert [m["text"] for m in company_messages(events)] == ["Let me check that for you."]
 
 
 def test_a_poison_message_is_answered_after_bounded_attempts(mp: Cluster):
     web = mp.web("web")
-    pa = HttpAgent()
+    pa = PersonalAgent()
     first = {"message": {"id": f"poison-{time.monotonic_ns()}", "sender": "agent", "text": "hi"}}
-    conversation_id = pa.post(web, "", first).json()["conversation_id"]
+    conversation_id = pa.at(web).post("", first).json()["conversation_id"]
     deaths = 0
-    deadline = time.monotonic() + 120
-    while not _settled(events := pa.all_events(web, conversation_id)):
-        assert time.monotonic() < deadline, events
+
+    def answered() -> list[dict[str, Any]] | None:
+        """One poison worker at a time, a new one when it died; the events once settled."""
+        nonlocal deaths
+        events = pa.at(web).all_events(conversation_id)
+        if _settled(events):
+            return events
         name = f"worker-{deaths}"
         if name not in mp.processes:
             mp.worker(name, app="tests.multiprocess.poison_worker")
         elif mp.processes[name].poll() is not None:
             mp.processes.pop(name)
             deaths += 1
-        time.sleep(0.2)
+        return None
+
+    events = eventually(answered, timeout=120, what="the poison message answered")
     (reply,) = company_messages(events)
     assert reply["text"] == FAILED
     assert deaths == 3  # TURN_MAX_ATTEMPTS: the fourth worker answers without trying again
     # The conversation goes on.
-    assert pa.post(web, f"/{conversation_id}/messages", pa.message("hello")).status_code == 202
-    events = pa.wait_for(
-        web, conversation_id, lambda evs: len(company_messages(evs)) == 2 and _settled(evs)
+    assert pa.at(web).post(f"/{conversation_id}/messages", pa.message("hello")).status_code == 202
+    events = pa.at(web).events_until(
+        conversation_id, lambda evs: len(company_messages(evs)) == 2 and _settled(evs)
     )
     assert company_messages(events)[-1]["text"] == "You said: hello"
 
@@ -113,23 +120,19 @@ decisions.approve(record.pk, by="sam", request_id="req-approve-mp")
 def test_an_approval_whose_worker_dies_mid_action_runs_once(mp: Cluster):
     web = mp.web("web")
     mp.worker("dying", app="tests.multiprocess.dying_mid_action")
-    pa = HttpAgent(account_id="acct-1", scopes=("poppy:read", "poppy:write"))
-    conversation_id = pa.post(web, "", pa.message("hello")).json()["conversation_id"]
-    pa.wait_for(web, conversation_id, _settled)
+    pa = PersonalAgent(account_id="acct-1", scopes=("poppy:read", "poppy:write"))
+    conversation_id = pa.at(web).post("", pa.message("hello")).json()["conversation_id"]
+    pa.at(web).events_until(conversation_id, _settled)
     mp.manage("shell", "-c", APPROVE.format(conversation_id=conversation_id))
 
-    deadline = time.monotonic() + 30
-    while mp.processes["dying"].poll() is None:
-        assert time.monotonic() < deadline, mp.log("dying")
-        time.sleep(0.1)
-    mp.processes.pop("dying")
+    mp.exited("dying")
     # Died inside the tool: nothing of the action committed, and nothing was told.
     assert _query(mp, "SELECT status FROM shop_order WHERE id = 'A-2'") == [("processing",)]
-    assert len(company_messages(pa.all_events(web, conversation_id))) == 1
+    assert len(company_messages(pa.at(web).all_events(conversation_id))) == 1
 
     mp.worker("worker-2")
-    events = pa.wait_for(
-        web, conversation_id, lambda evs: len(company_messages(evs)) == 2, timeout=60
+    events = pa.at(web).events_until(
+        conversation_id, lambda evs: len(company_messages(evs)) == 2, timeout=60
     )
     outcome = company_messages(events)[-1]
     assert outcome["text"] == "Done: Cancel order A-2."

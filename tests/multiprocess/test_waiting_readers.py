@@ -7,8 +7,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.agents import PersonalAgent
 from tests.multiprocess.cluster import Cluster
-from tests.multiprocess.http import HttpAgent
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.multiprocess
@@ -45,10 +45,10 @@ async def _hold_readers(port: int, path: str, authorization: str, cursor: str) -
 
 def test_held_long_polls_and_streams_hold_no_threads(mp: Cluster):
     web = mp.web("web")
-    pa = HttpAgent()
+    pa = PersonalAgent()
     context_only = {"message": {"id": "ctx-1", "sender": "agent", "context": {"locale": "en"}}}
-    conversation_id = pa.post(web, "", context_only).json()["conversation_id"]
-    cursor = pa.read(web, conversation_id)["cursor"]
+    conversation_id = pa.at(web).post("", context_only).json()["conversation_id"]
+    cursor = pa.at(web).page(conversation_id)["cursor"]
     pid = mp.processes["web"].pid
     before = _threads(pid)
 
@@ -56,7 +56,7 @@ def test_held_long_polls_and_streams_hold_no_threads(mp: Cluster):
         held = await _hold_readers(
             urlsplit(web).port or 80,
             f"/poppy/conversations/{conversation_id}/events",
-            pa.headers["Authorization"],
+            pa.http_headers()["Authorization"],
             cursor,
         )
         # Each reader gives its request thread back once it starts waiting: the count

@@ -45,7 +45,7 @@ def test_a_real_llm_is_a_check_warning_that_names_the_llm_extra(settings) -> Non
 
 @pytest.mark.django_db(transaction=True)
 def test_the_scripted_model_answers_without_the_llm_extra(agent) -> None:
-    from tests.conftest import messages
+    from tests.agents import messages
 
     conversation_id = agent.start("hello there").json()["conversation_id"]
     assert messages(agent.settled(conversation_id))[-1]["text"] == "You said: hello there"

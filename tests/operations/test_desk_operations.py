@@ -13,10 +13,10 @@ from django.test import Client
 from example_project.shop.models import Order
 from poppy_django.authority.models import Client as AgentClient
 from poppy_django.models import ActionRecord, ActionStatus
-from tests.conftest import PersonalAgent, messages
+from tests.agents import PersonalAgent, messages
 from tests.desk.conftest import desk_url
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ from poppy_django.operations.models import Operation
 from poppy_django.verifier import Principal
 from poppy_django.verifier.fake import fake_authorization
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 OWNER = {"client_id": "https://agent.example/client", "user_id": "user-1"}
 

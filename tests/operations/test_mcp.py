@@ -19,9 +19,9 @@ from personal_agent_protocol.demo.sockets import served_over_tls
 from personal_agent_protocol.mcp import McpClient, McpError, fetch_mcp_server_metadata, mcp_api
 
 from example_project.shop.models import Order
-from tests.authority.conftest import ORIGIN, TENANT, World, device_sign_in
+from tests.authority.sdk_agent import ORIGIN, TENANT, World
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 URL = f"{ORIGIN}/poppy/mcp"
 
@@ -53,7 +53,7 @@ def test_tools_over_mcp_gated_by_scope_and_consequential_ones_propose(
             served = await fetch_mcp_server_metadata(world.http, URL, issuer=metadata.issuer)
             seen["dpop"] = served.supports_dpop
             session = await world.session(user)
-            polled = await device_sign_in(world, user, session, "acct-1")
+            polled = await world.device_sign_in(user, session, "acct-1")
             result = await AccountTokenClient(
                 reactor=world.reactor, http_client=world.http
             ).token_for_mcp(
@@ -158,7 +158,7 @@ def test_the_sdk_gets_a_bearer_token_from_a_bearer_server_and_calls_tools_with_i
             served = await fetch_mcp_server_metadata(world.http, URL, issuer=metadata.issuer)
             seen["dpop"] = served.supports_dpop
             session = await world.session(user)
-            polled = await device_sign_in(world, user, session, "acct-1")
+            polled = await world.device_sign_in(user, session, "acct-1")
             result = await AccountTokenClient(
                 reactor=world.reactor, http_client=world.http
             ).token_for_mcp(

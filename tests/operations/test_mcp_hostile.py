@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from tests.authority.agent import HandAgent
-from tests.authority.conftest import DOMAIN, ORIGIN
+from tests.agents import PersonalAgent
+from tests.authority.sdk_agent import DOMAIN, ORIGIN
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,7 +56,7 @@ def test_a_wrong_method_is_405(acme_settings: Any) -> None:
 
 
 def test_no_token_is_issued_for_another_resource(acme_settings: Any) -> None:
-    agent = HandAgent()
+    agent = PersonalAgent.with_identity()
     refused = agent.start_session(resource=f"{ORIGIN}/api/orders")
     assert refused.status_code == 400
     assert refused.json()["error"] == "invalid_target"
@@ -82,7 +82,9 @@ MCP_METADATA = f'resource_metadata="{ORIGIN}/.well-known/oauth-protected-resourc
 PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
 
 
-def _bearer_session(agent: HandAgent, user: str = "usr_hand_bearer_0000001", **form: str) -> Any:
+def _bearer_session(
+    agent: PersonalAgent, user: str = "usr_hand_bearer_0000001", **form: str
+) -> Any:
     """The jwt-bearer grant without a DPoP proof, for ``resource`` (MCP unless given)."""
     body = {
         "grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
@@ -109,7 +111,7 @@ def _call(token: str, tool: str, scheme: str = "Bearer") -> Any:
 
 def test_a_dpop_mcp_server_never_gets_a_bearer_token(acme_settings: Any) -> None:
     """The type is the server's: no proof for a DPoP server's resource is refused."""
-    refused = _bearer_session(HandAgent())
+    refused = _bearer_session(PersonalAgent.with_identity())
     assert refused.status_code == 400 and refused.json()["error"] == "invalid_dpop_proof"
     assert "access_token" not in refused.json()
 
@@ -123,7 +125,7 @@ def test_a_bearer_server_gets_bearer_tokens_that_work_there(bearer_server: Any) 
     assert "dpop_signing_alg_values_supported" not in metadata  # it supports no DPoP
     bare = _post(PING)
     assert bare.status_code == 401 and bare["WWW-Authenticate"] == f"Bearer {MCP_METADATA}"
-    agent = HandAgent()
+    agent = PersonalAgent.with_identity()
     with_proof = agent.start_session("usr_hand_bearer_0000009", resource=MCP)
     assert with_proof.json()["token_type"] == "Bearer"  # even with a proof, never DPoP
     assert "cnf" not in _claims(with_proof.json()["access_token"])
@@ -147,7 +149,7 @@ def test_a_bearer_server_gets_bearer_tokens_that_work_there(bearer_server: Any) 
 
 
 def test_a_bearer_token_is_refused_everywhere_but_its_mcp_server(bearer_server: Any) -> None:
-    agent = HandAgent()
+    agent = PersonalAgent.with_identity()
     token = _bearer_session(agent).json()["access_token"]
     client = Client()
     for method, path in (
@@ -189,7 +191,7 @@ def _ath(token: str) -> str:
 
 
 def test_a_dpop_bound_token_sent_as_bearer_is_refused(acme_settings: Any) -> None:
-    agent = HandAgent()
+    agent = PersonalAgent.with_identity()
     for resource in (MCP, None):  # the MCP server's DPoP token, and the endpoint's
         issued = agent.start_session(**({"resource": resource} if resource else {}))
         token = issued.json()["access_token"]
@@ -204,7 +206,7 @@ def test_a_dpop_bound_token_sent_as_bearer_is_refused(acme_settings: Any) -> Non
 
 
 def test_no_bearer_token_is_issued_for_another_resource_or_none(bearer_server: Any) -> None:
-    agent = HandAgent()
+    agent = PersonalAgent.with_identity()
     elsewhere = _bearer_session(agent, resource=f"{ORIGIN}/api/orders")
     assert elsewhere.status_code == 400 and elsewhere.json()["error"] == "invalid_target"
     endpoint = _bearer_session(agent, resource="")
@@ -220,7 +222,7 @@ def test_a_bearer_token_renewing_a_session_keeps_its_key_and_ends_with_it(
 ) -> None:
     from poppy_django.authority.models import Session
 
-    agent = HandAgent()
+    agent = PersonalAgent.with_identity()
     user = "usr_hand_bearer_0000002"
     started = agent.start_session(user)
     session_id = started.json()["session_id"]

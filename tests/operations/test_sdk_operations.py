@@ -27,9 +27,9 @@ from poppy_django.authority.models import Client
 from poppy_django.models import ActionRecord, ActionStatus
 from poppy_django.operations import service
 from poppy_django.operations.models import Operation
-from tests.authority.conftest import ORIGIN, TENANT, World, device_sign_in
+from tests.authority.sdk_agent import ORIGIN, TENANT, World
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 
 def _operations(world: World) -> tuple[OperationsClient, str]:
@@ -47,7 +47,7 @@ def _parsed(metadata: dict[str, Any]) -> Any:
 
 async def _signed_in(world: World, user: str, account: str = "acct-1") -> Any:
     session = await world.session(user)
-    return (await device_sign_in(world, user, session, account)).token
+    return (await world.device_sign_in(user, session, account)).token
 
 
 async def _proposed_in_conversation(world: World, user: str, token: Any) -> Any:

@@ -18,7 +18,8 @@ from django.db import connection
 from poppy_django.engine.executors import ThreadExecutor
 from poppy_django.models import Event
 from poppy_django.tasks import run_turns_task
-from tests.conftest import PersonalAgent, dispatch_lost
+from tests.agents import PersonalAgent
+from tests.turn_control import dispatch_lost
 
 #: What the User said: a card number, as in the review.
 SECRET = "card 4111-1111-1111-1111"

@@ -8,7 +8,7 @@ import pytest
 from django.db import transaction
 
 from poppy_django import service, signals
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

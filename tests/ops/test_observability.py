@@ -8,9 +8,9 @@ import pytest
 from django.dispatch import receiver
 
 from poppy_django import signals
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 
 def _records(caplog: pytest.LogCaptureFixture, moment: str) -> list[dict]:

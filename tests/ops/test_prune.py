@@ -13,7 +13,8 @@ from django.utils import timezone
 from poppy_django import service
 from poppy_django.models import Event
 from poppy_django.store.maintenance import parse_duration, prune_by_retention
-from tests.conftest import PersonalAgent, dispatch_lost
+from tests.agents import PersonalAgent
+from tests.turn_control import dispatch_lost
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

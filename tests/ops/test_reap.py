@@ -13,9 +13,10 @@ from django.utils import timezone
 
 from poppy_django.models import Conversation
 from poppy_django.store.maintenance import orphaned_conversations
-from tests.conftest import PersonalAgent, dispatch_lost, messages
+from tests.agents import PersonalAgent, messages
+from tests.turn_control import dispatch_lost
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from poppy_django.models import Event
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -41,7 +41,7 @@ def test_forgetting_migrate_is_answered_and_logged_with_the_fix(tmp_path: Path) 
         if key not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
     }
     env.update(
-        POPPY_SQLITE_NAME=str(tmp_path / "never-migrated.sqlite3"),
+        POPPY_VAR_DIR=str(tmp_path),  # the test settings' SQLite database, never migrated
         DJANGO_SETTINGS_MODULE="tests.settings",
     )
     result = subprocess.run(
@@ -112,7 +112,7 @@ def test_failed_dispatches_are_told_once_per_interval(unreachable_broker, caplog
 @pytest.mark.django_db(transaction=True)
 def test_a_message_is_acknowledged_and_the_broker_named(unreachable_broker, caplog) -> None:
     from poppy_django.engine.broker_health import health
-    from tests.conftest import PersonalAgent
+    from tests.agents import PersonalAgent
 
     caplog.set_level(logging.INFO, logger="poppy_django.turns")
     try:

@@ -11,7 +11,8 @@ import pytest
 from poppy_django.engine import turns
 from poppy_django.fanout import publishing
 from poppy_django.models import Conversation
-from tests.conftest import PersonalAgent, dispatch_lost, engine_queries, kinds
+from tests.agents import PersonalAgent, kinds
+from tests.turn_control import dispatch_lost, engine_queries
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

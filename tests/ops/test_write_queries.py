@@ -20,7 +20,7 @@ from django.db.backends import utils
 
 from poppy_django.conf import poppy_settings
 from poppy_django.models import Event
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

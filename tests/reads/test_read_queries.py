@@ -13,7 +13,7 @@ from django.db.backends.utils import CursorWrapper
 
 from poppy_django import service
 from poppy_django.store import ids
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 from tests.wire.wire_support import add_company_messages, assert_error, quiet_start
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -20,6 +20,7 @@ from django.test import override_settings
 
 from poppy_django.fanout import bus
 from poppy_django.fanout.bus import MAX_PENDING, Inbox, open_inboxes
+from tests.waiting import until
 
 KEY = "poppy-bus-test"
 
@@ -128,14 +129,6 @@ def server(redis_kwargs) -> redis.Redis:
     client = redis.Redis(**{**redis_kwargs, "client_name": None})
     yield client
     client.close()
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    for _ in range(200):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def _over_redis(redis_kwargs: dict[str, Any], scenario: Callable[[], Awaitable[Any]]) -> Any:
@@ -259,7 +252,7 @@ def test_a_dropped_subscription_comes_back_and_readers_re_read(redis_kwargs, ser
             assert len(dropped_ids) == 1
             server.client_kill_filter(_id=dropped_ids[0])
             poked = await inbox.receive(timeout=20)
-            await _until(lambda: subscribers() not in ([], dropped_ids))
+            await until(lambda: subscribers() not in ([], dropped_ids))
             bus.publish(KEY, "poppy.test", {"n": 1})
             return poked, await inbox.receive(timeout=20)
         finally:

@@ -9,7 +9,7 @@ import pytest
 
 from poppy_django import fanout, service
 from poppy_django.fanout.listening import waiting_readers
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 from tests.stream.asgi import get
 from tests.waiting import eventually
 

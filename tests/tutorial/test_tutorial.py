@@ -29,6 +29,7 @@ import pytest
 
 from tests.device_page import approve_device_code
 from tests.multiprocess.cluster import Cluster, free_port
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.tutorial, pytest.mark.timeout(900)]
 
@@ -138,13 +139,18 @@ class Reader:
             self.start(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
             logs[command.split()[0]] = log
         first = next(iter(logs.values()))
-        wait_for(
+        eventually(
             lambda: http_get(f"http://127.0.0.1:{self.port}/.well-known/poppy.json") == 200,
-            explain=first.read_text,
+            timeout=PATIENCE,
+            what=lambda: f"the server to answer\n{first.read_text()}",
         )
         if "celery" in logs:  # its banner: the worker has started (it logs at WARNING)
             log = logs["celery"]
-            wait_for(lambda: "[queues]" in log.read_text(), explain=log.read_text)
+            eventually(
+                lambda: "[queues]" in log.read_text(),
+                timeout=PATIENCE,
+                what=lambda: f"the worker's banner\n{log.read_text()}",
+            )
         return logs
 
     def stop_all(self) -> None:
@@ -164,13 +170,6 @@ def http_get(url: str) -> int:
             return int(response.status)
     except OSError:
         return 0
-
-
-def wait_for(condition, timeout: float = PATIENCE, explain=lambda: "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting\n{explain()}"
-        time.sleep(0.2)
 
 
 def assert_shown(expected: str, output: str) -> None:

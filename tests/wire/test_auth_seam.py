@@ -8,7 +8,7 @@ import pytest
 from django.test import override_settings
 
 from poppy_django.verifier import AuthRefusal, Principal
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

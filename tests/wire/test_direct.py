@@ -9,10 +9,10 @@ import pytest
 from example_project.shop.models import Order
 from poppy_django import service
 from poppy_django.models import AgentThread, Conversation
-from tests.conftest import PersonalAgent, kinds, messages
+from tests.agents import PersonalAgent, kinds, messages
 from tests.wire.wire_support import ANSWER_KEYS, assert_error, poppy, quiet_start, rows
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 HERE = "tests.wire.test_direct"
 CALLS: list[tuple[str, dict[str, Any]]] = []

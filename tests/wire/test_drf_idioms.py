@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 from poppy_django.api.permissions import IsPoppyCaller
 from poppy_django.api.rest_framework import EndpointAuthentication
 from poppy_django.api.views import MessagesView
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,7 +13,7 @@ from rest_framework.throttling import BaseThrottle
 
 from poppy_django.api.rest_framework import EndpointAuthentication
 from poppy_django.api.views import MessagesView
-from tests.conftest import ENDPOINT, PersonalAgent
+from tests.agents import ENDPOINT, PersonalAgent
 from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

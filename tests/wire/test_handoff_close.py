@@ -10,7 +10,7 @@ from poppy_django import service
 from poppy_django.conf import DEFAULT_TEXTS
 from poppy_django.engine.executors import ThreadExecutor
 from poppy_django.errors import PoppyError
-from tests.conftest import kinds, messages
+from tests.agents import kinds, messages
 from tests.wire.wire_support import ANSWER_KEYS, assert_error, poppy, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.conftest import PersonalAgent, unique
+from tests.agents import PersonalAgent, unique
 from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

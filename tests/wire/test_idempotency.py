@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from poppy_django.models import Conversation, MessageReceipt
-from tests.conftest import PersonalAgent, messages
+from tests.agents import PersonalAgent, messages
 from tests.wire.wire_support import assert_error, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 from django.core.cache import cache
 
-from poppy_django.api.throttling import waiting_slots
-from tests.conftest import PersonalAgent
-from tests.wire.wire_support import assert_error, poppy, quiet_start, rows, wait_for
+from tests.agents import PersonalAgent
+from tests.waiting import eventually
+from tests.wire.wire_support import assert_error, no_waiting_slot_held, poppy, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -105,7 +105,7 @@ def hold_long_poll(agent: PersonalAgent, conversation_id: str, seconds: float) -
 
 def first_refusal(call) -> object:
     """Retry ``call`` until it is refused: the held read may not have started yet."""
-    return wait_for(lambda: (r := call()).status_code == 429 and r, what="a 429")
+    return eventually(lambda: (r := call()).status_code == 429 and r, what="a 429")
 
 
 def test_waiting_reads_are_bounded_per_caller(agent):
@@ -129,9 +129,10 @@ def test_waiting_reads_are_bounded_per_caller(agent):
 
 
 def test_waiting_reads_are_bounded_per_process(agent):
-    # The bound counts every slot of the process: one more than those other tests' streams
-    # may still hold (a cancelled read gives its slot back: test_waiting_slots.py).
-    with poppy(MAX_WAITING_PER_PROCESS=waiting_slots.total + 1):
+    # Every earlier test's waiting reads have given their slots back (cancelled ones too:
+    # test_waiting_slots.py), so the one slot is this test's to take.
+    no_waiting_slot_held()
+    with poppy(MAX_WAITING_PER_PROCESS=1):
         conversation_id = quiet_start(agent)
         held = hold_long_poll(agent, conversation_id, 3)
         other = PersonalAgent(agent.client_id)
@@ -161,7 +162,7 @@ def test_a_stream_holds_a_slot_until_the_client_hangs_up(agent):
         assert_too_many(refused)
         streaming.join()
         # The hung-up stream gives its slot back (once the server has seen the hang-up).
-        wait_for(
+        eventually(
             lambda: get(path(conversation_id), headers, hang_up_after=0.2).status == 200,
             what="the slot back",
         )

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from poppy_django.models import Conversation
-from tests.conftest import kinds, messages
+from tests.agents import kinds, messages
 from tests.wire.wire_support import ANSWER_KEYS, assert_error, poppy, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

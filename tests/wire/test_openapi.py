@@ -15,7 +15,7 @@ from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
 
 from poppy_django.api.schema import ERROR_CODES
-from tests.conftest import ENDPOINT, PersonalAgent
+from tests.agents import ENDPOINT, PersonalAgent
 from tests.wire.wire_support import poppy, quiet_start
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from poppy_django.models import Conversation
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 from tests.wire.wire_support import assert_error, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

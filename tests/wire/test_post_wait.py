@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import kinds, messages
+from tests.agents import kinds, messages
 from tests.wire.wire_support import READ_KEYS, assert_error, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

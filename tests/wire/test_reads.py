@@ -10,8 +10,10 @@ import pytest
 from django.db import connection
 
 from poppy_django import service
+from poppy_django.fanout.listening import waiting_readers
 from poppy_django.models import Conversation, Event
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
+from tests.waiting import eventually
 from tests.wire.wire_support import (
     ID_RE,
     READ_KEYS,
@@ -277,9 +279,13 @@ def test_a_long_poll_wakes_when_an_event_arrives_from_another_thread(agent):
     conversation_id = quiet_start(agent)
     cursor = agent.read(conversation_id).json()["cursor"]
 
+    def listening() -> bool:
+        """The long-poll has subscribed and made its first read (which found nothing)."""
+        return any(r.conversation_id == conversation_id and r.seen_seq for r in waiting_readers())
+
     def later() -> None:
         try:
-            time.sleep(0.5)
+            eventually(listening, what="the long-poll to listen")
             service.post_message(conversation_id, "woken", by="sam")
         finally:
             connection.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client, override_settings
 
-from tests.conftest import ENDPOINT
+from tests.agents import ENDPOINT
 from tests.wire.wire_support import ANSWER_KEYS, assert_error, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

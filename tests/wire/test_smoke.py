@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import kinds, messages
+from tests.agents import kinds, messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

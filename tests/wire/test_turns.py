@@ -14,10 +14,11 @@ from poppy_django.engine import turns
 from poppy_django.models import ActionRecord, AgentThread, Conversation
 from poppy_django.verifier import Actor
 from poppy_django.verifier.fake import fake_authorization
-from tests.conftest import PersonalAgent, kinds, messages
-from tests.wire.wire_support import poppy, quiet_start, wait_for
+from tests.agents import PersonalAgent, kinds, messages
+from tests.waiting import eventually
+from tests.wire.wire_support import poppy, quiet_start
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 SEED = [
     ("A-1", "acct-1", "Trail running shoes", "shipped"),
@@ -196,7 +197,7 @@ def test_signed_in_without_write_scope_is_insufficient_scope(acct1):
 def test_messages_during_a_turn_are_answered_by_the_next_turn(agent):
     conversation_id = agent.start("#slow please").json()["conversation_id"]
     # The first turn has fixed what it answers (planned) before the second message arrives.
-    wait_for(
+    eventually(
         lambda: Conversation.objects.get(pk=conversation_id).turn_upto_seq > 0,
         what="the first turn to start",
     )
@@ -224,9 +225,9 @@ class RecordingModel:
 
     seen: list[dict[str, Any]] = []
 
-    def run(self, turn: Any, call_tool: Any, emit_text: Any) -> None:
+    async def run(self, turn: Any, call_tool: Any, emit_text: Any) -> None:
         self.seen.append(turn.page_context)
-        ScriptedModel().run(turn, call_tool, emit_text)
+        await ScriptedModel().run(turn, call_tool, emit_text)
 
 
 def test_a_turn_gets_the_page_context(agent, monkeypatch):
@@ -234,7 +235,9 @@ def test_a_turn_gets_the_page_context(agent, monkeypatch):
     monkeypatch.setattr(turns, "model_for", lambda name: RecordingModel())
     conversation_id = quiet_start(agent, locale="en-GB", time_zone="Europe/London")
     agent.send(conversation_id, "hello", sender="human", context={"user_available": True})
-    agent.settled(conversation_id)
+    events = agent.settled(conversation_id)
+    # The recorded turn was answered by the model it wraps.
+    assert messages(events)[-1]["text"] == "You said: hello"
     assert RecordingModel.seen == [
         {
             "channel": "poppy",

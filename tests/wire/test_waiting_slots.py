@@ -17,7 +17,8 @@ from django.test import RequestFactory
 
 from poppy_django.api.throttling import waiting_slots
 from poppy_django.api.views import EventsView
-from tests.wire.wire_support import quiet_start, wait_for
+from tests.waiting import eventually
+from tests.wire.wire_support import no_waiting_slot_held, quiet_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,19 +47,16 @@ def test_a_long_poll_cancelled_while_its_cycle_runs_gives_its_slot_back(agent):
     proceed.clear()
     view = HeldEventsView.as_view()
 
-    # Slots other tests' streams may still hold in this process are not this test's.
-    before = waiting_slots.total
+    no_waiting_slot_held()
 
     async def cancel_mid_cycle() -> None:
         task = asyncio.ensure_future(view(request, conversation_id=conversation_id))
         assert await asyncio.to_thread(entered.wait, 20)
-        assert waiting_slots.total == before + 1  # the long-poll holds its slot
+        assert waiting_slots.total == 1  # the long-poll holds its slot
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         proceed.set()  # the thread returns its WaitingResponse after the cancellation
-        await asyncio.to_thread(
-            wait_for, lambda: waiting_slots.total == before, what="the slot back"
-        )
+        await asyncio.to_thread(eventually, lambda: waiting_slots.total == 0, what="the slot back")
 
     asyncio.run(cancel_mid_cycle())

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import gc
 import re
-import time
-from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -61,13 +60,16 @@ def add_company_messages(conversation_id: str, count: int) -> None:
         service.post_message(conversation_id, f"note {n}", by="test")
 
 
-def wait_for(predicate: Callable[[], Any], *, timeout: float = 20.0, what: str = "") -> Any:
-    """Poll until ``predicate()`` is truthy (generous timeout; never a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
-        time.sleep(0.05)
+def no_waiting_slot_held() -> None:
+    """Wait until this process holds no waiting-read slot: every earlier test's long-polls
+    and streams have given theirs back (cancelled and hung-up ones too). Streams opened
+    through the test client and never read give theirs back once collected (an ASGI server
+    always reads or closes them)."""
+    from poppy_django.api.throttling import waiting_slots
+    from tests.waiting import eventually
+
+    def none_held() -> bool:
+        gc.collect()
+        return waiting_slots.total == 0
+
+    eventually(none_held, what="every earlier waiting read's slot given back")
