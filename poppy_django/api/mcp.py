@@ -48,7 +48,7 @@ from poppy_django.agent import registry
 from poppy_django.agent.runtime import resolve_actor, roles_of
 from poppy_django.agent.tools import ToolContext
 from poppy_django.api.rest_framework import request_info
-from poppy_django.conf import poppy_settings
+from poppy_django.conf import poppy_settings, unknown_keys
 from poppy_django.errors import PoppyError, error_response
 from poppy_django.verifier import AuthRefusal, Principal
 from poppy_django.verifier import dpop as dpop_verifier
@@ -61,13 +61,11 @@ PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600,
 
 def _options() -> dict[str, Any]:
     raw = dict(poppy_settings.MCP or {})
-    unknown = sorted(set(raw) - KEYS)
+    unknown = unknown_keys('POPPY["MCP"]', raw, sorted(KEYS))
     if unknown:
         from django.core.exceptions import ImproperlyConfigured
 
-        raise ImproperlyConfigured(
-            f'Unknown POPPY["MCP"] key(s): {", ".join(unknown)}. Known: {", ".join(sorted(KEYS))}.'
-        )
+        raise ImproperlyConfigured(unknown)
     return raw
 
 
