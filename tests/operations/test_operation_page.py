@@ -25,8 +25,8 @@ from poppy_django.api.threads import in_thread
 from poppy_django.operations import service
 from poppy_django.operations.models import Operation
 from tests.authority.channels import ChannelAgent
-from tests.authority.conftest import DOMAIN, ORIGIN, TENANT, World
 from tests.authority.driver import PASSWORD
+from tests.authority.sdk_agent import DOMAIN, ORIGIN, TENANT, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,7 +19,7 @@ from personal_agent_protocol.operations import OperationsClient, approve
 from poppy_django.errors import PoppyError
 from poppy_django.operations import perform, service
 from poppy_django.operations.models import Operation
-from tests.authority.conftest import ORIGIN, World, device_sign_in
+from tests.authority.sdk_agent import ORIGIN, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,7 +36,7 @@ def test_an_unknown_outcome_stays_in_progress_until_the_company_settles_it(
         async with served_over_tls(world.network):
             await world.discover()
             session = await world.session(user)
-            token = (await device_sign_in(world, user, session, "acct-1")).token
+            token = (await world.device_sign_in(user, session, "acct-1")).token
             answer = await ApiClient(transport=world.transport).call(
                 "POST", f"{ORIGIN}/api/orders/A-2/refund", token=token, body={}, **world.who(user)
             )

@@ -26,7 +26,7 @@ from poppy_django.agent import ToolContext, tool
 from poppy_django.operations import service
 from poppy_django.operations.models import Operation
 from poppy_django.verifier import Actor
-from tests.authority.conftest import DOMAIN, ORIGIN, World, device_sign_in
+from tests.authority.sdk_agent import DOMAIN, ORIGIN, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,7 +52,7 @@ def _grant(world: World, limits: tuple[TermLimit, ...], uses: int | None) -> Non
 
 async def _propose(world: World, user: str, path: str) -> tuple[Any, Any]:
     session = await world.session(user)
-    token = (await device_sign_in(world, user, session, "acct-1")).token
+    token = (await world.device_sign_in(user, session, "acct-1")).token
     answer = await ApiClient(transport=world.transport).call(
         "POST", f"{ORIGIN}{path}", token=token, body={}, **world.who(user)
     )
