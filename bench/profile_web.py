@@ -115,8 +115,9 @@ async def drive(op: str, requests: int, agent: latency.Agent, public: str) -> No
 
     app = ASGIHandler()
     target = latency.Target("in-process", PUBLIC_PORT, public, [agent])
-    conversation = agent.conversations[10]
     for number in range(requests):
+        # Reads of a 10-event conversation; POSTs go to another (reads stay 4 events).
+        conversation = agent.conversations[10 if op == "read" else 11]
         if op == "read":
             path = f"{latency.PATH}/{conversation.id}/events"
             status, body = await call(
@@ -145,6 +146,9 @@ def main() -> None:
     parser.add_argument("--ops", default="read,post")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--sort", default="cumulative", help="pstats order (tottime...)")
+    parser.add_argument(
+        "--rounds", type=int, default=0, help="no profile: CPU per request, this many rounds"
+    )
     parser.add_argument("--db", default="poppy_bench_profile")
     parser.add_argument("--out", default=str(ROOT / "var" / "bench"))
     args = parser.parse_args()
@@ -157,7 +161,18 @@ def main() -> None:
         os.environ.update(cluster.env)  # the throttle rates of production mode too
         latency.setup_django(cluster.env, "poppy_django.auth.dpop.verify")
         agent = latency.dpop_agent("profile")
-        latency.seed([agent], [10])
+        latency.seed([agent], [10, 11])
+        if args.rounds:
+            cost = {op: [] for op in args.ops.split(",")}
+            for op in cost:
+                asyncio.run(drive(op, 20, agent, public))  # warm
+            for _ in range(args.rounds):
+                for op, values in cost.items():
+                    cpu = time.process_time()
+                    asyncio.run(drive(op, args.requests, agent, public))
+                    values.append((time.process_time() - cpu) * 1000 / args.requests)
+            print(json.dumps({op: sorted(values) for op, values in cost.items()}))
+            return
         for op in args.ops.split(","):
             asyncio.run(drive(op, 20, agent, public))  # warm: imports, connections, caches
             cpu = time.process_time()
