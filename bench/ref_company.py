@@ -3,7 +3,12 @@
 Runs with the *separate* venv's Python (never imported by poppy-django; nothing of the
 package is copied here)::
 
-    var/bench/ref-venv/bin/python bench/ref_company.py --port P --users 33 --creds FILE
+    var/bench/ref-venv/bin/python bench/ref_company.py --port P --users 33 --creds FILE \
+        [--postgres DSN [--pool-size 10]]
+
+With ``--postgres`` the company keeps its state in PostgreSQL through ``bench/pg_store.py``
+(issue 28's peer: the SDK's own Company made durable); without, in the SDK's default
+``MemoryCompanyStore``.
 
 What it does, as the package's own tests do (``World.signed_out_session`` in
 ``__tests__/test_company_end_to_end.py``): builds its demo company, Manzanita Outfitters
@@ -22,7 +27,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -54,6 +61,7 @@ from personal_agent_protocol.reactor import (
 from reactor import PluginManifest  # type: ignore[import-untyped]
 
 TENANT = "bench"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class RealClock:
@@ -130,13 +138,23 @@ async def main() -> None:
     parser.add_argument("--sizes", default="10,1000,10000")
     parser.add_argument("--creds", required=True)
     parser.add_argument("--max-seconds", type=float, default=1800)
+    parser.add_argument("--postgres", help="keep the company's state in this database")
+    parser.add_argument("--pool-size", type=int, default=10)
     args = parser.parse_args()
 
     clock = RealClock()
     network = InProcessNetwork()
     atlas = AgentIdentity(domain="atlas.example", name="Atlas")
     network.add(atlas.domain, atlas.website())
-    service, _plugin = manzanita(network, clock)  # type: ignore[arg-type]
+    store = None
+    if args.postgres:
+        sys.path.insert(0, str(ROOT))
+        from bench.pg_store import PostgresCompanyStore
+
+        store = PostgresCompanyStore(args.postgres, pool_size=args.pool_size, now=clock.now)
+        await store.create_schema()
+        await store.clear()
+    service, _plugin = manzanita(network, clock, store=store)  # type: ignore[arg-type]
     http = network.client()
     host = BenchAgentHost(atlas, clock)
     reactor, _ = build_pap_reactor(

@@ -26,7 +26,7 @@ from rest_framework.throttling import ScopedRateThrottle
 
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
-from poppy_django.store.process_cache import shared_cache
+from poppy_django.store.process_cache import shared_cache, shared_redis
 from poppy_django.verifier import Principal
 
 logger = logging.getLogger("poppy_django.throttling")
@@ -89,7 +89,12 @@ class PoppyRateThrottle(ScopedRateThrottle):
         return count <= allowed
 
     def _count(self, key: str, seconds: int) -> int:
-        """This request's number in the window (atomic with every backend's ``incr``)."""
+        """This request's number in the window (atomic with every backend's ``incr``; on a
+        Redis cache one script, one round trip: ``INCR``, and the window's expiry set by its
+        first request)."""
+        client = shared_redis(DEFAULT_CACHE_ALIAS)
+        if client is not None:
+            return _window_count(client, self.cache.make_and_validate_key(key), seconds + 1)
         try:
             return int(self.cache.incr(key))
         except ValueError:  # the window's first request (or its key just expired)
@@ -105,6 +110,23 @@ class PoppyRateThrottle(ScopedRateThrottle):
         if not isinstance(request.auth, Principal):
             return None  # not a verified caller: authentication refuses it anyway
         return f"poppy:throttle:{self.scope}:{caller_key(request.auth)}"
+
+
+_WINDOW_COUNT = """
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return n
+"""
+_script: Any = None
+
+
+def _window_count(client: Any, key: str, expiry: int) -> int:
+    """The window's count after this request, by the script (``EVALSHA``, loaded by redis-py
+    when the server does not have it)."""
+    global _script
+    if _script is None:
+        _script = client.register_script(_WINDOW_COUNT)
+    return int(_script(keys=[key], args=[expiry], client=client))
 
 
 def too_many(description: str, retry_after: int) -> PoppyError:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from poppy_django import handoff, observe, signals
@@ -180,8 +180,8 @@ def _record(
 ) -> Answer:
     """Append the user message, start or route its turn, and write the receipt.
 
-    The conversation's row is written once, before the receipt and the signal (whose
-    receivers may read it).
+    The events, the conversation's row and the receipt are written together (one statement
+    on PostgreSQL), before the signal (whose receivers may read them).
     """
     payload = event_log.message_payload(
         message_id=message.id,
@@ -191,7 +191,8 @@ def _record(
         data=message.data,
         context=message.context,
     )
-    with event_log.one_write(conversation):
+    receipt: list[models.Model] = []
+    with event_log.one_write(conversation, rows=receipt):
         _bind_account(principal, conversation)
         if message.context:
             conversation.context = merged_context(conversation, message.context)
@@ -213,16 +214,20 @@ def _record(
         elif message.starts_turn:
             event_log.set_state(conversation, status=Status.WORKING)
             dispatch.dispatch_on_commit(conversation.id)
-    answer = answer_of(conversation, status_code)
-    MessageReceipt.objects.create(
-        client_id=principal.client_id,
-        user_id=principal.user_id,
-        message_id=message.id,
-        fingerprint=message.fingerprint(target),
-        conversation=conversation,
-        status_code=status_code,
-        answer=answer.body,
-    )
+        answer = answer_of(conversation, status_code)
+        # Written with the events and the row (one statement on PostgreSQL): a retry's
+        # receipt breaks its unique key and the whole write is rolled back (_idempotent).
+        receipt.append(
+            MessageReceipt(
+                client_id=principal.client_id,
+                user_id=principal.user_id,
+                message_id=message.id,
+                fingerprint=message.fingerprint(target),
+                conversation=conversation,
+                status_code=status_code,
+                answer=answer.body,
+            )
+        )
     observe.moment(
         "message_received",
         signals.message_received,

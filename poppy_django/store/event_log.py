@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connections, router, transaction
+from django.db import connections, models, router, transaction
 
 from poppy_django import fanout
 from poppy_django.errors import PoppyError
@@ -62,7 +62,9 @@ def _pending(conversation: Conversation) -> _Pending | None:
 
 
 @contextmanager
-def one_write(conversation: Conversation) -> Iterator[Conversation]:
+def one_write(
+    conversation: Conversation, *, rows: list[models.Model] | None = None
+) -> Iterator[Conversation]:
     """Insert the block's events and write the locked conversation's row (and nudge its
     readers) once, when the block ends.
 
@@ -71,8 +73,15 @@ def one_write(conversation: Conversation) -> Iterator[Conversation]:
     fields in one ``UPDATE``. Nothing in the block may read back the row or the events it
     appended (another instance of the row included): they are not written yet. A block
     inside another one for the same instance joins it.
+
+    ``rows``: unsaved rows the block adds to this list (a message's receipt) are inserted
+    with the events and the row; on PostgreSQL all of it is one statement, one round trip
+    (:func:`poppy_django.store.statements.written_at_once`; the events then get no ``pk`` back,
+    and no model ``save`` signals are sent).
     """
     if _pending(conversation) is not None:
+        if rows is not None:
+            raise RuntimeError("rows are written by the outermost one_write() block only")
         yield conversation
         return
     pending = _Pending()
@@ -81,10 +90,26 @@ def one_write(conversation: Conversation) -> Iterator[Conversation]:
         yield conversation
     finally:
         del conversation.__dict__[_PENDING]
-    if pending.events:
-        Event.objects.bulk_create(pending.events)
-    if pending.fields:
-        conversation.save(update_fields=sorted(pending.fields))
+    alias = router.db_for_write(Conversation)
+    connection = connections[alias]
+    if rows and connection.vendor == "postgresql":
+        by_model: dict[type[models.Model], list[models.Model]] = {}
+        for row in rows:
+            by_model.setdefault(type(row), []).append(row)
+        statement, params = statements.written_at_once(
+            connection,
+            [pending.events, *by_model.values()],  # type: ignore[list-item]
+            (conversation, sorted(pending.fields)) if pending.fields else None,
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params)
+    else:
+        if pending.events:
+            Event.objects.bulk_create(pending.events)
+        if pending.fields:
+            conversation.save(update_fields=sorted(pending.fields))
+        for row in rows or ():
+            row.save(force_insert=True)
     if pending.nudge is not None:
         fanout.nudge_on_commit(conversation.id, conversation.last_seq, pending.nudge)
 

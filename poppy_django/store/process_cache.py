@@ -5,6 +5,13 @@ rate limits).
 connection pool per instance: every request that touched the cache paid a new Redis
 connection. The backends a deployment uses here (Redis, Memcached, database, local memory)
 are safe to share between threads.
+
+:func:`shared_redis` goes one step further for an alias on Django's ``RedisCache`` backend
+with no ``OPTIONS``: one redis-py client for the process, so a hot path (the replay check,
+the rate limit) is one command and one round trip, where Django's backend builds a client
+object for every call and its ``incr`` is two commands. Keys are the backend's own
+(``make_key``), and values the ones it stores for integers (plain numbers), so both paths
+read and write the same entries.
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 _backends: dict[str, BaseCache] = {}
-_lock = threading.Lock()
+_clients: dict[str, Any] = {}
+_lock = threading.RLock()  # shared_redis() creates the backend under it
+_NO_CLIENT = object()
 
 
 def shared_cache(alias: str) -> BaseCache:
@@ -31,9 +40,39 @@ def shared_cache(alias: str) -> BaseCache:
     return backend
 
 
+def shared_redis(alias: str) -> Any | None:
+    """The process's redis-py client for ``alias`` when it is Django's ``RedisCache`` with no
+    ``OPTIONS`` (its first ``LOCATION``, which Django writes to); None otherwise (the
+    caller uses the Django backend)."""
+    client = _clients.get(alias)
+    if client is None:
+        with _lock:
+            client = _clients.get(alias)
+            if client is None:
+                client = _clients[alias] = _redis_for(alias)
+    return None if client is _NO_CLIENT else client
+
+
+def _redis_for(alias: str) -> Any:
+    from django.conf import settings
+    from django.core.cache.backends.redis import RedisCache
+
+    config = settings.CACHES.get(alias, {})
+    if not isinstance(shared_cache(alias), RedisCache) or config.get("OPTIONS"):
+        return _NO_CLIENT
+    location = config.get("LOCATION")
+    servers = location.split(",") if isinstance(location, str) else list(location or [])
+    if not servers:
+        return _NO_CLIENT
+    import redis
+
+    return redis.Redis.from_url(servers[0].strip())
+
+
 def forget() -> None:
     """Drop the backends: the next use creates them from the current ``CACHES``."""
     _backends.clear()
+    _clients.clear()
 
 
 @receiver(setting_changed)

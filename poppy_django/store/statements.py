@@ -162,3 +162,56 @@ def leases_renewed(vendor: str, owners: list[str], until: Any) -> tuple[str, lis
         f" RETURNING {lease_owner}"
     )
     return statement, [*values, until, *values, until, *values, *values]
+
+
+def _insert(rows: list[models.Model], connection: Any) -> tuple[str, list[Any]]:
+    """One ``INSERT`` of rows of one model (its generated primary key left to the database),
+    values prepared by the fields as ``Model.save()`` prepares them (``auto_now_add``...)."""
+    meta = rows[0]._meta
+    fields = [f for f in meta.concrete_fields if f is not meta.auto_field]
+    placeholders = ", ".join(["%s"] * len(fields))
+    params: list[Any] = []
+    for row in rows:
+        for f in fields:
+            params.append(f.get_db_prep_save(f.pre_save(row, True), connection))
+    columns = ", ".join(f'"{f.column}"' for f in fields)
+    values = ", ".join(f"({placeholders})" for _ in rows)
+    return f'INSERT INTO "{meta.db_table}" ({columns}) VALUES {values}', params  # noqa: S608
+
+
+def _update(row: models.Model, names: list[str], connection: Any) -> tuple[str, list[Any]]:
+    """One ``UPDATE`` of these fields of a row by its primary key (``auto_now`` applied)."""
+    meta = row._meta
+    fields = [_concrete(row, name) for name in names]
+    params = [f.get_db_prep_save(f.pre_save(row, False), connection) for f in fields]
+    assignments = ", ".join(f'"{f.column}" = %s' for f in fields)
+    pk = meta.pk
+    assert pk is not None
+    params.append(pk.get_db_prep_value(row.pk, connection))
+    statement = f'UPDATE "{meta.db_table}" SET {assignments} WHERE "{pk.column}" = %s'  # noqa: S608
+    return statement, params
+
+
+def _concrete(row: models.Model, name: str) -> models.Field[Any, Any]:
+    field = row._meta.get_field(name)
+    if not isinstance(field, models.Field):
+        raise TypeError(f"{type(row).__name__}.{name} is not a column")
+    return field
+
+
+def written_at_once(
+    connection: Any,
+    inserts: list[list[models.Model]],
+    update: tuple[models.Model, list[str]] | None,
+) -> tuple[str, list[Any]]:
+    """Several writes as one PostgreSQL statement (data-modifying ``WITH`` clauses): one
+    round trip for what would be one per write. Every part runs, on one snapshot, or none
+    (a unique violation in any fails the statement, and the transaction with it)."""
+    parts = [_insert(rows, connection) for rows in inserts if rows]
+    if update is not None and update[1]:
+        parts.append(_update(update[0], update[1], connection))
+    *first, last = parts
+    clauses = ", ".join(f"w{number} AS ({sql})" for number, (sql, _) in enumerate(first))
+    statement = f"WITH {clauses} {last[0]}" if first else last[0]
+    params = [param for _, part in (*first, last) for param in part]
+    return statement, params

@@ -2,7 +2,10 @@
 
 ``cache.add`` is atomic in the Redis, Memcached and database backends, so two processes that
 receive the same proof at once cannot both accept it. Entries expire when the proof would be
-refused as stale anyway, so the cache never grows beyond one window of traffic.
+refused as stale anyway, so the cache never grows beyond one window of traffic. On a Redis
+cache the check is one ``SET NX EX`` on the process's client
+(:func:`poppy_django.store.process_cache.shared_redis`), the same command and key Django's ``add``
+would send.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 
-from poppy_django.store.process_cache import shared_cache
+from poppy_django.store.process_cache import shared_cache, shared_redis
 
 PREFIX = "poppy:dpop:jti:"
 
@@ -22,4 +25,9 @@ def first_use(jkt: str, jti: str, *, ttl: float, alias: str = "default") -> bool
     """
     # surrogatepass: JSON may carry a lone surrogate, which plain UTF-8 cannot encode.
     digest = hashlib.sha256(f"{jkt}\x00{jti}".encode("utf-8", "surrogatepass")).hexdigest()
-    return bool(shared_cache(alias).add(PREFIX + digest, 1, timeout=max(1, math.ceil(ttl))))
+    timeout = max(1, math.ceil(ttl))
+    client = shared_redis(alias)
+    if client is None:
+        return bool(shared_cache(alias).add(PREFIX + digest, 1, timeout=timeout))
+    key = shared_cache(alias).make_and_validate_key(PREFIX + digest)
+    return bool(client.set(key, 1, nx=True, ex=timeout))

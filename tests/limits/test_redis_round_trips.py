@@ -1,0 +1,94 @@
+"""On a Redis cache the replay check and the rate limit are one command each (issue 28):
+the process's redis-py client (``process_cache.shared_redis``) sends ``SET NX EX`` and one
+script, with the keys and values Django's own backend uses, so either path reads what the
+other wrote. Any other cache (or a Redis cache with ``OPTIONS``) keeps Django's API."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from poppy_django.store import process_cache
+from poppy_django.store.process_cache import shared_cache, shared_redis
+from poppy_django.verifier import replay
+from tests.conftest import PersonalAgent
+from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
+
+REDIS_URL = os.environ.get("POPPY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REDIS_CACHE = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+
+
+@pytest.fixture
+def redis_cache(settings: Any) -> Iterator[Any]:
+    """The default cache on Redis; the redis-py client's commands counted."""
+    with override_settings(CACHES={**settings.CACHES, "default": REDIS_CACHE}):
+        client = shared_redis("default")
+        assert client is not None
+        client.commands = []
+        execute = client.execute_command
+
+        def counted(*args: Any, **options: Any) -> Any:
+            client.commands.append(args[0])
+            return execute(*args, **options)
+
+        client.execute_command = counted
+        yield client
+    process_cache.forget()
+
+
+def test_a_proof_is_accepted_once_in_one_command(redis_cache: Any) -> None:
+    jti = os.urandom(8).hex()
+    assert replay.first_use("jkt", jti, ttl=60)
+    assert redis_cache.commands == ["SET"]
+    assert not replay.first_use("jkt", jti, ttl=60)
+    assert redis_cache.commands == ["SET", "SET"]
+
+
+def test_the_replay_mark_is_the_one_djangos_add_would_write(redis_cache: Any) -> None:
+    jti = os.urandom(8).hex()
+    assert replay.first_use("jkt", jti, ttl=60)
+    import hashlib
+
+    digest = hashlib.sha256(f"jkt\x00{jti}".encode()).hexdigest()
+    backend = shared_cache("default")
+    assert backend.get(replay.PREFIX + digest) == 1
+    assert not backend.add(replay.PREFIX + digest, 1, timeout=60)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_rate_limit_refuses_past_the_rate_counting_in_one_command_a_request(
+    redis_cache: Any, agent: PersonalAgent
+) -> None:
+    conversation_id = quiet_start(agent)
+    with poppy(THROTTLE_RATES={"message": "2/hour"}):
+        assert agent.send(conversation_id, None, context={"n": 1}).status_code == 202
+        redis_cache.commands.clear()
+        assert agent.send(conversation_id, None, context={"n": 2}).status_code == 202
+        assert redis_cache.commands == ["EVALSHA"]
+        before = rows()
+        assert_error(agent.send(conversation_id, None, context={"n": 3}), 429, "too_many_requests")
+        assert rows() == before
+
+
+def test_a_redis_cache_with_options_keeps_djangos_api(settings: Any) -> None:
+    configured = {**REDIS_CACHE, "OPTIONS": {"db": "0"}}
+    with override_settings(CACHES={**settings.CACHES, "default": configured}):
+        assert shared_redis("default") is None
+        jti = os.urandom(8).hex()
+        assert replay.first_use("jkt", jti, ttl=60)
+        assert not replay.first_use("jkt", jti, ttl=60)
+    process_cache.forget()
+
+
+def test_another_backend_keeps_djangos_api(settings: Any) -> None:
+    local = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    with override_settings(CACHES={**settings.CACHES, "default": local}):
+        assert shared_redis("default") is None
+        jti = os.urandom(8).hex()
+        assert replay.first_use("jkt", jti, ttl=60)
+        assert not replay.first_use("jkt", jti, ttl=60)
+    process_cache.forget()
