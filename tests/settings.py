@@ -105,8 +105,9 @@ POPPY: dict[str, Any] = {
             }
         ],
     },
-    "EXECUTOR": "poppy_django.engine.executors.ThreadExecutor",
-    "OPERATIONS": {"ENABLED": True},
+    "EXECUTOR": "poppy_django.executors.ThreadExecutor",
+    # Each operation has a page on the website (with browser sessions: the authority extra).
+    "OPERATIONS": {"ENABLED": True, "PAGE_PATH": "operations" if AUTHORITY else None},
     "MCP": {"ENABLED": True},
     "HANDOFF_HOOKS": {
         "request": "example_project.shop.desk.request_handoff",
@@ -151,3 +152,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {"poppy_django": {"handlers": ["console"], "level": "INFO"}},
 }
+
+# A browser session's handoff sets no cookie with a lifetime of its own (Poppy §5): logging
+# the account's user in rotates the CSRF token, so its cookie lasts the browser session too.
+CSRF_COOKIE_AGE = None

@@ -93,6 +93,7 @@ _COMMON = {
     404: _error("operation_not_found: unknown, or another agent's, User's or account's"),
     405: _error("method_not_allowed"),
     429: _error("too_many_requests"),
+    500: _error("server_error"),
 }
 _ROUTES: dict[str, dict[str, Any]] = {
     "read": {

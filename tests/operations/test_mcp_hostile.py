@@ -10,7 +10,7 @@ from django.test import Client
 from tests.agents import PersonalAgent
 from tests.authority.sdk_agent import DOMAIN, ORIGIN
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 MCP = f"{ORIGIN}/poppy/mcp"
 
@@ -93,7 +93,7 @@ def _bearer_session(
         "resource": MCP,
         **form,
     }
-    return agent.post("/oauth/token", body)
+    return agent.post_form("/oauth/token", body)
 
 
 def _claims(token: str) -> dict[str, Any]:
@@ -233,7 +233,7 @@ def test_a_bearer_token_renewing_a_session_keeps_its_key_and_ends_with_it(
     assert Session.objects.get(session_id=session_id).jkt == jkt  # the DPoP key stays
     token = renewed.json()["access_token"]
     assert _post(PING, HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 200
-    revoked = agent.post("/oauth/revoke", {"token": token, **agent.client_form()})
+    revoked = agent.post_form("/oauth/revoke", {"token": token, **agent.client_form()})
     assert revoked.status_code == 200
     after = _post(PING, HTTP_AUTHORIZATION=f"Bearer {token}")
     assert after.status_code == 401 and after.json()["error"] == "invalid_token"

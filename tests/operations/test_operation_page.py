@@ -28,7 +28,7 @@ from tests.authority.channels import ChannelAgent
 from tests.authority.driver import PASSWORD
 from tests.authority.sdk_agent import DOMAIN, ORIGIN, TENANT, World
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 ENDPOINT = f"{ORIGIN}/poppy/operations"
 

@@ -21,7 +21,7 @@ from poppy_django.operations import perform, service
 from poppy_django.operations.models import Operation
 from tests.authority.sdk_agent import ORIGIN, World
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 ENDPOINT = f"{ORIGIN}/poppy/operations"
 

@@ -14,7 +14,7 @@ from poppy_django.agent import registry
 from poppy_django.operations import service
 from poppy_django.verifier import Actor
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("shop_orders")]
 
 OPENAPI_JSON = "application/vnd.oai.openapi+json"
 BASE = "/poppy/operations/{operation_id}"

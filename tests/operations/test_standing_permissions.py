@@ -28,7 +28,7 @@ from poppy_django.operations.models import Operation
 from poppy_django.verifier import Actor
 from tests.authority.sdk_agent import DOMAIN, ORIGIN, World
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
 ENDPOINT = f"{ORIGIN}/poppy/operations"
 STANDING = (DOMAIN, "acct-1", "send_receipt")

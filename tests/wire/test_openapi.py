@@ -21,13 +21,20 @@ from tests.wire.wire_support import poppy, quiet_start
 pytestmark = pytest.mark.django_db(transaction=True)
 
 OPENAPI_JSON = "application/vnd.oai.openapi+json"
-ROUTES = {
+CONVERSATION_ROUTES = {
     ("/poppy/conversations", "post"),
     ("/poppy/conversations/{conversation_id}/messages", "post"),
     ("/poppy/conversations/{conversation_id}/events", "get"),
     ("/poppy/conversations/{conversation_id}/handoff", "post"),
     ("/poppy/conversations/{conversation_id}/close", "post"),
 }
+#: The Operations extension's endpoint (on in the test settings, as in the example).
+OPERATION_ROUTES = {
+    ("/poppy/operations/{operation_id}", "get"),
+    ("/poppy/operations/{operation_id}/confirm", "post"),
+    ("/poppy/operations/{operation_id}/cancel", "post"),
+}
+ROUTES = CONVERSATION_ROUTES | OPERATION_ROUTES
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +85,8 @@ def test_every_route_event_type_and_error_is_described(document):
     assert "TextDelta" in schemas
     for path, method in ROUTES:
         responses = document["paths"][path][method]["responses"]
-        assert {"401", "403", "429", "500"} <= set(responses)
+        assert {"401", "429", "500"} <= set(responses)
+        assert ("403" if (path, method) in CONVERSATION_ROUTES else "404") in responses
         assert "Retry-After" in responses["429"]["headers"]
         assert document["paths"][path][method]["security"] == [{"PoppySessionToken": []}]
 

@@ -304,16 +304,14 @@ class ActingAgent(PersonalAgent):
         super().__init__(**kwargs)
         self.actor_id = actor_id
 
-    def headers(self) -> dict[str, str]:
-        return {
-            "HTTP_AUTHORIZATION": fake_authorization(
-                self.client_id,
-                self.user_id,
-                account_id=self.account_id,
-                scopes=self.scopes,
-                actor_id=self.actor_id,
-            )
-        }
+    def authorization(self) -> str:
+        return fake_authorization(
+            self.client_id,
+            self.user_id,
+            account_id=self.account_id,
+            scopes=self.scopes,
+            actor_id=self.actor_id,
+        )
 
 
 def actor_for(principal: Any, default: Any) -> Any:
