@@ -37,8 +37,8 @@ import redis
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.agents import PersonalAgent, company_messages  # noqa: E402
 from tests.multiprocess.cluster import BENCH_ENV, PG_ADMIN, Cluster, cpu_seconds  # noqa: E402
-from tests.multiprocess.http import HttpAgent, company_messages  # noqa: E402
 
 #: Layers of a sampled stack, the first that matches wins (order matters).
 LAYERS = [
@@ -98,12 +98,12 @@ def counters(cluster: Cluster) -> dict[str, int]:
 
 def run_batch(web: str, n: int, text: str, timeout: float = 300) -> float:
     """Start n conversations at once; seconds until every reply is in."""
-    agents = [HttpAgent() for _ in range(n)]
+    agents = [PersonalAgent().at(web) for _ in range(n)]
     ids: list[str] = [""] * n
     started = time.monotonic()
 
     def start(index: int) -> None:
-        response = agents[index].post(web, "", agents[index].message(text))
+        response = agents[index].post("", agents[index].message(text))
         response.raise_for_status()
         ids[index] = response.json()["conversation_id"]
 
@@ -116,7 +116,7 @@ def run_batch(web: str, n: int, text: str, timeout: float = 300) -> float:
     deadline = time.monotonic() + timeout
     while waiting and time.monotonic() < deadline:
         for index in list(waiting):
-            if company_messages(agents[index].all_events(web, ids[index])):
+            if company_messages(agents[index].all_events(ids[index])):
                 waiting.discard(index)
         time.sleep(0.2)
     if waiting:

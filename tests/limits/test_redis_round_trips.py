@@ -15,7 +15,7 @@ from django.test import override_settings
 from poppy_django.store import process_cache
 from poppy_django.store.process_cache import shared_cache, shared_redis
 from poppy_django.verifier import replay
-from tests.conftest import PersonalAgent
+from tests.agents import PersonalAgent
 from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
 
 REDIS_URL = os.environ.get("POPPY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")

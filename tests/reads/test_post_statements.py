@@ -15,7 +15,8 @@ from django.db import connection
 from django.db.backends.utils import CursorWrapper
 
 from poppy_django.models import Event, MessageReceipt
-from tests.conftest import PersonalAgent, dispatch_lost, unique
+from tests.agents import PersonalAgent, unique
+from tests.turn_control import dispatch_lost
 from tests.wire.wire_support import quiet_start
 
 pytestmark = [
