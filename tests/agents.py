@@ -42,12 +42,15 @@ CLIENT_ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 #: Long enough for the longest ``wait`` a test asks for, and a busy machine.
 HTTP_TIMEOUT = 60.0
 _ids = itertools.count(1)
+#: This run's mark in every id: Redis outlives a run (rate-limit windows, replay marks), so
+#: ids must not repeat across runs.
+_RUN = secrets.token_hex(3)
 
 Events = list[dict[str, Any]]
 
 
 def unique(prefix: str) -> str:
-    return f"{prefix}-{next(_ids)}"
+    return f"{prefix}-{_RUN}-{next(_ids)}"
 
 
 class PersonalAgent:

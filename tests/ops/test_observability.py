@@ -9,6 +9,7 @@ from django.dispatch import receiver
 
 from poppy_django import signals
 from tests.agents import PersonalAgent
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
@@ -55,7 +56,9 @@ def test_turn_moments_name_the_messages_they_answer(agent: PersonalAgent, caplog
         signals.turn_started.disconnect(remember)
     assert seen[0]["message_ids"] == ["first-message"]
     assert seen[0]["conversation_id"] == conversation_id
-    (finished,) = _records(caplog, "turn_finished")
+    # Logged by the turn's thread once its reply commits: it may come just after the reader
+    # sees the conversation settle.
+    (finished,) = eventually(lambda: _records(caplog, "turn_finished"), what="turn_finished")
     assert finished["turn_id"] == seen[0]["turn_id"] and finished["duration"] >= 0
 
 
