@@ -21,16 +21,17 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-import httpx
 import jwt
 from django.test import Client
 
-from poppy_django.client import DPoPKey, iter_sse
 from poppy_django.verifier.fake import fake_authorization
 from tests.waiting import eventually
+
+if TYPE_CHECKING:  # the client extra (httpx): the no-extras run stays in-process
+    from poppy_django.client import DPoPKey
 
 ENDPOINT = "/poppy/conversations"
 #: The company the authority tests run as its own issuer (tests/authority/sdk_agent.py).
@@ -85,6 +86,7 @@ class PersonalAgent:
         (``poppy_token``'s), for the production verifier."""
         from poppy_django.authority import development
         from poppy_django.authority.tokens import mint_development_token
+        from poppy_django.client import DPoPKey
 
         key = DPoPKey()
         user_id = unique("user")
@@ -103,6 +105,8 @@ class PersonalAgent:
 
         identity = AgentIdentity(domain=domain, name="Hand")
         network.serve_identity(identity)
+        from poppy_django.client import DPoPKey
+
         return cls(identity.client_id, dpop_key=DPoPKey(), identity=identity)
 
     def signed_in(self, account_id: str, scopes: tuple[str, ...] = ()) -> PersonalAgent:
@@ -236,6 +240,8 @@ class PersonalAgent:
         if method != "GET":
             headers.setdefault("Content-Type", "application/json")
         url = f"{self.base_url}{ENDPOINT}{path}"
+        import httpx  # the client extra: not in the no-extras run, which stays in-process
+
         return httpx.request(
             method,
             url,
@@ -352,6 +358,10 @@ class PersonalAgent:
         if self.base_url is None:
             raise TypeError("streams are read over HTTP: use at(base_url)")
         url = f"{self.base_url}{ENDPOINT}/{conversation_id}/events"
+        import httpx
+
+        from poppy_django.client import iter_sse
+
         with httpx.stream(
             "GET",
             url,
