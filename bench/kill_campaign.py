@@ -44,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,22 +60,51 @@ from tests.multiprocess.cluster import Cluster  # noqa: E402
 PATH = "/poppy/conversations"
 LEASE_SECONDS = 3.0
 SWEEP_SECONDS = 1.0
-#: A turn's own time at most (``#slow`` takes about a second), plus a worker's start.
+#: A worker's start and a scripted turn's own time (``#slow`` takes about a second); an
+#: LLM-shaped turn adds what its pace says (:meth:`Pace.longest`).
 TURN_SLACK_SECONDS = 10.0
-BOUND_SECONDS = LEASE_SECONDS + SWEEP_SECONDS + TURN_SLACK_SECONDS
 FAILED_TURN = "Sorry, something went wrong on our side. Please try again."
 ORDERS_PER_AGENT = 300
+
+
+@dataclass(frozen=True)
+class Pace:
+    """The LLM-shaped model's pace (``--llm``): a "slow" message asks for three times the tokens."""
+
+    ttft: float = 1.0
+    tokens: int = 20
+    rate: float = 10.0
+
+    def longest(self) -> float:
+        return self.ttft + 3 * self.tokens / self.rate
 
 
 class Campaign:
     """The processes, and what the killer changes while the agents talk."""
 
     def __init__(
-        self, cluster: Cluster, *, kills: int, web_every: int, pace: float, llm: str | None = None
+        self,
+        cluster: Cluster,
+        *,
+        kills: int,
+        web_every: int,
+        pace: float,
+        workers: int = 3,
+        llm: str | None = None,
+        llm_pace: Pace | None = None,
     ) -> None:
         self.cluster = cluster
         #: The LLM-shaped endpoint's origin when the turns go through it (``--llm``).
         self.llm = llm
+        self.llm_pace = llm_pace or Pace()
+        self.worker_count = workers
+        #: After the last kill, every conversation idle within this many seconds.
+        self.bound_seconds = (
+            LEASE_SECONDS
+            + SWEEP_SECONDS
+            + TURN_SLACK_SECONDS
+            + (self.llm_pace.longest() if llm else 0.0)
+        )
         self.kills_wanted = kills
         self.web_every = web_every
         self.pace = pace
@@ -93,7 +123,7 @@ class Campaign:
     def start(self) -> None:
         for _ in range(2):
             self.start_web()
-        for _ in range(3):
+        for _ in range(self.worker_count):
             self.start_worker()
 
     def start_web(self) -> None:
@@ -245,7 +275,7 @@ class Agent(threading.Thread):
         if self.campaign.llm:  # the LLM-shaped endpoint calls a tool the message names
             return {
                 "plain": f"hello number {n}",
-                "slow": f"hello number {n} #tokens=60",
+                "slow": f"hello number {n} #tokens={3 * self.campaign.llm_pace.tokens}",
                 "hours": f"store_hours please ({n})",
                 # One order, not the list: the endpoint streams a tool's summary word by word,
                 # and the list of 300 orders would outlast the turn's time limit.
@@ -285,7 +315,8 @@ class Agent(threading.Thread):
         deadline = time.monotonic() + 120
         seen = False
         while time.monotonic() < deadline:
-            page = self.read(**({"cursor": self.cursor} if self.cursor else {}))
+            # A long-poll from the last event looked at: it answers as soon as one follows.
+            page = self.read(wait=5, **({"cursor": self.cursor} if self.cursor else {}))
             for event in page["events"]:
                 if event["type"] == "message" and event["message"]["id"] == message_id:
                     seen = True
@@ -295,10 +326,8 @@ class Agent(threading.Thread):
                 ):
                     self.cursor = event["id"]
                     return
-            if page["events"] and not seen:
+            if page["events"]:
                 self.cursor = page["cursor"]
-            if not page["has_more"]:
-                time.sleep(0.3)
         self.unanswered_in_time.append(message_id)
         print(f"  {self.name}: {message_id} not answered within 120 s", flush=True)
 
@@ -363,7 +392,7 @@ def seed_orders(cluster: Cluster, agents: list[Agent]) -> None:
 
 def settle(cluster: Cluster, campaign: Campaign) -> float:
     """Seconds from the last kill until no conversation is working (or the bound passed)."""
-    deadline = campaign.last_kill + BOUND_SECONDS + 30
+    deadline = campaign.last_kill + campaign.bound_seconds + 30
     with _db(cluster) as conn:
         while True:
             conn.commit()
@@ -480,7 +509,7 @@ def table(result: dict[str, Any]) -> str:
         ),
         ("all idle after the last kill (s)", f"{result['settled_seconds']:.1f}"),
         ("longest a conversation stayed working (s)", f"{result['longest_working']:.1f}"),
-        ("bound (LEASE + SWEEP + turn slack, s)", f"{BOUND_SECONDS:.0f}"),
+        ("bound (LEASE + SWEEP + turn slack, s)", f"{result['bound_seconds']:.0f}"),
         ("duration (s)", f"{result['duration_seconds']:.0f}"),
     ]
     if "most_model_calls" in result:  # --llm
@@ -508,10 +537,26 @@ def main() -> int:
         "--llm",
         action="store_true",
         help="LLM-shaped turns: the workers' model is the local OpenAI-compatible endpoint "
-        "(1 s to the first token, 20 tokens at 10/s), so many turns are in flight per worker",
+        "(by default 1 s to the first token, 20 tokens at 10/s), so many turns are in flight "
+        "per worker",
+    )
+    parser.add_argument("--llm-ttft", type=float, default=1.0, help="--llm: s to first token")
+    parser.add_argument("--llm-tokens", type=int, default=20, help="--llm: tokens an answer")
+    parser.add_argument("--llm-rate", type=float, default=10.0, help="--llm: tokens per second")
+    parser.add_argument("--workers", type=int, default=3, help="Celery workers at any time")
+    parser.add_argument("--web-every", type=int, default=25, help="a web SIGKILL every N kills")
+    parser.add_argument(
+        "--turns-in-flight",
+        type=int,
+        help='each worker\'s POPPY["TURNS_IN_FLIGHT"] (bench/inflight_settings.py; default: '
+        "the example project's)",
+    )
+    parser.add_argument(
+        "--turn-timeout", type=float, default=30.0, help="TURN_TIMEOUT_SECONDS (default 30)"
     )
     args = parser.parse_args()
-    kills, web_every = (args.kills, 25) if not args.short else (6, 3)
+    kills, web_every = (args.kills, args.web_every) if not args.short else (6, 3)
+    llm_pace = Pace(args.llm_ttft, args.llm_tokens, args.llm_rate)
 
     with tempfile.TemporaryDirectory(prefix="poppy-kill-") as tmp:
         logs = args.logs or Path(tmp)
@@ -522,13 +567,30 @@ def main() -> int:
                 "POPPY_LEASE_SECONDS": str(LEASE_SECONDS),
                 "POPPY_HEARTBEAT_SECONDS": "1",
                 "POPPY_SWEEP_SECONDS": str(SWEEP_SECONDS),
-                "POPPY_TURN_TIMEOUT_SECONDS": "30",
+                "POPPY_TURN_TIMEOUT_SECONDS": str(args.turn_timeout),
                 "POPPY_LOG_LEVEL": "WARNING" if not args.logs else "INFO",
             }
         )
+        if args.turns_in_flight is not None:
+            cluster.env.update(
+                DJANGO_SETTINGS_MODULE="bench.inflight_settings",
+                POPPY_BENCH_TURNS_IN_FLIGHT=str(args.turns_in_flight),
+            )
         cluster.create()
-        llm = cluster.llm(ttft=1.0, tokens=20, rate=10.0) if args.llm else None
-        campaign = Campaign(cluster, kills=kills, web_every=web_every, pace=args.pace, llm=llm)
+        llm = (
+            cluster.llm(ttft=llm_pace.ttft, tokens=llm_pace.tokens, rate=llm_pace.rate)
+            if args.llm
+            else None
+        )
+        campaign = Campaign(
+            cluster,
+            kills=kills,
+            web_every=web_every,
+            pace=args.pace,
+            workers=args.workers,
+            llm=llm,
+            llm_pace=llm_pace,
+        )
         try:
             signal.signal(signal.SIGINT, campaign.wind_down)
             signal.signal(signal.SIGTERM, campaign.wind_down)
@@ -574,9 +636,9 @@ def main() -> int:
         settled_seconds=settled,
         longest_working=campaign.longest_working,
         duration_seconds=time.monotonic() - began,
-        bound_seconds=BOUND_SECONDS,
+        bound_seconds=campaign.bound_seconds,
     )
-    if settled > BOUND_SECONDS:
+    if settled > campaign.bound_seconds:
         result["violations"]["working_past_bound"].append(settled)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str))

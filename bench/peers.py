@@ -1,7 +1,7 @@
 """Issue 28 side by side: the SDK's own Company (memory, PostgreSQL) and poppy-django.
 
     flock /tmp/poppy-bench.lock .venv/bin/python bench/peers.py [--duration 6] [--turns 100] \\
-        [--clients 1,8,32] [--targets memory,postgres,ours] [--workers 1]
+        [--clients 1,8,32] [--targets memory,postgres,ours] [--workers 1] [--sizes 10]
 
 One machine, one process each, the client of ``bench/latency.py`` (raw HTTP/1.1 keep-alive,
 a fresh ES256 DPoP proof per request, real Session Tokens):
@@ -17,8 +17,10 @@ a fresh ES256 DPoP proof per request, real Session Tokens):
 
 Per target, on short conversations (each client starts one and posts 9 more, then starts
 another): POST message and GET events (``?cursor=`` 4 events before the end of a 10-event
-conversation) req/s and p50/p99 at each ``--clients``; the server's CPU per request from
-/proc (all its processes; ours adds the Celery worker's, counted until its queue drained).
+conversation) req/s and p50/p99 at each ``--clients``; with ``--sizes 10,1000,10000``, also
+GET events and POST message in conversations of 1,000 and 10,000 events (the long rows); the
+server's CPU per request from /proc (all its processes; ours adds the Celery worker's,
+counted until its queue drained).
 Then POST → reply visible, p50/p99 over ``--turns``: ours with a long-poll reader
 (``wait=30``) and an SSE stream already open (``bench/latency.py``'s turn latency); the
 peers answer inline and never hold a read (their ``wait`` is parsed, not waited on; their
@@ -90,7 +92,13 @@ def peer_database(name: str) -> Iterator[str]:
 
 @contextlib.contextmanager
 def peer(
-    name: str, python: str, tmp: Path, users: int, postgres: str | None, pool_size: int
+    name: str,
+    python: str,
+    tmp: Path,
+    users: int,
+    postgres: str | None,
+    pool_size: int,
+    sizes: list[int],
 ) -> Iterator[Target]:
     """The SDK's Company under uvicorn (``bench/ref_company.py``), its users' credentials."""
     port = free_port()
@@ -98,7 +106,7 @@ def peer(
     command = [
         python,
         str(ROOT / "bench" / "ref_company.py"),
-        *("--port", str(port), "--users", str(users), "--sizes", str(SIZE)),
+        *("--port", str(port), "--users", str(users), "--sizes", ",".join(map(str, sizes))),
         *("--creds", str(creds), "--max-seconds", "3600"),
     ]
     if postgres:
@@ -210,21 +218,25 @@ async def peer_reply_latency(target: Target, agent: Agent, turns: int) -> dict[s
 async def cells(
     target: Target, args: argparse.Namespace, drain: Any = None, ceiling: bool = False
 ) -> list[dict[str, Any]]:
-    """read and post (short conversations) at each client count; ours counts the worker's
-    CPU per message until its queue drained (the turns the cell's POSTs started)."""
+    """read and post (short conversations, then the long ones of ``--sizes``) at each client
+    count; ours counts the worker's CPU per message until its queue drained (the turns the
+    cell's POSTs started)."""
     clients = [int(c) for c in args.clients.split(",")]
-    ops: list[tuple[str, latency.Operation]] = [
-        ("read", latency.read_events),
-        ("post", latency.post_short),
+    ops: list[tuple[str, latency.Operation, int]] = [
+        ("read", latency.read_events, SIZE),
+        ("post", latency.post_short, SIZE),
     ]
+    for size in sizes_of(args):
+        if size != SIZE:
+            ops += [("read", latency.read_events, size), ("post", latency.post_message, size)]
     if ceiling:
-        ops.insert(0, ("ceil", latency.ceiling))
+        ops.insert(0, ("ceil", latency.ceiling, SIZE))
     results = []
-    for name, operation in ops:
+    for name, operation, size in ops:
         for count in clients:
             worker_before = cpu_seconds(target.worker_pid) if target.worker_pid else None
             cell = await latency.run_cell(
-                target, operation, SIZE, count, args.duration, args.warmup
+                target, operation, size, count, args.duration, args.warmup
             )
             if name == "post" and drain is not None:
                 await asyncio.to_thread(drain)
@@ -232,10 +244,15 @@ async def cells(
                 cell["worker_cpu_ms_per_req"] = (
                     1000 * (cpu_seconds(target.worker_pid) - worker_before) / cell["completed"]  # type: ignore[arg-type]
                 )
-            cell.update(op=name, target=target.name)
+            cell.update(op=name, target=target.name, size=size)
             results.append(cell)
             latency.print_cells(f"[{target.name}]", [cell])
     return results
+
+
+def sizes_of(args: argparse.Namespace) -> list[int]:
+    """The conversation sizes measured: the short one always, first."""
+    return [SIZE, *(n for n in map(int, args.sizes.split(",")) if n != SIZE)]
 
 
 # -- ours ---------------------------------------------------------------------------------
@@ -251,7 +268,7 @@ def ours(args: argparse.Namespace, tmp: Path, results: dict[str, Any]) -> None:
         latency.setup_django(cluster.env, "poppy_django.verifier.dpop.verify")
         agents = [latency.dpop_agent(f"peers-{n}") for n in range(max(clients))]
         turn_agent = latency.dpop_agent("peers-turns")
-        latency.seed([*agents, turn_agent], [SIZE])
+        latency.seed([*agents, turn_agent], sizes_of(args))
         pid = latency.web(cluster, port, "poppy_django.verifier.dpop.verify")
         target = Target("ours", port, f"http://127.0.0.1:{port}", agents, pid, worker)
 
@@ -273,7 +290,18 @@ def ours(args: argparse.Namespace, tmp: Path, results: dict[str, Any]) -> None:
 
 def report(results: dict[str, Any], clients: list[int]) -> None:
     names = [name for name in ("memory", "postgres", "ours") if isinstance(results.get(name), list)]
-    by = {(name, cell["op"], cell["clients"]): cell for name in names for cell in results[name]}
+    by = {
+        (name, cell["op"], cell["clients"]): cell
+        for name in names
+        for cell in results[name]
+        if cell.get("size", SIZE) == SIZE
+    }
+    long_cells = {
+        (name, cell["op"], cell["size"], cell["clients"]): cell
+        for name in names
+        for cell in results[name]
+        if cell.get("size", SIZE) != SIZE
+    }
 
     def row(label: str, figure: Any) -> None:
         cols = [figure(name) for name in names]
@@ -329,6 +357,26 @@ def report(results: dict[str, Any], clients: list[int]) -> None:
     row("POST → reply visible p50 / p99, long-poll", reply("long_poll_reply"))
     row("POST → reply visible p50 / p99, SSE", reply("sse_reply"))
     print("(ratio column: req/s at the middle client count, CPU, and reply p50)")
+    for size in sorted({size for _, _, size, _ in long_cells}):
+        print(f"\n==== {size:,}-event conversations: req/s at {counts} clients ====")
+        print("| | " + " | ".join(names) + " | ours / postgres, ours / memory |")
+        print("|---" * (len(names) + 2) + "|")
+        for op, label in (("read", "GET events"), ("post", "POST message")):
+            values = {
+                name: [
+                    long_cells[(name, op, size, c)]["rps"]
+                    for c in clients
+                    if (name, op, size, c) in long_cells
+                ]
+                for name in names
+            }
+            ratios = [
+                "/".join(f"{o / p:.2f}" for o, p in zip(values["ours"], values[peer]) if p)
+                for peer in ("postgres", "memory")
+                if "ours" in values and peer in values
+            ]
+            cols = [" / ".join(f"{v:.0f}" for v in values[name]) for name in names]
+            print(f"| {label} | " + " | ".join(cols) + f" | {', '.join(ratios)} |")
 
 
 def main() -> None:
@@ -343,6 +391,9 @@ def main() -> None:
     parser.add_argument("--pool-size", type=int, default=10, help="the PostgreSQL peer's pool")
     parser.add_argument(
         "--peer-python", default=sys.executable, help="a Python with personal-agent-protocol"
+    )
+    parser.add_argument(
+        "--sizes", default=str(SIZE), help="conversation sizes, e.g. 10,1000,10000 (long rows)"
     )
     parser.add_argument("--db", default="poppy_bench_peers", help="the databases (dropped)")
     parser.add_argument("--out", default=str(ROOT / "var" / "bench" / "peers.json"))
@@ -367,7 +418,15 @@ def main() -> None:
                     else None
                 )
                 target = stack.enter_context(
-                    peer(name, args.peer_python, tmp, max(clients) + 1, dsn, args.pool_size)
+                    peer(
+                        name,
+                        args.peer_python,
+                        tmp,
+                        max(clients) + 1,
+                        dsn,
+                        args.pool_size,
+                        sizes_of(args),
+                    )
                 )
                 turn_agent = target.agents[-1]
                 target.agents = target.agents[: max(clients)]
