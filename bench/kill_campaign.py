@@ -76,7 +76,9 @@ class Pace:
     rate: float = 10.0
 
     def longest(self) -> float:
-        return self.ttft + 3 * self.tokens / self.rate
+        """A turn's longest model time: a tool's turn is two model calls (the call, then the
+        answer), and a slow answer three times the tokens."""
+        return 2 * self.ttft + 3 * self.tokens / self.rate
 
 
 class Campaign:
