@@ -269,13 +269,21 @@ class Heartbeat:
     @contextlib.contextmanager
     def holding(self, holder: leases.Holder) -> Iterator[leases.Holder]:
         """Renew ``holder``'s leases until the block ends."""
-        with self._lock:
-            self._holders[holder.owner] = holder
+        self.hold(holder)
         try:
             yield holder
         finally:
-            with self._lock:
-                self._holders.pop(holder.owner, None)
+            self.drop(holder)
+
+    def hold(self, holder: leases.Holder) -> None:
+        """Renew ``holder``'s leases from now on (from any thread: a turn's first database
+        job, right after it took the lease), until :meth:`drop`."""
+        with self._lock:
+            self._holders[holder.owner] = holder
+
+    def drop(self, holder: leases.Holder) -> None:
+        with self._lock:
+            self._holders.pop(holder.owner, None)
 
     def held(self) -> list[leases.Holder]:
         with self._lock:

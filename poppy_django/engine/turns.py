@@ -31,7 +31,7 @@ import enum
 import logging
 import time
 from asyncio import FIRST_COMPLETED
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import router, transaction
@@ -90,6 +90,9 @@ class TurnSlot:
     seen_seq: int = 0
     #: Set when the claim took the agent thread too.
     claimed: Claimed | None = field(default=None, compare=False, repr=False)
+    #: The turn's request, prepared in the claim's own database job when the claim took the
+    #: agent thread (or what preparing it raised, raised again once the turn holds the thread).
+    started: TurnRequest | Exception | None = field(default=None, compare=False, repr=False)
 
 
 class Claim(enum.Enum):
@@ -263,7 +266,7 @@ def commit(request: TurnRequest, outcome: TurnOutcome, owner: str, seen_seq: int
         # Has the log grown since the claim read it? If not, no message is left to answer
         # (and the log is not read again to find none).
         newer = conversation.last_seq > max(seen_seq, conversation.turn_upto_seq)
-        with event_log.one_write(conversation):
+        with event_log.one_write(conversation, rows=[]):  # the events and the row at once
             if conversation.status != Status.CLOSED and not already:
                 _write_outcome(conversation, request, outcome)
             _answered(conversation)
@@ -379,19 +382,18 @@ async def answer(conversation_id: str, owner: str | None = None) -> None:
     threads, the model awaited here."""
     running = engine.current()
     owner = owner or new_owner()
+    holder = leases.Holder(conversation_id, owner)
     turn_id: str | None = None
     try:
-        if not await running.run_sync(leases.acquire, conversation_id, owner):
+        slot = await running.run_sync(_begin, holder, running.heartbeat)
+        if slot is None:
             return
-        with running.heartbeat.holding(leases.Holder(conversation_id, owner)) as holder:
-            while True:
-                slot = await running.run_sync(_next_claim, conversation_id, owner)
-                if slot is Claim.DONE:
+        while slot is not Claim.DONE:
+            if isinstance(slot, TurnSlot):
+                turn_id = slot.turn_id
+                if await _run_one(slot, holder):
                     return
-                if isinstance(slot, TurnSlot):
-                    turn_id = slot.turn_id
-                    if await _run_one(slot, holder):
-                        return
+            slot = await running.run_sync(_next_claim, conversation_id, owner)
     except LeaseLost:
         await running.run_sync(
             observe.moment,
@@ -401,12 +403,30 @@ async def answer(conversation_id: str, owner: str | None = None) -> None:
             conversation_id=conversation_id,
             turn_id=turn_id,
         )
+    finally:
+        running.heartbeat.drop(holder)
+
+
+def _begin(holder: leases.Holder, heartbeat: engine.Heartbeat) -> TurnSlot | Claim | None:
+    """Take the lease (None: another worker holds it) and have the heartbeat renew it from
+    then on, then :func:`_next_claim`: one database job, one hop from the loop and back."""
+    if not leases.acquire(holder.conversation_id, holder.owner):
+        return None
+    heartbeat.hold(holder)
+    return _next_claim(holder.conversation_id, holder.owner)
 
 
 def _next_claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
-    """Run what staff approved, then claim the next turn (one job on a database thread)."""
+    """Run what staff approved, then claim the next turn, and when the claim took the agent
+    thread, prepare the turn too (one job on a database thread, not three)."""
     approvals.run_approved(conversation_id, owner)
-    return claim(conversation_id, owner)
+    slot = claim(conversation_id, owner)
+    if not isinstance(slot, TurnSlot) or slot.claimed is None:
+        return slot
+    try:
+        return replace(slot, started=_started(slot))
+    except Exception as exc:  # the turn holds the thread: it fails there, freeing it
+        return replace(slot, started=exc)
 
 
 def _started(slot: TurnSlot) -> TurnRequest:
@@ -437,14 +457,19 @@ async def _run_one(slot: TurnSlot, holder: leases.Holder) -> bool:
         async with holder.agent_thread(
             slot.thread_root_id, running.run_sync, taken=slot.claimed is not None
         ):
-            request = await running.run_sync(_started, slot)
+            prepared = slot.started
+            if isinstance(prepared, Exception):
+                raise prepared
+            request = prepared if prepared is not None else await running.run_sync(_started, slot)
             outcome = await _run_bounded(request, holder)
             if holder.lost.is_set():
                 raise LeaseLost(slot.conversation_id)
             if not outcome.failed:
                 if outcome.text:  # its pieces reach readers before the message does
                     await running.deltas_sent()
-                committed = await running.run_sync(commit, request, outcome, owner, slot.seen_seq)
+                committed = await running.run_sync(
+                    _commit_and_finish, request, outcome, owner, slot, started
+                )
                 if committed.thread_freed:
                     holder.thread_given_back()
     except LeaseLost:
@@ -456,8 +481,15 @@ async def _run_one(slot: TurnSlot, holder: leases.Holder) -> bool:
     if outcome.failed:
         await running.run_sync(fail, slot, owner, outcome.error)
         return False
-    await running.run_sync(
-        observe.moment,
+    return committed is not None and committed.done
+
+
+def _commit_and_finish(
+    request: TurnRequest, outcome: TurnOutcome, owner: str, slot: TurnSlot, started: float
+) -> Committed:
+    """:func:`commit`, then the ``turn_finished`` moment: one database job."""
+    committed = commit(request, outcome, owner, slot.seen_seq)
+    observe.moment(
         "turn_finished",
         signals.turn_finished,
         conversation_id=slot.conversation_id,
@@ -465,7 +497,7 @@ async def _run_one(slot: TurnSlot, holder: leases.Holder) -> bool:
         message_id=slot.message_id,
         duration=round(time.monotonic() - started, 3),
     )
-    return committed is not None and committed.done
+    return committed
 
 
 async def _run_bounded(request: TurnRequest, holder: leases.Holder) -> TurnOutcome:

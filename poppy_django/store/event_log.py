@@ -77,7 +77,8 @@ def one_write(
     ``rows``: unsaved rows the block adds to this list (a message's receipt) are inserted
     with the events and the row; on PostgreSQL all of it is one statement, one round trip
     (:func:`poppy_django.store.statements.written_at_once`; the events then get no ``pk`` back,
-    and no model ``save`` signals are sent).
+    and no model ``save`` signals are sent). An empty list asks for that one statement for
+    the events and the row alone (a turn's reply and its ``answered_seq``).
     """
     if _pending(conversation) is not None:
         if rows is not None:
@@ -92,7 +93,8 @@ def one_write(
         del conversation.__dict__[_PENDING]
     alias = router.db_for_write(Conversation)
     connection = connections[alias]
-    if rows and connection.vendor == "postgresql":
+    anything = bool(rows or pending.events or pending.fields)
+    if rows is not None and anything and connection.vendor == "postgresql":
         by_model: dict[type[models.Model], list[models.Model]] = {}
         for row in rows:
             by_model.setdefault(type(row), []).append(row)

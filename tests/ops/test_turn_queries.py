@@ -1,6 +1,7 @@
 """A turn costs two transactions: the claim takes the agent thread in its own write, and the
 reply's commit ends the conversation's work (idle, lease and thread freed) in the same write,
-its events in one insert, with one nudge for its readers."""
+its events and the row in one statement, with one nudge for its readers. The engine's loop
+hands a turn to its database threads twice: before the model and for the commit."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from poppy_django.engine import loop as engine
 from poppy_django.engine import turns
 from poppy_django.fanout import publishing
 from poppy_django.models import Conversation
@@ -32,29 +34,53 @@ def nudges(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     return sent
 
 
-def test_a_turn_is_a_claim_and_a_commit(agent: PersonalAgent, nudges: list[dict[str, Any]]):
+def test_a_turn_is_a_claim_and_a_commit(
+    agent: PersonalAgent, nudges: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+):
     with dispatch_lost():
         conversation_id = agent.start("hello").json()["conversation_id"]
         turns.run_turns(conversation_id)  # the first turn creates the agent thread
         assert agent.send(conversation_id, "and now?").status_code == 202
         nudges.clear()
         with engine_queries() as sql:
+            database = engine.current().database
+            jobs: list[str] = []
+            submit = database.submit
+
+            def counted(function: Any, *args: Any, **kwargs: Any) -> Any:
+                jobs.append(function.__name__)
+                return submit(function, *args, **kwargs)
+
+            monkeypatch.setattr(database, "submit", counted)
             turns.run_turns(conversation_id)
+            monkeypatch.undo()
+    # The lease, the approvals, the claim and the turn's request in one job; the commit and
+    # its moment in another: two hops from the loop to a database thread and back.
+    assert jobs == ["_begin", "_commit_and_finish"]
     assert sql.count("BEGIN") == sql.count("COMMIT") == 2
-    conversation_writes = [s for s in sql if s.startswith('UPDATE "poppy_django_conversation"')]
+    conversation_writes = [
+        s
+        for s in sql
+        if s.startswith('UPDATE "poppy_django_conversation"')
+        or (s.startswith("WITH") and 'UPDATE "poppy_django_conversation"' in s)
+    ]
     # The lease; the claim (attempt and thread); the commit (reply, idle, lease and thread).
     assert len(conversation_writes) == 3
     assert '"thread_owner"' in conversation_writes[1] and '"thread_owner"' in conversation_writes[2]
     assert '"lease_owner" = NULL' in conversation_writes[2]
-    # 13 statements and two BEGIN/COMMIT pairs: the lease; the approvals; the claim (lock,
+    # 12 statements and two BEGIN/COMMIT pairs: the lease; the approvals; the claim (lock,
     # messages, attempt and thread); the window; the commit (lock, the reply's receipt, the
     # thread's positions taken and its entries written in two statements, the approvals, the
-    # events, the conversation). The log is not read again when it has not grown since.
-    assert len(sql) == 17
-    # The commit's events (the reply and the idle state) go in together, in one INSERT.
+    # events and the conversation in one). The log is not read again when it has not grown.
+    assert len(sql) == 16
+    # The commit's events (the reply and the idle state) and the row go in one statement.
     commit = sql[sql.index("BEGIN", sql.index("COMMIT")) :]
-    event_inserts = [s for s in commit if s.startswith('INSERT INTO "poppy_django_event"')]
+    event_inserts = [s for s in commit if 'INSERT INTO "poppy_django_event"' in s]
     assert len(event_inserts) == 1
+    assert (
+        event_inserts[0].startswith("WITH")
+        and 'UPDATE "poppy_django_conversation"' in (event_inserts[0])
+    )
     # Before the model runs (up to the commit's BEGIN): the thread's window in one query.
     before_model = sql[: sql.index("BEGIN", sql.index("COMMIT"))]
     assert [s for s in before_model if "poppy_django_agentthread" in s] == [
