@@ -489,6 +489,7 @@ class DPoPVerifier:
         jwk = header.get("jwk")
         try:
             key = public_key_for(jwk, str(alg))
+            assert isinstance(jwk, dict)  # public_key_for checked it is a mapping
             return ProofKey(str(alg), key, thumbprint(jwk))
         except JWKError as exc:
             raise _Refused("invalid_dpop_proof", f"proof jwk: {exc}") from None
