@@ -18,7 +18,9 @@
 pyjwt does the JWS work (framing, base64url, signature) and the ``iss``/``aud``/required-claim
 checks. What is DPoP's own stays here: the proof's claims, the key/alg fit and thumbprint
 (:mod:`poppy_django.verifier.jwk`). Time claims are compared here, against the verifier's clock,
-because pyjwt reads the wall clock and accepts numeric strings ("123") as times.
+because pyjwt reads the wall clock and accepts numeric strings ("123") as times. Two bounded
+caches keep the work per request to what changes per request: a token's signature is checked
+once (:class:`VerifiedTokens`), and a client's proof header once (:class:`ProofKeys`).
 
 An ``invalid_token`` refusal says which claim failed and why (never echoing a credential):
 that is what a developer needs to fix a token minted for another audience. Proof refusals
