@@ -18,7 +18,9 @@
 pyjwt does the JWS work (framing, base64url, signature) and the ``iss``/``aud``/required-claim
 checks. What is DPoP's own stays here: the proof's claims, the key/alg fit and thumbprint
 (:mod:`poppy_django.verifier.jwk`). Time claims are compared here, against the verifier's clock,
-because pyjwt reads the wall clock and accepts numeric strings ("123") as times.
+because pyjwt reads the wall clock and accepts numeric strings ("123") as times. Two bounded
+caches keep the work per request to what changes per request: a token's signature is checked
+once (:class:`VerifiedTokens`), and a client's proof header once (:class:`ProofKeys`).
 
 An ``invalid_token`` refusal says which claim failed and why (never echoing a credential):
 that is what a developer needs to fix a token minted for another audience. Proof refusals
@@ -36,7 +38,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
@@ -49,7 +51,7 @@ from django.dispatch import receiver
 from poppy_django import addresses
 from poppy_django.conf import poppy_settings
 from poppy_django.verifier import local_issuer, nonces, replay, sessions
-from poppy_django.verifier.jwk import JWKError, b64url, public_key_for, thumbprint
+from poppy_django.verifier.jwk import JWKError, PublicKey, b64url, public_key_for, thumbprint
 from poppy_django.verifier.jwks import KeySource, RemoteKeys, StaticKeys
 from poppy_django.verifier.options import TokenOptions
 from poppy_django.verifier.principal import AuthRefusal, Principal, RequestInfo
@@ -173,10 +175,15 @@ def _string(value: Any, code: str, what: str, *, max_length: int = MAX_ID_LENGTH
     return value
 
 
-def _header(jws: str, code: str, what: str) -> dict[str, Any]:
-    """The unverified JOSE header of one compact JWS (pyjwt parses it)."""
+def _compact(jws: str, code: str, what: str) -> None:
+    """Refuse what is not one compact JWS before pyjwt sees it (two proofs in one header)."""
     if jws.count(".") != 2 or not jws.isascii():
         raise _Refused(code, f"{what}: not one compact JWS")
+
+
+def _header(jws: str, code: str, what: str) -> dict[str, Any]:
+    """The unverified JOSE header of one compact JWS (pyjwt parses it)."""
+    _compact(jws, code, what)
     try:
         return jwt.get_unverified_header(jws)
     except (jwt.InvalidTokenError, RecursionError) as exc:
@@ -228,6 +235,52 @@ class VerifiedTokens:
         return len(self._entries)
 
 
+@dataclass(frozen=True)
+class ProofKey:
+    """What a proof's checked header gives: its ``alg``, public key and key thumbprint."""
+
+    alg: str
+    key: PublicKey
+    jkt: str
+
+
+class ProofKeys:
+    """Checked proof headers by their encoded segment, bounded LRU: a client's header is
+    parsed, its key fitted to its ``alg`` and thumbprinted once, not on every request.
+
+    A client signs every proof with one header (``typ``, ``alg``, ``jwk``), so the segment
+    repeats byte for byte, and what the header checks make of it depends on nothing else
+    (the verifier's options are fixed for its life): a hit is exactly what the checks would
+    give. The signature and every claim are still checked per request. Only headers of
+    proofs that verified and matched a verified token's ``cnf.jkt`` enter, so callers
+    without credentials cannot fill it.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, ProofKey] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, segment: str) -> ProofKey | None:
+        with self._lock:
+            entry = self._entries.get(segment)
+            if entry is not None:
+                self._entries.move_to_end(segment)
+            return entry
+
+    def put(self, segment: str, proof_key: ProofKey) -> None:
+        if self.size <= 0:
+            return
+        with self._lock:
+            self._entries[segment] = proof_key
+            self._entries.move_to_end(segment)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class DPoPVerifier:
     """The verifier for one configuration; :func:`verify` keeps one per settings version."""
 
@@ -249,6 +302,8 @@ class DPoPVerifier:
         self.verified = VerifiedTokens(
             options.verified_token_cache_size, max_age=options.jwks_cache_seconds
         )
+        #: One header per client key, and each verified token is bound to one: same bound.
+        self.proof_keys = ProofKeys(options.verified_token_cache_size)
 
     # -- the contract ----------------------------------------------------------------------
 
@@ -292,11 +347,17 @@ class DPoPVerifier:
             raise _Refused("invalid_dpop_proof", "no DPoP header")
         if len(proof) > self.options.max_proof_bytes:
             raise _Refused("invalid_dpop_proof", "DPoP header too large")
-        jwk, proof_claims = self._check_proof(proof, token, request, now)
+        _compact(proof, "invalid_dpop_proof", "proof")
+        segment = proof.partition(".")[0]
+        remembered = self.proof_keys.get(segment)
+        proof_key = remembered or self._proof_key(proof)
+        proof_claims = self._check_proof(proof, proof_key, token, request, now)
         claims = self._check_token(token, request["url"], now)
-        jkt = thumbprint(jwk)
+        jkt = proof_key.jkt
         if not _same(_claim(claims, self.options.claims["jkt"]), jkt):
             raise _Refused("invalid_dpop_proof", "proof key is not the token's cnf.jkt")
+        if remembered is None:
+            self.proof_keys.put(segment, proof_key)
         principal = sessions.current(self._principal(claims, request["url"]))
         if principal is None:
             raise _Refused(
@@ -366,25 +427,14 @@ class DPoPVerifier:
         return token
 
     def _check_proof(
-        self, proof: str, token: str, request: RequestInfo, now: float
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        header = _header(proof, "invalid_dpop_proof", "proof")
-        typ = header.get("typ")
-        if not isinstance(typ, str) or typ.lower() != PROOF_TYPE:
-            raise _Refused("invalid_dpop_proof", "proof typ is not dpop+jwt")
-        alg = header.get("alg")
-        if alg not in self.options.dpop_algorithms:
-            raise _Refused("invalid_dpop_proof", "proof alg not allowed")
-        if "crit" in header or "b64" in header:
-            raise _Refused("invalid_dpop_proof", "proof has critical extensions")
-        jwk = header.get("jwk")
+        self, proof: str, proof_key: ProofKey, token: str, request: RequestInfo, now: float
+    ) -> dict[str, Any]:
+        """The proof's signature by its header's key (pyjwt: its one parse of the proof when
+        the header was remembered) and its claims."""
         try:
-            key = public_key_for(jwk, str(alg))
-        except JWKError as exc:
-            raise _Refused("invalid_dpop_proof", f"proof jwk: {exc}") from None
-        assert isinstance(jwk, dict)  # public_key_for checked it is a mapping
-        try:
-            claims = jwt.decode(proof, key, algorithms=[str(alg)], options=_PROOF_OPTIONS)
+            claims = jwt.decode(
+                proof, proof_key.key, algorithms=[proof_key.alg], options=_PROOF_OPTIONS
+            )
         except (jwt.InvalidTokenError, RecursionError) as exc:
             raise _Refused("invalid_dpop_proof", f"proof: {type(exc).__name__}") from None
         if not _all_finite(claims):
@@ -424,7 +474,27 @@ class DPoPVerifier:
             secret=self.options.nonce_secret,
         ):
             raise _Refused("use_dpop_nonce", "nonce missing or stale")
-        return jwk, claims
+        return claims
+
+    def _proof_key(self, proof: str) -> ProofKey:
+        """The header checks: ``typ``, an allowed ``alg``, no extensions, a public ``jwk``
+        that fits the ``alg``; then its thumbprint."""
+        header = _header(proof, "invalid_dpop_proof", "proof")
+        typ = header.get("typ")
+        if not isinstance(typ, str) or typ.lower() != PROOF_TYPE:
+            raise _Refused("invalid_dpop_proof", "proof typ is not dpop+jwt")
+        alg = header.get("alg")
+        if alg not in self.options.dpop_algorithms:
+            raise _Refused("invalid_dpop_proof", "proof alg not allowed")
+        if "crit" in header or "b64" in header:
+            raise _Refused("invalid_dpop_proof", "proof has critical extensions")
+        jwk = header.get("jwk")
+        try:
+            key = public_key_for(jwk, str(alg))
+            assert isinstance(jwk, dict)  # public_key_for checked it is a mapping
+            return ProofKey(str(alg), key, thumbprint(jwk))
+        except JWKError as exc:
+            raise _Refused("invalid_dpop_proof", f"proof jwk: {exc}") from None
 
     def _check_token(self, token: str, url: str, now: float) -> dict[str, Any]:
         audiences = self._resources(url)

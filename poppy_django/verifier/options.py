@@ -44,7 +44,8 @@ Written once here so the verifier, the system checks and the docs agree. Sub-key
     Remote JWKS caching and fetching.
 ``VERIFIED_TOKEN_CACHE_SIZE`` (1024)
     Verified tokens remembered per process (by hash), so a token's signature is checked once:
-    until it expires, and at most ``JWKS_CACHE_SECONDS``. 0 checks every request's token.
+    until it expires, and at most ``JWKS_CACHE_SECONDS``; as many checked proof headers (a
+    client's key). 0 checks every request's token and proof header.
 """
 
 from __future__ import annotations

@@ -304,6 +304,68 @@ def test_broken_proof_is_refused(case: str, issuer: Issuer, pa_key: DPoPKey) -> 
     assert "DPoP-Nonce" not in refusal.headers
 
 
+@pytest.mark.filterwarnings("ignore:The RSA key is 1024 bits")
+@pytest.mark.parametrize("case", sorted(PROOF_CASES))
+def test_broken_proof_is_refused_after_the_keys_header_was_remembered(
+    case: str, issuer: Issuer, pa_key: DPoPKey
+) -> None:
+    """A remembered header skips only the header checks: the signature and every claim of
+    a proof with that same header are still checked."""
+    token = issuer.token(jkt=pa_key.thumbprint, now=NOW)
+    verify = verifier()
+    good = proof(pa_key, "POST", URL, token, now=NOW)
+    assert verify(request_info("POST", URL, token, good))
+    assert len(verify.proof_keys) == 1
+    token, signed = PROOF_CASES[case](issuer, pa_key, token)
+    refusal = refused(request_info("POST", URL, token, signed or None), verify)
+    assert (refusal.error, refusal.status) == ("invalid_dpop_proof", 401)
+
+
+def test_a_remembered_header_is_the_byte_identical_one(issuer: Issuer, pa_key: DPoPKey) -> None:
+    """The broken cases above do reuse the remembered header (the cache is exercised)."""
+    token = issuer.token(jkt=pa_key.thumbprint, now=NOW)
+    forged = proof(
+        pa_key, "POST", URL, token, now=NOW, signing_key=ec.generate_private_key(ec.SECP256R1())
+    )
+    stale = proof(pa_key, "POST", URL, token, now=NOW - 91)
+    good = proof(pa_key, "POST", URL, token, now=NOW)
+    assert forged.partition(".")[0] == stale.partition(".")[0] == good.partition(".")[0]
+
+
+def test_proof_headers_are_remembered_only_for_verified_requests(
+    issuer: Issuer, pa_key: DPoPKey
+) -> None:
+    verify = verifier()
+    token = issuer.token(jkt=pa_key.thumbprint, now=NOW)
+    other = DPoPKey()
+    attempts = [
+        (token, proof(other, "POST", URL, token, now=NOW)),  # not the token's key
+        (token, proof(pa_key, "POST", URL, token, now=NOW, signing_key=other.private_key)),
+        (issuer.token(jkt=pa_key.thumbprint, now=NOW, aud="https://api.example/other"), None),
+    ]
+    for bad_token, signed in attempts:
+        refused(
+            request_info(
+                "POST", URL, bad_token, signed or proof(pa_key, "POST", URL, bad_token, now=NOW)
+            ),
+            verify,
+        )
+    assert len(verify.proof_keys) == 0
+    assert verify(request_info("POST", URL, token, proof(pa_key, "POST", URL, token, now=NOW)))
+    assert len(verify.proof_keys) == 1
+
+
+def test_proof_headers_are_not_remembered_with_the_cache_off(
+    settings: Any, issuer: Issuer, pa_key: DPoPKey
+) -> None:
+    dpop_poppy(settings, issuer, VERIFIED_TOKEN_CACHE_SIZE=0)
+    verify = verifier()
+    token = issuer.token(jkt=pa_key.thumbprint, now=NOW)
+    for _ in range(2):
+        assert verify(request_info("GET", URL, token, proof(pa_key, "GET", URL, token, now=NOW)))
+    assert len(verify.proof_keys) == 0
+
+
 def _hs256_token_with_public_key(issuer: Issuer, pa_key: DPoPKey) -> str:
     alg, key = issuer.keys[issuer.kid]
     pem = key.public_key().public_bytes(

@@ -10,12 +10,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.test import override_settings
+from django.test import Client, override_settings
 
+from poppy_django.client import DPoPKey
 from poppy_django.store import process_cache
 from poppy_django.store.process_cache import shared_cache, shared_redis
-from poppy_django.verifier import replay
+from poppy_django.verifier import dpop, replay
 from tests.agents import PersonalAgent
+from tests.auth.conftest import dpop_poppy
+from tests.auth.support import ENDPOINT_URL, NOW, Issuer, proof
 from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
 
 REDIS_URL = os.environ.get("POPPY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -72,6 +75,41 @@ def test_the_rate_limit_refuses_past_the_rate_counting_in_one_command_a_request(
         before = rows()
         assert_error(agent.send(conversation_id, None, context={"n": 3}), 429, "too_many_requests")
         assert rows() == before
+
+
+@pytest.mark.django_db
+def test_a_dpop_read_costs_one_command_and_a_message_two(redis_cache: Any, settings: Any) -> None:
+    """Through the endpoint with the DPoP verifier: the replay check's ``SET`` on every
+    request, the rate limit's script on a message (the conversation need not exist: both run
+    before the view looks it up)."""
+    issuer = Issuer()
+    dpop_poppy(settings, issuer)
+    dpop.reset()
+    dpop.get_verifier().clock = lambda: NOW
+    key = DPoPKey()
+    token = issuer.token(jkt=key.thumbprint, now=NOW)
+    suffix = f"/cnv_{os.urandom(6).hex()}"
+
+    def send(method: str, route: str) -> int:
+        signed = proof(key, method, ENDPOINT_URL + suffix + route, token, now=NOW)
+        headers = {"HTTP_AUTHORIZATION": f"DPoP {token}", "HTTP_DPOP": signed}
+        path = "/poppy/conversations" + suffix + route
+        if method == "GET":
+            return Client().get(path, **headers).status_code
+        return (
+            Client().post(path, data="{}", content_type="application/json", **headers).status_code
+        )
+
+    try:
+        for _ in range(2):  # the first request (proof header not yet remembered) and a hot one
+            redis_cache.commands.clear()
+            assert send("GET", "/events") == 404
+            assert redis_cache.commands == ["SET"]
+        redis_cache.commands.clear()
+        assert send("POST", "/messages") == 404
+        assert redis_cache.commands == ["SET", "EVALSHA"]
+    finally:
+        dpop.reset()
 
 
 def test_a_redis_cache_with_options_keeps_djangos_api(settings: Any) -> None:
