@@ -19,7 +19,7 @@ from poppy_django.verifier import dpop, replay
 from tests.agents import PersonalAgent
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import ENDPOINT_URL, NOW, Issuer, proof
-from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
+from tests.wire.wire_support import assert_error, clear_of_window_edges, poppy, quiet_start, rows
 
 REDIS_URL = os.environ.get("POPPY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 REDIS_CACHE = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
@@ -67,6 +67,7 @@ def test_the_rate_limit_refuses_past_the_rate_counting_in_one_command_a_request(
     redis_cache: Any, agent: PersonalAgent
 ) -> None:
     conversation_id = quiet_start(agent)
+    clear_of_window_edges()
     with poppy(THROTTLE_RATES={"message": "2/hour"}):
         assert agent.send(conversation_id, None, context={"n": 1}).status_code == 202
         redis_cache.commands.clear()

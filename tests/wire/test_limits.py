@@ -12,7 +12,14 @@ from django.core.cache import cache
 
 from tests.agents import PersonalAgent
 from tests.waiting import eventually
-from tests.wire.wire_support import assert_error, no_waiting_slot_held, poppy, quiet_start, rows
+from tests.wire.wire_support import (
+    assert_error,
+    clear_of_window_edges,
+    no_waiting_slot_held,
+    poppy,
+    quiet_start,
+    rows,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,6 +30,7 @@ def _fresh_counts() -> Iterator[None]:
     # until they are collected (the ASGI server always reads or closes them).
     gc.collect()
     cache.clear()
+    clear_of_window_edges()
     yield
     cache.clear()
 

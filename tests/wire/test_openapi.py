@@ -16,7 +16,7 @@ from openapi_spec_validator import validate
 
 from poppy_django.api.schema import ERROR_CODES
 from tests.agents import ENDPOINT, PersonalAgent
-from tests.wire.wire_support import poppy, quiet_start
+from tests.wire.wire_support import clear_of_window_edges, poppy, quiet_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -181,6 +181,7 @@ def test_real_answers_match_the_document(document, agent, acct1):
     check(document, events, "get", client.get(f"{ENDPOINT}/{conversation_id}/events"))
     wrong = agent.client.get(ENDPOINT, **agent.headers())
     assert wrong.status_code == 405
+    clear_of_window_edges()
     with poppy(THROTTLE_RATES={"conversation_start": "1/minute"}):
         someone = PersonalAgent()
         check(document, conversations, "post", someone.start("one"))
