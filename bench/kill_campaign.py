@@ -63,6 +63,10 @@ SWEEP_SECONDS = 1.0
 #: A worker's start and a scripted turn's own time (``#slow`` takes about a second); an
 #: LLM-shaped turn adds what its pace says (:meth:`Pace.longest`).
 TURN_SLACK_SECONDS = 10.0
+#: A long-poll's ``wait``: it answers as soon as an event follows, so a long one costs no
+#: latency, only fewer idle polls (hundreds of agents and readers polling every few seconds
+#: are most of the web processes' work); under the clients' 20 s read timeout.
+LONG_POLL_SECONDS = 15
 FAILED_TURN = "Sorry, something went wrong on our side. Please try again."
 ORDERS_PER_AGENT = 300
 
@@ -318,7 +322,9 @@ class Agent(threading.Thread):
         seen = False
         while time.monotonic() < deadline:
             # A long-poll from the last event looked at: it answers as soon as one follows.
-            page = self.read(wait=5, **({"cursor": self.cursor} if self.cursor else {}))
+            page = self.read(
+                wait=LONG_POLL_SECONDS, **({"cursor": self.cursor} if self.cursor else {})
+            )
             for event in page["events"]:
                 if event["type"] == "message" and event["message"]["id"] == message_id:
                     seen = True
@@ -354,7 +360,9 @@ class Reader(threading.Thread):
                 if self.sse:
                     self.stream()
                 else:
-                    page = self.agent.read(wait=5, **({"cursor": self.last} if self.last else {}))
+                    page = self.agent.read(
+                        wait=LONG_POLL_SECONDS, **({"cursor": self.last} if self.last else {})
+                    )
                     self.seen += [event["id"] for event in page["events"]]
                     continue
             except (httpx.HTTPError, ValueError):
