@@ -400,9 +400,16 @@ def seed_orders(cluster: Cluster, agents: list[Agent]) -> None:
             )
 
 
+#: How long past the bound the campaign still waits for every conversation to be idle: a
+#: conversation late past the bound is a violation of its own, and telling it from one that
+#: is never answered (lost) needs the wait.
+LATE_GRACE_SECONDS = 300.0
+
+
 def settle(cluster: Cluster, campaign: Campaign) -> float:
-    """Seconds from the last kill until no conversation is working (or the bound passed)."""
-    deadline = campaign.last_kill + campaign.bound_seconds + 30
+    """Seconds from the last kill until no conversation is working (inf: not even
+    ``LATE_GRACE_SECONDS`` past the bound)."""
+    deadline = campaign.last_kill + campaign.bound_seconds + LATE_GRACE_SECONDS
     with _db(cluster) as conn:
         while True:
             conn.commit()
