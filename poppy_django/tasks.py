@@ -9,7 +9,8 @@ expires and a recovery sweep takes it up.
 
 A worker starts its recovery sweep when it is ready (prefork: in each child process, which
 runs its own engine) and stops it when it shuts down, so a deployment of web processes and
-workers recovers from a dead worker with no beat at all.
+workers recovers from a dead worker with no beat at all. At the same moment it freezes its
+start-up heap out of the garbage collector (:mod:`poppy_django.engine.heap`).
 
 Pools: ``prefork``, ``threads`` and ``solo`` run the engine in each worker process;
 ``gevent`` and ``eventlet`` refuse to start (their monkey-patching would turn the engine's
@@ -105,17 +106,21 @@ def _start_engine(**kwargs: Any) -> None:
 
     engine.current()
     if _per_child:
+        from poppy_django.engine import heap
         from poppy_django.engine.recovery import sweeper
 
+        heap.settle()
         sweeper.start()
 
 
 @worker_ready.connect
 def _start_recovery(**kwargs: Any) -> None:
     if _per_child:
-        return  # each child sweeps with its own engine
+        return  # each child sweeps with its own engine, and settles its own heap
+    from poppy_django.engine import heap
     from poppy_django.engine.recovery import sweeper
 
+    heap.settle()
     sweeper.start()
 
 
