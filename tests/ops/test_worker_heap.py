@@ -35,11 +35,13 @@ def _settled_interpreter(before: str = "") -> dict[str, object]:
         from django.conf import settings
         {before}
         imported_before = "pydantic_ai" in sys.modules
+        threshold_before = gc.get_threshold()
         with override_settings(POPPY={{**settings.POPPY, "MODELS": {{"sales": "test"}}}}):
             from poppy_django.engine import heap
             heap.settle()
         print(json.dumps({{
             "frozen": gc.get_freeze_count(),
+            "threshold_before": threshold_before,
             "threshold": gc.get_threshold(),
             "imported_before": imported_before,
             "imported_after": "pydantic_ai" in sys.modules,
@@ -63,10 +65,10 @@ def test_settling_freezes_the_heap_and_spaces_the_young_collections() -> None:
     found = _settled_interpreter()
     # Django, the apps and the models' code: far more than a bare interpreter's objects.
     assert isinstance(found["frozen"], int) and found["frozen"] > 50_000
-    threshold = found["threshold"]
-    assert isinstance(threshold, list)
-    assert threshold[0] == heap.YOUNG_GENERATION_THRESHOLD
-    assert threshold[1:] == list(__import__("gc").get_threshold()[1:])
+    before, after = found["threshold_before"], found["threshold"]
+    assert isinstance(before, list) and isinstance(after, list)
+    assert before[0] < heap.YOUNG_GENERATION_THRESHOLD
+    assert after == [heap.YOUNG_GENERATION_THRESHOLD, *before[1:]]  # older ones as they were
 
 
 def test_the_configured_models_code_is_imported_before_the_freeze() -> None:
