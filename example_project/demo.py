@@ -45,7 +45,7 @@ def manage(env: dict[str, str], *args: str) -> str:
 def mint(
     env: dict[str, str], key: DPoPKey, *, account: str | None = None, scopes: tuple[str, ...] = ()
 ) -> str:
-    args = ["poppy_token", "--user", USER, "--jkt", key.thumbprint, "--ttl", "600"]
+    args = ["poppy_token", "--user", USER, f"--jkt={key.thumbprint}", "--ttl", "600"]
     if account:
         args += ["--account", account]
     for scope in scopes:

@@ -149,3 +149,20 @@ def test_make_demo_holds_a_whole_conversation_over_http():
         "Demo complete.",
     ):
         assert expected in out, out
+
+
+@pytest.mark.django_db(transaction=False)
+def test_the_demo_mints_a_token_for_a_key_whose_thumbprint_starts_with_a_dash(tmp_path):
+    """One key in 64 has such a thumbprint; as a separate argument it read as an option."""
+    from example_project import demo
+    from poppy_django.client import DPoPKey
+
+    key = next(key for key in iter(DPoPKey, None) if key.thumbprint.startswith("-"))
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")},
+        "POPPY_VAR_DIR": str(tmp_path),
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "example_project.settings",
+    }
+    token = demo.mint(env, key)
+    assert token.count(".") == 2  # a JWT, not argparse's usage text
