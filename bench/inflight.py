@@ -428,11 +428,10 @@ def started(args: argparse.Namespace, tmp: Path) -> Iterator[Stack]:
         "POPPY_DEV_AUTHORITY": "1",  # mints the bench's tokens: the explicit opt-in
         "POPPY_AUTHENTICATE": "poppy_django.verifier.dpop.verify",
         "POPPY_TURN_TIMEOUT_SECONDS": str(args.turn_timeout),
-        # The engine's bounds (bench/inflight_settings.py): the defaults would cap a worker
+        # The engine's bounds, the example project's knobs: its default would cap a worker
         # process at 200 turns in flight.
-        "DJANGO_SETTINGS_MODULE": "bench.inflight_settings",
-        "POPPY_BENCH_TURNS_IN_FLIGHT": str(args.turns_in_flight),
-        "POPPY_BENCH_EXECUTOR_THREADS": str(args.executor_threads),
+        "POPPY_TURNS_IN_FLIGHT": str(args.turns_in_flight),
+        "POPPY_EXECUTOR_THREADS": str(args.executor_threads),
     }
     with contextlib.ExitStack() as stack:
         bouncer = None

@@ -239,6 +239,10 @@ POPPY: dict[str, Any] = {
     "HEARTBEAT_SECONDS": float(os.environ.get("POPPY_HEARTBEAT_SECONDS", "10")),
     "SWEEP_SECONDS": float(os.environ.get("POPPY_SWEEP_SECONDS", "5")),
     "TURN_TIMEOUT_SECONDS": float(os.environ.get("POPPY_TURN_TIMEOUT_SECONDS", "120")),
+    # The turn engine's bounds per process (docs/deployment.md): the turns waiting for their
+    # model at once, and the threads that run sync tools and the ORM for them.
+    "TURNS_IN_FLIGHT": int(os.environ.get("POPPY_TURNS_IN_FLIGHT", "200")),
+    "EXECUTOR_THREADS": int(os.environ.get("POPPY_EXECUTOR_THREADS", "8")),
     # Personal agents report tasks they could not do here (admin: Feedback reports).
     "FEEDBACK": True,
 }
