@@ -1,7 +1,8 @@
 """Issue 28 side by side: the SDK's own Company (memory, PostgreSQL) and poppy-django.
 
     flock /tmp/poppy-bench.lock .venv/bin/python bench/peers.py [--duration 6] [--turns 100] \\
-        [--clients 1,8,32] [--targets memory,postgres,ours] [--workers 1] [--sizes 10]
+        [--clients 1,8,32] [--targets memory,postgres,ours] [--workers 1] [--sizes 10] \\
+        [--celery-processes 1] [--replicas 1]
 
 One machine, one process each, the client of ``bench/latency.py`` (raw HTTP/1.1 keep-alive,
 a fresh ES256 DPoP proof per request, real Session Tokens):
@@ -10,10 +11,12 @@ a fresh ES256 DPoP proof per request, real Session Tokens):
   ``MemoryCompanyStore``, ``company_app(service)`` under uvicorn (``bench/ref_company.py``).
 - ``postgres``: the same over ``bench/pg_store.py``, a PostgreSQL ``CompanyStore`` (one
   autocommitted statement per call, passes the SDK's ``check_store``), in database
-  ``<--db>_peer`` (dropped at the end). Durable, agent inline.
+  ``<--db>_peer`` (dropped at the end). Durable, agent inline. ``--replicas 2``: two
+  processes of it over the one store, on one port.
 - ``ours``: the example project in production mode (uvicorn ``--workers`` processes + one
   Celery worker, PostgreSQL, Redis, scripted model), started as ``bench/latency.py`` does,
-  with the ceiling row: a bare Django async view on the same stack.
+  with the ceiling row: a bare Django async view on the same stack. ``--workers 2
+  --celery-processes 2``: two web processes and a Celery worker of two pool processes.
 
 Per target, on short conversations (each client starts one and posts 9 more, then starts
 another): POST message and GET events (``?cursor=`` 4 events before the end of a 10-event
@@ -99,8 +102,10 @@ def peer(
     postgres: str | None,
     pool_size: int,
     sizes: list[int],
+    replicas: int = 1,
 ) -> Iterator[Target]:
-    """The SDK's Company under uvicorn (``bench/ref_company.py``), its users' credentials."""
+    """The SDK's Company under uvicorn (``bench/ref_company.py``, ``replicas`` processes over
+    the one store), its users' credentials."""
     port = free_port()
     creds = tmp / f"{name}-creds.json"
     command = [
@@ -111,10 +116,15 @@ def peer(
     ]
     if postgres:
         command += ["--postgres", postgres, "--pool-size", str(pool_size)]
+        command += ["--replicas", str(replicas)]
     log = open(tmp / f"{name}.log", "wb")  # noqa: SIM115
     process = subprocess.Popen(command, cwd=tmp, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_port(port, process, f"the {name} peer", timeout=600)
+        while not creds.exists():  # a replica may listen before the first wrote them
+            if process.poll() is not None:
+                raise RuntimeError(f"the {name} peer exited with {process.returncode}")
+            time.sleep(0.1)
         from cryptography.hazmat.primitives import serialization
 
         data = json.loads(creds.read_text())
@@ -264,7 +274,8 @@ def ours(args: argparse.Namespace, tmp: Path, results: dict[str, Any]) -> None:
     cluster = latency.launcher(tmp, port, args)
     try:
         create_without_discovery_checks(cluster)
-        worker = cluster.worker("celery").pid
+        pool = ["--pool=prefork", f"--concurrency={args.celery_processes}"]
+        worker = cluster.worker("celery", options=pool if args.celery_processes > 1 else ()).pid
         latency.setup_django(cluster.env, "poppy_django.verifier.dpop.verify")
         agents = [latency.dpop_agent(f"peers-{n}") for n in range(max(clients))]
         turn_agent = latency.dpop_agent("peers-turns")
@@ -388,7 +399,16 @@ def main() -> None:
     parser.add_argument("--targets", default="memory,postgres,ours")
     parser.add_argument("--server", choices=SERVERS, default="uvicorn", help="our ASGI server")
     parser.add_argument("--workers", type=int, default=1, help="our server's web processes")
+    parser.add_argument(
+        "--celery-processes",
+        type=int,
+        default=1,
+        help="our Celery worker's processes (more than 1: prefork with that concurrency)",
+    )
     parser.add_argument("--pool-size", type=int, default=10, help="the PostgreSQL peer's pool")
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="the PostgreSQL peer's processes over its store"
+    )
     parser.add_argument(
         "--peer-python", default=sys.executable, help="a Python with personal-agent-protocol"
     )
@@ -403,6 +423,8 @@ def main() -> None:
 
     info = latency.machine()
     info["server"] = f"{args.server} {metadata.version(args.server)}, {args.workers} process(es)"
+    info["celery processes"] = args.celery_processes
+    info["peer replicas"] = args.replicas
     info["personal-agent-protocol"] = metadata.version("personal-agent-protocol")
     print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
     results: dict[str, Any] = {"machine": info, "args": vars(args), "started": time.time()}
@@ -426,6 +448,7 @@ def main() -> None:
                         dsn,
                         args.pool_size,
                         sizes_of(args),
+                        args.replicas if name == "postgres" else 1,
                     )
                 )
                 turn_agent = target.agents[-1]

@@ -4,11 +4,16 @@ Runs with the *separate* venv's Python (never imported by poppy-django; nothing 
 package is copied here)::
 
     var/bench/ref-venv/bin/python bench/ref_company.py --port P --users 33 --creds FILE \
-        [--postgres DSN [--pool-size 10]]
+        [--postgres DSN [--pool-size 10] [--replicas 2]]
 
 With ``--postgres`` the company keeps its state in PostgreSQL through ``bench/pg_store.py``
 (issue 28's peer: the SDK's own Company made durable); without, in the SDK's default
-``MemoryCompanyStore``.
+``MemoryCompanyStore``. ``--replicas N`` (PostgreSQL only) runs N processes of it over the
+one store, as the SDK's design allows ("building it again over the same store is Manzanita
+restarted, or another replica of it"): this one seeds the store and writes the credentials,
+then starts N - 1 children with ``--replica``, which build the company over the store as it
+is; all listen on the one port (``SO_REUSEPORT``), so the kernel spreads the clients'
+connections over them, as a load balancer in front of replicas would.
 
 What it does, as the package's own tests do (``World.signed_out_session`` in
 ``__tests__/test_company_end_to_end.py``): builds its demo company, Manzanita Outfitters
@@ -27,6 +32,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import socket
+import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -140,7 +147,11 @@ async def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=1800)
     parser.add_argument("--postgres", help="keep the company's state in this database")
     parser.add_argument("--pool-size", type=int, default=10)
+    parser.add_argument("--replicas", type=int, default=1, help="processes over the one store")
+    parser.add_argument("--replica", action="store_true", help="serve the store as it is")
     args = parser.parse_args()
+    if args.replicas > 1 and not args.postgres:
+        parser.error("--replicas needs --postgres: replicas share the store")
 
     clock = RealClock()
     network = InProcessNetwork()
@@ -152,9 +163,13 @@ async def main() -> None:
         from bench.pg_store import PostgresCompanyStore
 
         store = PostgresCompanyStore(args.postgres, pool_size=args.pool_size, now=clock.now)
-        await store.create_schema()
-        await store.clear()
+        if not args.replica:
+            await store.create_schema()
+            await store.clear()
     service, _plugin = manzanita(network, clock, store=store)  # type: ignore[arg-type]
+    if args.replica:
+        await serve(network.apps[DOMAIN], args.port, args.max_seconds)
+        return
     http = network.client()
     host = BenchAgentHost(atlas, clock)
     reactor, _ = build_pap_reactor(
@@ -202,14 +217,32 @@ async def main() -> None:
                 "conversations": conversations,
             }
         )
-    with open(args.creds, "w") as out:
-        json.dump({"endpoint": endpoint, "users": users}, out)
-    app = network.apps[DOMAIN]
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
-    )
-    serving = asyncio.ensure_future(server.serve())
-    done, _ = await asyncio.wait({serving}, timeout=args.max_seconds)
+    replicas = [
+        subprocess.Popen([sys.executable, *sys.argv, "--replica"]) for _ in range(args.replicas - 1)
+    ]
+    try:
+        # The replicas listen before the credentials say the company is ready.
+        await asyncio.sleep(3 if replicas else 0)
+        with open(args.creds, "w") as out:
+            json.dump({"endpoint": endpoint, "users": users}, out)
+        await serve(network.apps[DOMAIN], args.port, args.max_seconds)
+    finally:
+        for replica in replicas:
+            replica.terminate()
+            replica.wait()
+
+
+async def serve(app: Any, port: int, max_seconds: float) -> None:
+    """Serve ``app`` on a port other processes may listen on too, for ``max_seconds``."""
+    # IPPROTO_TCP named, as asyncio checks it before it sets TCP_NODELAY on each connection
+    # (with proto 0 every small response waits out the client's delayed ACK, ~40 ms).
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    listener.bind(("127.0.0.1", port))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    serving = asyncio.ensure_future(server.serve(sockets=[listener]))
+    done, _ = await asyncio.wait({serving}, timeout=max_seconds)
     if not done:
         server.should_exit = True
         await serving
