@@ -37,14 +37,30 @@ def append(thread: AgentThread, entries: Sequence[dict[str, str]]) -> None:
 
 def append_to(root_id: str, actor_id: str, entries: Sequence[dict[str, str]]) -> None:
     """:func:`append` to the actor's thread in a conversation without reading its row first:
-    one statement takes the positions (holding the row until the caller's transaction ends,
-    so they are never taken twice), one writes the entries. A turn does it every commit."""
+    the positions are taken (holding the row until the caller's transaction ends, so they
+    are never taken twice) and the entries written there, in one statement on PostgreSQL and
+    two elsewhere. A turn does it every commit."""
     if not entries:
         return
-    with connections[router.db_for_write(AgentThread)].cursor() as cursor:
-        cursor.execute(
-            statements.thread_positions_taken(), [len(entries), timezone.now(), root_id, actor_id]
-        )
+    now = timezone.now()
+    connection = connections[router.db_for_write(AgentThread)]
+    if connection.vendor == "postgresql":
+        count = len(entries)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                statements.thread_entries_appended(),
+                [
+                    *(count, now, root_id, actor_id, count, now),
+                    list(range(1, count + 1)),
+                    [entry["role"] for entry in entries],
+                    [entry["text"] for entry in entries],
+                ],
+            )
+            if cursor.fetchone() is None:
+                raise AgentThread.DoesNotExist(f"no thread of {actor_id!r} in {root_id}")
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(statements.thread_positions_taken(), [len(entries), now, root_id, actor_id])
         row = cursor.fetchone()
     if row is None:
         raise AgentThread.DoesNotExist(f"no thread of {actor_id!r} in {root_id}")

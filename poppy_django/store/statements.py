@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import models
 
-from poppy_django.models import ActionRecord, AgentThread, Conversation, Event
+from poppy_django.models import ActionRecord, AgentThread, AgentThreadEntry, Conversation, Event
 
 
 def _column(model: type[models.Model], name: str) -> str:
@@ -121,6 +121,26 @@ def thread_positions_taken() -> str:
         f" WHERE {_column(AgentThread, 'conversation')} = %s"
         f" AND {_column(AgentThread, 'actor_id')} = %s"
         f" RETURNING {_column(AgentThread, 'id')}, {last}"
+    )
+
+
+@functools.cache
+def thread_entries_appended() -> str:
+    """PostgreSQL only: :func:`thread_positions_taken` and the entries written at those
+    positions in one statement (a data-modifying ``WITH``), returning the thread's id once
+    per entry (no row: no such thread); parameters: how many, now, the conversation's id,
+    the actor's id, now, then the entries' numbers (1, 2, ...), roles and texts as arrays."""
+    entry = AgentThreadEntry._meta.db_table
+    columns = ", ".join(
+        _column(AgentThreadEntry, name) for name in ("thread", "position", "role", "text")
+    )
+    last = _column(AgentThread, "last_position")
+    return (
+        f"WITH taken AS ({thread_positions_taken()})"  # noqa: S608 - identifiers only
+        f' INSERT INTO "{entry}" ({columns}, {_column(AgentThreadEntry, "created_at")})'
+        f" SELECT taken.{_column(AgentThread, 'id')}, taken.{last} - %s + e.n, e.role, e.text, %s"
+        " FROM taken, unnest(%s::integer[], %s::text[], %s::text[]) AS e(n, role, text)"
+        f" RETURNING {_column(AgentThreadEntry, 'thread')}"
     )
 
 

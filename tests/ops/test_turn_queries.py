@@ -34,6 +34,11 @@ def nudges(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     return sent
 
 
+def commit_of(sql: list[str]) -> list[str]:
+    """The statements of a turn's second transaction (its commit)."""
+    return sql[sql.index("BEGIN", sql.index("COMMIT")) :]
+
+
 def test_a_turn_is_a_claim_and_a_commit(
     agent: PersonalAgent, nudges: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ):
@@ -68,13 +73,16 @@ def test_a_turn_is_a_claim_and_a_commit(
     assert len(conversation_writes) == 3
     assert '"thread_owner"' in conversation_writes[1] and '"thread_owner"' in conversation_writes[2]
     assert '"lease_owner" = NULL' in conversation_writes[2]
-    # 12 statements and two BEGIN/COMMIT pairs: the lease; the approvals; the claim (lock,
+    # 11 statements and two BEGIN/COMMIT pairs: the lease; the approvals; the claim (lock,
     # messages, attempt and thread); the window; the commit (lock, the reply's receipt, the
-    # thread's positions taken and its entries written in two statements, the approvals, the
+    # thread's positions taken and its entries written in one statement, the approvals, the
     # events and the conversation in one). The log is not read again when it has not grown.
-    assert len(sql) == 16
+    assert len(sql) == 15
+    thread_writes = [s for s in commit_of(sql) if '"poppy_django_agentthread' in s]
+    assert len(thread_writes) == 1
+    assert thread_writes[0].startswith("WITH") and "INSERT INTO" in thread_writes[0]
     # The commit's events (the reply and the idle state) and the row go in one statement.
-    commit = sql[sql.index("BEGIN", sql.index("COMMIT")) :]
+    commit = commit_of(sql)
     event_inserts = [s for s in commit if 'INSERT INTO "poppy_django_event"' in s]
     assert len(event_inserts) == 1
     assert (
