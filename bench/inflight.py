@@ -53,7 +53,14 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.latency import Agent, dpop_agent, machine, pct, setup_django  # noqa: E402
+from bench.latency import (  # noqa: E402
+    Agent,
+    create_without_discovery_checks,
+    dpop_agent,
+    machine,
+    pct,
+    setup_django,
+)
 from tests import pgbouncer  # noqa: E402
 from tests.multiprocess.cluster import BENCH_ENV, PG_ADMIN, Cluster, cpu_seconds, free_port  # noqa: E402
 
@@ -453,16 +460,6 @@ def started(args: argparse.Namespace, tmp: Path) -> Iterator[Stack]:
         for name in workers:
             cluster.worker(name, options=options)
         yield Stack(cluster, port, llm, workers, bouncer)
-
-
-def create_without_discovery_checks(cluster: Cluster) -> None:
-    """:meth:`Cluster.create`, migrating with ``--skip-checks``: with DEBUG off and
-    ``POPPY_BASE_URL`` set, checks E301/E302 refuse the plain-http loopback origin the bench
-    serves on (no personal agent but the bench's own connects to it)."""
-    cluster.start_redis()
-    cluster.pg(f'DROP DATABASE IF EXISTS "{cluster.name}" WITH (FORCE)')
-    cluster.pg(f'CREATE DATABASE "{cluster.name}"')
-    cluster.manage("migrate", "-v0", "--skip-checks")
 
 
 def warm_up(stack: Stack, agents: list[Agent], args: argparse.Namespace) -> None:

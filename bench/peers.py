@@ -59,7 +59,6 @@ import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 
 from bench import latency  # noqa: E402
-from bench.inflight import create_without_discovery_checks  # noqa: E402
 from bench.latency import (  # noqa: E402
     PATH,
     Agent,
@@ -68,6 +67,7 @@ from bench.latency import (  # noqa: E402
     Signer,
     Target,
     auth_headers,
+    create_without_discovery_checks,
     pct,
     wait_port,
 )

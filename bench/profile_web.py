@@ -1,13 +1,14 @@
 """Where the web process's CPU goes on a GET events and a POST message (issue 28).
 
-    .venv/bin/python bench/profile_web.py [--requests 300] [--ops read,post] [--top 40]
+    .venv/bin/python bench/profile_web.py [--requests 300] [--ops read,post,ceiling] [--top 40]
 
 Starts what ``bench/latency.py`` starts (``tests/multiprocess/cluster.py``: a database
 ``--db``, dropped at the end, and a private Redis; production mode, the example project),
 but no servers: requests go through Django's ``ASGIHandler`` in this process, each with a
 real Session Token and a fresh ES256 DPoP proof (``bench/latency.py``'s signer), under
 cProfile in every thread (DRF's cycle runs in a worker thread). POSTs are context-only
-messages (they start no turn, so no worker is needed). Prints, per op, CPU per request and
+messages (they start no turn, so no worker is needed); ``ceiling`` is the bare async view of
+``bench/ceiling.py`` on the same path (no token, no query). Prints, per op, CPU per request and
 the top functions by CPU time (``time.thread_time``: waits cost nothing).
 """
 
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import latency  # noqa: E402
-from bench.inflight import create_without_discovery_checks  # noqa: E402
+from bench.latency import create_without_discovery_checks  # noqa: E402
 from tests.multiprocess.cluster import free_port  # noqa: E402
 
 PUBLIC_PORT = 8000
@@ -113,12 +114,17 @@ class AllThreads:
 async def drive(op: str, requests: int, agent: latency.Agent, public: str) -> None:
     from django.core.handlers.asgi import ASGIHandler
 
+    from bench.ceiling import CEILING_PATH
+
     app = ASGIHandler()
     target = latency.Target("in-process", PUBLIC_PORT, public, [agent])
     for number in range(requests):
         # Reads of a 10-event conversation; POSTs go to another (reads stay 4 events).
         conversation = agent.conversations[10 if op == "read" else 11]
-        if op == "read":
+        if op == "ceiling":
+            status, body = await call(app, "GET", CEILING_PATH, {})
+            assert status == 200, body
+        elif op == "read":
             path = f"{latency.PATH}/{conversation.id}/events"
             status, body = await call(
                 app,

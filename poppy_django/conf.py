@@ -65,6 +65,13 @@ DEFAULTS: dict[str, Any] = {
         "django.contrib.messages.middleware.MessageMiddleware",
         "poppy_django.authority.website.BrowserSessionMiddleware",
     ],
+    # Hook-only middleware (import paths) whose hooks never block (no database, network or
+    # files): on the endpoint's paths they run on the event loop, with no thread hop.
+    "NONBLOCKING_MIDDLEWARE": [
+        "django.middleware.security.SecurityMiddleware",
+        "django.middleware.common.CommonMiddleware",
+        "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    ],
     # Request body limit in bytes (wire: 1 MiB).
     "MAX_BODY_BYTES": 1024 * 1024,
     # Events older than this many seconds may be pruned; None keeps everything.
@@ -396,6 +403,8 @@ class PoppySettings(TypedSettings):
     SWEEP_SECONDS = Setting(optional_number)
     #: Middleware (import paths) the endpoint's requests skip (PoppyEndpointMiddleware).
     SKIP_MIDDLEWARE = Setting(texts)
+    #: Hook-only middleware (import paths) run on the event loop on the endpoint's paths.
+    NONBLOCKING_MIDDLEWARE = Setting(texts)
 
     @functools.cached_property
     def token_options(self) -> TokenOptions:

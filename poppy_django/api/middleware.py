@@ -12,14 +12,17 @@ The chain follows Django's documented middleware protocol (``sync_capable`` /
 ``async_capable``, ``process_view``, ``process_exception``, ``MiddlewareNotUsed``), and
 an exception a middleware raises is answered as the wire's JSON error, as is any non-JSON
 error answer: every failure on the endpoint is JSON with ``error``, never an HTML page.
-Consecutive hook-only ``MiddlewareMixin`` middleware (Django's security, common and
-clickjacking middleware) share their thread hops: one for all their ``process_request``
-hooks, one for all their ``process_response`` hooks, in Django's order, where Django's own
-``__acall__`` would take one per hook.
+Consecutive hook-only ``MiddlewareMixin`` middleware share their thread hops: one for all
+their ``process_request`` hooks, one for all their ``process_response`` hooks, in Django's
+order, where Django's own ``__acall__`` would take one per hook. Those named in
+``POPPY["NONBLOCKING_MIDDLEWARE"]`` (by default Django's security, common and clickjacking
+middleware, whose hooks only read the request and set headers) take no hop at all: their
+hooks run on the event loop, as an async middleware's would.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -131,7 +134,9 @@ class PoppyEndpointMiddleware:
 
     def _chain(self, paths: list[str]) -> AsyncHandler:
         """The kept middleware around the view, built as Django builds its own handler, except
-        that a run of hook-only ``MiddlewareMixin`` middleware shares its thread hops."""
+        that a run of hook-only ``MiddlewareMixin`` middleware shares its thread hops (or,
+        named non-blocking, takes none)."""
+        on_loop = {import_string(path) for path in poppy_settings.NONBLOCKING_MIDDLEWARE}
         handler: Handler = _answering_exceptions(self._view, is_async=True)
         handler_is_async = True
         run: list[MiddlewareMixin] = []  # hook-only middleware, outermost first
@@ -145,7 +150,9 @@ class PoppyEndpointMiddleware:
             # that is not hook-only wraps them).
             inner, inner_is_async = handler, handler_is_async
             if run:
-                inner = _hooks_in_two_hops(run, _adapt(handler, handler_is_async, to_async=True))
+                inner = _hooks_around(
+                    run, _adapt(handler, handler_is_async, to_async=True), on_loop
+                )
                 inner_is_async = True
             try:
                 instance = factory(_adapt(inner, inner_is_async, to_async=can_async))
@@ -161,7 +168,7 @@ class PoppyEndpointMiddleware:
             handler = _answering_exceptions(instance, is_async=can_async)
             handler_is_async, run = can_async, []
         if run:
-            handler = _hooks_in_two_hops(run, _adapt(handler, handler_is_async, to_async=True))
+            handler = _hooks_around(run, _adapt(handler, handler_is_async, to_async=True), on_loop)
             handler_is_async = True
         endpoint = _adapt(handler, handler_is_async, to_async=True)
         return endpoint  # type: ignore[return-value]
@@ -207,22 +214,45 @@ def _hooks_only(instance: object) -> bool:
     )
 
 
-def _hooks_in_two_hops(run: list[MiddlewareMixin], inner: Handler) -> AsyncHandler:
+def _hooks_around(run: list[MiddlewareMixin], inner: Handler, on_loop: set[type]) -> AsyncHandler:
+    """A run of hook-only middleware (outermost first) around ``inner``: each stretch of it
+    whose classes are all named non-blocking runs its hooks on the loop, each other stretch
+    in two thread hops (:func:`_hooks_together`)."""
+    handler = inner
+    stretches = itertools.groupby(run, key=lambda middleware: type(middleware) in on_loop)
+    for loop_safe, stretch in reversed([(key, list(group)) for key, group in stretches]):
+        handler = _hooks_together(stretch, handler, in_thread=not loop_safe)
+    return handler  # type: ignore[return-value]
+
+
+def _hooks_together(run: list[MiddlewareMixin], inner: Handler, *, in_thread: bool) -> AsyncHandler:
     """A run of hook-only middleware (outermost first) around ``inner``: every
-    ``process_request`` in one thread hop, then ``inner``, then every ``process_response`` in
-    another. Django's ``__acall__`` takes a hop per hook; the order and answers are the same
-    as its nesting: a hook's answer or exception (as its JSON answer) skips what is inside
-    it, and the middleware entered still see the response on its way out."""
-    requests = sync_to_async(_process_requests, thread_sensitive=True)
-    responses = sync_to_async(_process_responses, thread_sensitive=True)
+    ``process_request``, then ``inner``, then every ``process_response``, each side in one
+    thread hop (``in_thread``) or on the loop. Django's ``__acall__`` takes a hop per hook;
+    the order and answers are the same as its nesting: a hook's answer or exception (as its
+    JSON answer) skips what is inside it, and the middleware entered still see the response
+    on its way out."""
+    requests: Callable[..., Any] = _process_requests
+    responses: Callable[..., Any] = _process_responses
+    if in_thread:
+        requests = sync_to_async(_process_requests, thread_sensitive=True)
+        responses = sync_to_async(_process_responses, thread_sensitive=True)
     asks = any(hasattr(middleware, "process_request") for middleware in run)
 
     async def handle(request: HttpRequest) -> HttpResponseBase:
-        entered, response = await requests(run, request) if asks else (run, None)
+        if not asks:
+            entered, response = run, None
+        elif in_thread:
+            entered, response = await requests(run, request)
+        else:
+            entered, response = requests(run, request)
         if response is None:
             response = await inner(request)  # type: ignore[misc]
         if any(hasattr(middleware, "process_response") for middleware in entered):
-            response = await responses(entered, request, response)
+            if in_thread:
+                response = await responses(entered, request, response)
+            else:
+                response = responses(entered, request, response)
         assert isinstance(response, HttpResponseBase)
         return response
 

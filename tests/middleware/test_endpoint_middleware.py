@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.test import AsyncClient, Client
 from django.utils.deprecation import MiddlewareMixin
 
+from poppy_django.conf import DEFAULTS
 from tests.agents import ENDPOINT, PersonalAgent
 
 PROBE = "tests.middleware.test_endpoint_middleware.Probe"
@@ -258,12 +259,55 @@ def hops_of_a_read(agent: PersonalAgent, monkeypatch: pytest.MonkeyPatch) -> int
     return len(hops)
 
 
-def test_hook_only_middleware_adds_no_thread_hop_next_to_djangos(
+def test_djangos_hook_only_middleware_takes_no_thread_hop(
     settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Django's security, common and clickjacking middleware are hook-only: two more of
-    them on the endpoint cost no more hops (Django's own nesting would cost four)."""
+    """Django's security, common and clickjacking middleware are named non-blocking by
+    default: their hooks run on the loop, where in threads they cost a hop each way."""
+    agent = PersonalAgent()
+    stock = hops_of_a_read(agent, monkeypatch)
+    settings.POPPY = {**settings.POPPY, "NONBLOCKING_MIDDLEWARE": []}
+    assert hops_of_a_read(agent, monkeypatch) == stock + 2
+
+
+def test_a_projects_hook_only_middleware_shares_two_thread_hops(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two hook-only middleware of the project's, not named non-blocking, run their hooks in
+    two hops together (Django's own nesting would take four)."""
     agent = PersonalAgent()
     stock = hops_of_a_read(agent, monkeypatch)
     settings.MIDDLEWARE = [*settings.MIDDLEWARE, OUTER, INNER]
+    assert hops_of_a_read(agent, monkeypatch) == stock + 2
+
+
+def test_middleware_named_non_blocking_runs_its_hooks_on_the_loop(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = PersonalAgent()
+    stock = hops_of_a_read(agent, monkeypatch)
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, OUTER, INNER]
+    settings.POPPY = {
+        **settings.POPPY,
+        "NONBLOCKING_MIDDLEWARE": [*DEFAULTS["NONBLOCKING_MIDDLEWARE"], OUTER, INNER],
+    }
+    calls.clear()
+    loop_threads: list[int] = []
+
+    async def read() -> Any:
+        loop_threads.append(threading.get_ident())
+        return await AsyncClient().get(
+            f"{ENDPOINT}/cnv_unknown/events",
+            headers={"Authorization": agent.headers()["HTTP_AUTHORIZATION"]},
+        )
+
+    response = async_to_sync(read)()
+    assert response.status_code == 404 and response["X-outer"] == "seen"
+    assert [name for name, _ in calls] == [
+        "outer request",
+        "inner request",
+        "inner response 404",
+        "outer response 404",
+    ]
+    assert {thread for _, thread in calls} == set(loop_threads)
     assert hops_of_a_read(agent, monkeypatch) == stock
