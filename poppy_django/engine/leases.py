@@ -53,21 +53,42 @@ def acquire(conversation_id: str, owner: str) -> bool:
     return _take(conversation_id, owner, "lease_owner", "lease_expires_at")
 
 
+def acquire_locked(conversation_id: str, owner: str) -> Conversation | None:
+    """In a transaction: :func:`acquire`, and the conversation row-locked until the
+    transaction ends when it was taken (None: another worker holds it). On PostgreSQL one
+    statement: the lease's ``UPDATE`` returns the row it locked."""
+    alias = router.db_for_write(Conversation)
+    if connections[alias].vendor != "postgresql":
+        return event_log.lock(conversation_id) if acquire(conversation_id, owner) else None
+    parameters = _take_parameters(conversation_id, owner, "lease_expires_at")
+    taken = Conversation.objects.raw(statements.lease_taken_and_locked(), parameters, using=alias)
+    return next(iter(taken), None)
+
+
 def _take(pk: str, owner: str, owner_field: str, until_field: str) -> bool:
     """One conditional UPDATE: ``owner`` holds the row's lease (or thread) until
     :func:`lease_until` unless another owner holds it unexpired."""
     database = connections[router.db_for_write(Conversation)]
-    until = cast(models.DateTimeField, Conversation._meta.get_field(until_field))
-
-    def moment(value: datetime) -> Any:
-        return until.get_db_prep_value(value, database)
-
     with database.cursor() as cursor:
         cursor.execute(
             statements.lease_taken(owner_field, until_field),
-            [owner, moment(lease_until()), pk, moment(timezone.now()), owner],
+            _take_parameters(pk, owner, until_field),
         )
         return cursor.rowcount == 1
+
+
+def _take_parameters(pk: str, owner: str, until_field: str) -> list[Any]:
+    """:func:`statements.lease_taken`'s parameters: the owner, until when, the id, now, the
+    owner again."""
+    database = connections[router.db_for_write(Conversation)]
+    until = cast(models.DateTimeField, Conversation._meta.get_field(until_field))
+    return [
+        owner,
+        until.get_db_prep_value(lease_until(), database),
+        pk,
+        until.get_db_prep_value(timezone.now(), database),
+        owner,
+    ]
 
 
 def release(conversation: Conversation) -> None:

@@ -120,37 +120,39 @@ def pending_messages(conversation: Conversation, upto_seq: int | None = None) ->
 def claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
     """The next turn to run (its attempt counted), or why there is none."""
     with transaction.atomic():
-        conversation = leases.lock_owned(conversation_id, owner)
-        answering = (
-            conversation.status == Status.WORKING and conversation.responder == Responder.AGENT
-        )
-        retry = conversation.turn_upto_seq > conversation.answered_seq
-        pending = (
-            pending_messages(conversation, conversation.turn_upto_seq if retry else None)
-            if answering
-            else []
-        )
-        with event_log.one_write(conversation):
-            if not pending:
-                return _wind_down(conversation, answering)
-            if not retry:
-                conversation.turn_upto_seq = pending[-1].seq
-                conversation.turn_attempts = 0
-            conversation.turn_attempts += 1
-            event_log.save(conversation, "turn_upto_seq", "turn_attempts")
-            runs = conversation.turn_attempts <= poppy_settings.TURN_MAX_ATTEMPTS
-            took_thread = runs and leases.take_own_thread(conversation, owner)
-        turn_id = f"{conversation.answered_seq}-{conversation.turn_upto_seq}"
-        return TurnSlot(
-            conversation_id=conversation.id,
-            thread_root_id=conversation.thread_root_id,
-            turn_id=turn_id,
-            message_id=ids.company_message_id(conversation.id, turn_id),
-            upto_seq=conversation.turn_upto_seq,
-            attempt=conversation.turn_attempts,
-            seen_seq=conversation.turn_upto_seq if retry else conversation.last_seq,
-            claimed=Claimed(conversation, pending) if took_thread else None,
-        )
+        return _claim_locked(leases.lock_owned(conversation_id, owner), owner)
+
+
+def _claim_locked(conversation: Conversation, owner: str) -> TurnSlot | Claim:
+    """:func:`claim` on a conversation locked under ``owner``'s lease."""
+    answering = conversation.status == Status.WORKING and conversation.responder == Responder.AGENT
+    retry = conversation.turn_upto_seq > conversation.answered_seq
+    pending = (
+        pending_messages(conversation, conversation.turn_upto_seq if retry else None)
+        if answering
+        else []
+    )
+    with event_log.one_write(conversation):
+        if not pending:
+            return _wind_down(conversation, answering)
+        if not retry:
+            conversation.turn_upto_seq = pending[-1].seq
+            conversation.turn_attempts = 0
+        conversation.turn_attempts += 1
+        event_log.save(conversation, "turn_upto_seq", "turn_attempts")
+        runs = conversation.turn_attempts <= poppy_settings.TURN_MAX_ATTEMPTS
+        took_thread = runs and leases.take_own_thread(conversation, owner)
+    turn_id = f"{conversation.answered_seq}-{conversation.turn_upto_seq}"
+    return TurnSlot(
+        conversation_id=conversation.id,
+        thread_root_id=conversation.thread_root_id,
+        turn_id=turn_id,
+        message_id=ids.company_message_id(conversation.id, turn_id),
+        upto_seq=conversation.turn_upto_seq,
+        attempt=conversation.turn_attempts,
+        seen_seq=conversation.turn_upto_seq if retry else conversation.last_seq,
+        claimed=Claimed(conversation, pending) if took_thread else None,
+    )
 
 
 def _wind_down(conversation: Conversation, answering: bool) -> Claim:
@@ -408,24 +410,38 @@ async def answer(conversation_id: str, owner: str | None = None) -> None:
 
 
 def _begin(holder: leases.Holder, heartbeat: engine.Heartbeat) -> TurnSlot | Claim | None:
-    """Take the lease (None: another worker holds it) and have the heartbeat renew it from
-    then on, then :func:`_next_claim`: one database job, one hop from the loop and back."""
-    if not leases.acquire(holder.conversation_id, holder.owner):
-        return None
+    """Take the lease (None: another worker holds it) and, unless staff approved actions to
+    run first, claim the next turn in the same transaction; the heartbeat renews the lease
+    from its commit on (a renewal before it would not see the lease yet). One database job,
+    one hop from the loop and back."""
+    conversation_id, owner = holder.conversation_id, holder.owner
+    with transaction.atomic():
+        conversation = leases.acquire_locked(conversation_id, owner)
+        if conversation is None:
+            return None
+        approved = approvals.approved_ids(conversation_id)
+        slot = None if approved else _claim_locked(conversation, owner)
     heartbeat.hold(holder)
-    return _next_claim(holder.conversation_id, holder.owner)
+    if slot is None:  # approved actions run under the lease, outside its transaction
+        return _next_claim(conversation_id, owner)
+    return _prepared(slot)
 
 
 def _next_claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
     """Run what staff approved, then claim the next turn, and when the claim took the agent
     thread, prepare the turn too (one job on a database thread, not three)."""
     approvals.run_approved(conversation_id, owner)
-    slot = claim(conversation_id, owner)
+    return _prepared(claim(conversation_id, owner))
+
+
+def _prepared(slot: TurnSlot | Claim) -> TurnSlot | Claim:
+    """A slot whose claim took the agent thread, with its turn started (or the exception
+    starting it raised: the turn holds the thread, so it fails there, freeing it)."""
     if not isinstance(slot, TurnSlot) or slot.claimed is None:
         return slot
     try:
         return replace(slot, started=_started(slot))
-    except Exception as exc:  # the turn holds the thread: it fails there, freeing it
+    except Exception as exc:
         return replace(slot, started=exc)
 
 

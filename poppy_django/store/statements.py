@@ -111,6 +111,15 @@ def lease_taken(owner_field: str, until_field: str) -> str:
 
 
 @functools.cache
+def lease_taken_and_locked() -> str:
+    """:func:`lease_taken` for the conversation lease, returning the whole row (PostgreSQL: it
+    is locked until the transaction ends); parameters as there."""
+    return (
+        f"{lease_taken('lease_owner', 'lease_expires_at')} RETURNING {_every_column(Conversation)}"
+    )
+
+
+@functools.cache
 def thread_positions_taken() -> str:
     """Take the next positions of an actor's thread in a conversation, its row locked until
     the transaction ends, returning the thread's id and its new last position; parameters:

@@ -1,4 +1,4 @@
-"""A turn costs two transactions: the claim takes the agent thread in its own write, and the
+"""A turn costs two transactions: the claim takes the lease and the agent thread in its own
 reply's commit ends the conversation's work (idle, lease and thread freed) in the same write,
 its events and the row in one statement, with one nudge for its readers. The engine's loop
 hands a turn to its database threads twice: before the model and for the commit."""
@@ -59,7 +59,8 @@ def test_a_turn_is_a_claim_and_a_commit(
             monkeypatch.setattr(database, "submit", counted)
             turns.run_turns(conversation_id)
             monkeypatch.undo()
-    # The lease, the approvals, the claim and the turn's request in one job; the commit and
+    # The lease, the approvals, the claim and the turn's request in one job (the lease and the
+    # claim in one transaction); the commit and
     # its moment in another: two hops from the loop to a database thread and back.
     assert jobs == ["_begin", "_commit_and_finish"]
     assert sql.count("BEGIN") == sql.count("COMMIT") == 2
@@ -69,15 +70,20 @@ def test_a_turn_is_a_claim_and_a_commit(
         if s.startswith('UPDATE "poppy_django_conversation"')
         or (s.startswith("WITH") and 'UPDATE "poppy_django_conversation"' in s)
     ]
-    # The lease; the claim (attempt and thread); the commit (reply, idle, lease and thread).
+    # The lease (in the claim's transaction); the claim (attempt and thread); the commit
+    # (reply, idle, lease and thread).
     assert len(conversation_writes) == 3
     assert '"thread_owner"' in conversation_writes[1] and '"thread_owner"' in conversation_writes[2]
     assert '"lease_owner" = NULL' in conversation_writes[2]
-    # 11 statements and two BEGIN/COMMIT pairs: the lease; the approvals; the claim (lock,
-    # messages, attempt and thread); the window; the commit (lock, the reply's receipt, the
-    # thread's positions taken and its entries written in one statement, the approvals, the
-    # events and the conversation in one). The log is not read again when it has not grown.
-    assert len(sql) == 15
+    # 10 statements and two BEGIN/COMMIT pairs: the claim (the lease taken, which returns the
+    # row it locked; the approvals; messages; attempt and thread); the window; the commit
+    # (lock, the reply's receipt, the thread's positions taken and its entries written in one
+    # statement, the approvals, the events and the conversation in one). The log is not read
+    # again when it has not grown.
+    assert len(sql) == 14
+    claim = sql[: sql.index("COMMIT") + 1]
+    assert claim[0] == "BEGIN" and claim[1].startswith('UPDATE "poppy_django_conversation"')
+    assert "RETURNING" in claim[1] and not any("FOR UPDATE" in s for s in claim)
     thread_writes = [s for s in commit_of(sql) if '"poppy_django_agentthread' in s]
     assert len(thread_writes) == 1
     assert thread_writes[0].startswith("WITH") and "INSERT INTO" in thread_writes[0]
