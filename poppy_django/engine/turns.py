@@ -34,7 +34,7 @@ from asyncio import FIRST_COMPLETED
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db import router, transaction
+from django.db import connections, router, transaction
 
 from poppy_django import observe, signals
 from poppy_django.agent import memory
@@ -47,6 +47,7 @@ from poppy_django.engine import approvals, leases
 from poppy_django.engine import loop as engine
 from poppy_django.engine.leases import LeaseLost, new_owner
 from poppy_django.models import (
+    ActionStatus,
     AgentThread,
     Conversation,
     Event,
@@ -123,8 +124,12 @@ def claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
         return _claim_locked(leases.lock_owned(conversation_id, owner), owner)
 
 
-def _claim_locked(conversation: Conversation, owner: str) -> TurnSlot | Claim:
-    """:func:`claim` on a conversation locked under ``owner``'s lease."""
+def _claim_locked(
+    conversation: Conversation, owner: str, approved: bool | None = None
+) -> TurnSlot | Claim:
+    """:func:`claim` on a conversation locked under ``owner``'s lease; ``approved``: whether
+    staff approved actions to run, when already read since the lock (None: read it here if
+    it matters)."""
     answering = conversation.status == Status.WORKING and conversation.responder == Responder.AGENT
     retry = conversation.turn_upto_seq > conversation.answered_seq
     pending = (
@@ -134,7 +139,7 @@ def _claim_locked(conversation: Conversation, owner: str) -> TurnSlot | Claim:
     )
     with event_log.one_write(conversation):
         if not pending:
-            return _wind_down(conversation, answering)
+            return _wind_down(conversation, answering, approved)
         if not retry:
             conversation.turn_upto_seq = pending[-1].seq
             conversation.turn_attempts = 0
@@ -155,10 +160,13 @@ def _claim_locked(conversation: Conversation, owner: str) -> TurnSlot | Claim:
     )
 
 
-def _wind_down(conversation: Conversation, answering: bool) -> Claim:
-    """Nothing left to answer: run what staff approved meanwhile, or go idle and free the
-    lease (in the caller's :func:`event_log.one_write` block)."""
-    if approvals.approved_ids(conversation.id):
+def _wind_down(conversation: Conversation, answering: bool, approved: bool | None) -> Claim:
+    """Nothing left to answer: run what staff approved meanwhile (``approved``, read since the
+    lock; None: read it now), or go idle and free the lease (in the caller's
+    :func:`event_log.one_write` block)."""
+    if approved is None:
+        approved = bool(approvals.approved_ids(conversation.id))
+    if approved:
         return Claim.APPROVALS
     if answering:
         event_log.set_state(conversation, status=Status.IDLE)
@@ -264,7 +272,7 @@ def commit(request: TurnRequest, outcome: TurnOutcome, owner: str, seen_seq: int
     the idle state). ``seen_seq``: its claim's :attr:`TurnSlot.seen_seq`."""
     with transaction.atomic():
         conversation = leases.lock_owned(request.conversation_id, owner)
-        already = event_log.has_message(conversation, request.message_id)
+        already, approved = _reply_written_and_actions_approved(conversation, request.message_id)
         # Has the log grown since the claim read it? If not, no message is left to answer
         # (and the log is not read again to find none).
         newer = conversation.last_seq > max(seen_seq, conversation.turn_upto_seq)
@@ -277,9 +285,25 @@ def commit(request: TurnRequest, outcome: TurnOutcome, owner: str, seen_seq: int
                 conversation.status == Status.WORKING and conversation.responder == Responder.AGENT
             )
             done = not (answering and newer and pending_messages(conversation)) and (
-                _wind_down(conversation, answering) is Claim.DONE
+                _wind_down(conversation, answering, approved) is Claim.DONE
             )
     return Committed(thread_freed=thread_freed, done=done)
+
+
+def _reply_written_and_actions_approved(
+    conversation: Conversation, message_id: str
+) -> tuple[bool, bool]:
+    """After the commit's lock, in one statement: whether the reply is already written (a
+    retried turn's), and whether staff approved actions meanwhile. Read after the lock, not
+    in the locking read: under READ COMMITTED that read's subqueries would see the world
+    before it waited for the lock."""
+    with connections[router.db_for_write(Conversation)].cursor() as cursor:
+        cursor.execute(
+            statements.reply_written_and_actions_approved(),
+            [conversation.id, message_id, conversation.id, ActionStatus.APPROVED],
+        )
+        written, approved = cursor.fetchone()
+    return bool(written), bool(approved)
 
 
 def fail(slot: TurnSlot, owner: str, error: str) -> None:
@@ -419,8 +443,8 @@ def _begin(holder: leases.Holder, heartbeat: engine.Heartbeat) -> TurnSlot | Cla
         conversation = leases.acquire_locked(conversation_id, owner)
         if conversation is None:
             return None
-        approved = approvals.approved_ids(conversation_id)
-        slot = None if approved else _claim_locked(conversation, owner)
+        approved = bool(approvals.approved_ids(conversation_id))
+        slot = None if approved else _claim_locked(conversation, owner, approved=False)
     heartbeat.hold(holder)
     if slot is None:  # approved actions run under the lease, outside its transaction
         return _next_claim(conversation_id, owner)

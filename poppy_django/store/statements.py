@@ -98,6 +98,20 @@ def message_id_taken() -> str:
 
 
 @functools.cache
+def reply_written_and_actions_approved() -> str:
+    """Two booleans: whether the conversation has an event with the message id, and whether it
+    has actions staff approved that no worker ran yet; parameters: its id, the message id,
+    its id again, the approved status."""
+    event_with_id = message_id_taken()
+    approved = (
+        f'SELECT 1 FROM "{ActionRecord._meta.db_table}"'  # noqa: S608 - identifiers only
+        f" WHERE {_column(ActionRecord, 'conversation')} = %s"
+        f" AND {_column(ActionRecord, 'status')} = %s"
+    )
+    return f"SELECT EXISTS ({event_with_id}), EXISTS ({approved})"
+
+
+@functools.cache
 def lease_taken(owner_field: str, until_field: str) -> str:
     """Give a conversation's lease (or agent thread) to an owner unless another holds it
     unexpired, one row updated when given; parameters: the owner, until when, its id, now,

@@ -75,12 +75,14 @@ def test_a_turn_is_a_claim_and_a_commit(
     assert len(conversation_writes) == 3
     assert '"thread_owner"' in conversation_writes[1] and '"thread_owner"' in conversation_writes[2]
     assert '"lease_owner" = NULL' in conversation_writes[2]
-    # 10 statements and two BEGIN/COMMIT pairs: the claim (the lease taken, which returns the
+    # 9 statements and two BEGIN/COMMIT pairs: the claim (the lease taken, which returns the
     # row it locked; the approvals; messages; attempt and thread); the window; the commit
-    # (lock, the reply's receipt, the thread's positions taken and its entries written in one
-    # statement, the approvals, the events and the conversation in one). The log is not read
-    # again when it has not grown.
-    assert len(sql) == 14
+    # (lock; the reply's receipt and the approvals in one statement; the thread's positions
+    # taken and its entries written in one; the events and the conversation in one). The log
+    # is not read again when it has not grown.
+    assert len(sql) == 13
+    after_lock = commit_of(sql)[2]
+    assert after_lock.startswith("SELECT EXISTS") and '"poppy_django_actionrecord"' in after_lock
     claim = sql[: sql.index("COMMIT") + 1]
     assert claim[0] == "BEGIN" and claim[1].startswith('UPDATE "poppy_django_conversation"')
     assert "RETURNING" in claim[1] and not any("FOR UPDATE" in s for s in claim)
