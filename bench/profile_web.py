@@ -4,7 +4,8 @@
 
 Starts what ``bench/latency.py`` starts (``tests/multiprocess/cluster.py``: a database
 ``--db``, dropped at the end, and a private Redis; production mode, the example project),
-but no servers: requests go through Django's ``ASGIHandler`` in this process, each with a
+but no servers: requests go through the example project's ASGI application (Django's
+``ASGIHandler`` in ``PoppyBodyLimit``) in this process, each with a
 real Session Token and a fresh ES256 DPoP proof (``bench/latency.py``'s signer), under
 cProfile in every thread (DRF's cycle runs in a worker thread). POSTs are context-only
 messages (they start no turn, so no worker is needed); ``ceiling`` is the bare async view of
@@ -115,8 +116,9 @@ async def drive(op: str, requests: int, agent: latency.Agent, public: str) -> No
     from django.core.handlers.asgi import ASGIHandler
 
     from bench.ceiling import CEILING_PATH
+    from poppy_django.asgi import PoppyBodyLimit
 
-    app = ASGIHandler()
+    app = PoppyBodyLimit(ASGIHandler())  # as the example project's asgi.py
     target = latency.Target("in-process", PUBLIC_PORT, public, [agent])
     for number in range(requests):
         # Reads of a 10-event conversation; POSTs go to another (reads stay 4 events).

@@ -13,6 +13,10 @@ and counts a body sent without a length (chunked) as it arrives: at the first by
 the limit it answers 413 and tells Django the client went away, so the rest is never read.
 Every other path is passed through untouched.
 
+It also runs each endpoint request on a request thread lent from a pool
+(:func:`poppy_django.api.threads.lent_request_thread`) instead of the two threads Django's
+handler starts and joins for every request.
+
 It also speaks the ASGI **lifespan** protocol, which Django's handler refuses (uvicorn then
 prints "ASGI 'lifespan' protocol appears unsupported." at every start): startup and
 shutdown are acknowledged, so servers start quietly with their default ``--lifespan auto``.
@@ -26,6 +30,7 @@ from typing import Any
 from django.conf import settings
 
 from poppy_django.api.middleware import is_endpoint_path
+from poppy_django.api.threads import lent_request_thread
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
 
@@ -57,7 +62,8 @@ class PoppyBodyLimit:
         if declared is not None and declared > limit:
             await _refuse(send, limit)
             return
-        await self.app(scope, *_counting(receive, send, limit))
+        async with lent_request_thread():
+            await self.app(scope, *_counting(receive, send, limit))
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -1,24 +1,34 @@
 """Threads for async views: blocking (ORM) work off the event loop, and no idle request thread.
 
-:func:`release_request_thread` is the one place that reaches past asgiref's public API.
 Django's ASGI handler runs each request in an asgiref ``ThreadSensitiveContext``; its first
-thread-sensitive call (Django's own ``request_started`` receivers) starts a worker thread
-that then idles until the response ends — one thread per waiting reader, thousands for
-thousands of long-polls. asgiref offers no public way to end that thread early, so this
-shuts down the context's executor through ``SyncToAsync.thread_sensitive_context`` and
-``SyncToAsync.context_to_thread_executor`` (asgiref's range is pinned in ``pyproject.toml``;
-``tests/stream/test_threads.py`` fails loudly when the behaviour changes). A later
-thread-sensitive call of the same request (``request_finished``) starts a new thread for its
-moment.
+thread-sensitive call (Django's own ``request_started`` receivers) starts a worker thread,
+which the context's exit joins from yet another thread: two threads started per request,
+about as much CPU as a bare async view costs. :func:`lent_request_thread` (entered by
+``poppy_django.asgi.PoppyBodyLimit`` for the endpoint's paths) runs the request in a context
+of asgiref's public ``ThreadSensitiveContext(executor=...)`` form with a single-thread
+executor lent from a pool: one thread per request while it runs, as Django's, but started
+once and kept for the next requests. Django's handler, entered inside, uses that context.
+
+A waiting reader holds no thread: :func:`release_request_thread` gives the request's
+thread back while it waits — the one place that reaches past asgiref's public API. asgiref
+offers no public way to end a context's thread early, so this takes the context's executor
+out of ``SyncToAsync.context_to_thread_executor`` (found through
+``SyncToAsync.thread_sensitive_context``), returning a lent one to the pool and shutting
+down any other (asgiref's range is pinned in ``pyproject.toml``; ``tests/stream/test_threads.py``
+fails loudly when the behaviour changes). A later thread-sensitive call of the same request
+(``request_finished``) starts a new thread for its moment, which ends with the request.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from typing import ParamSpec, TypeVar
 
-from asgiref.sync import SyncToAsync, sync_to_async
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
 from django.db import close_old_connections
 
 logger = logging.getLogger("poppy_django.threads")
@@ -39,6 +49,58 @@ async def in_thread(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs)
     return await sync_to_async(call, thread_sensitive=False)()
 
 
+class RequestThreads:
+    """Single-thread executors lent to requests, one to each while it runs; up to ``keep``
+    idle ones are kept for the next requests, any more are shut down when given back."""
+
+    def __init__(self, keep: int = 64) -> None:
+        self.keep = keep
+        self._idle: list[ThreadPoolExecutor] = []
+        self._lent: set[Executor] = set()
+        self._lock = threading.Lock()  # requests may run on several loops (test clients)
+
+    def lend(self) -> ThreadPoolExecutor:
+        with self._lock:
+            executor = self._idle.pop() if self._idle else None
+            if executor is None:
+                executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="poppy-request")
+            self._lent.add(executor)
+            return executor
+
+    def give_back(self, executor: Executor) -> bool:
+        """Take back a lent executor (once; False for one not lent, or given back already).
+        Its queued work still runs first: the next request's calls wait behind it."""
+        with self._lock:
+            if executor not in self._lent:
+                return False
+            self._lent.discard(executor)
+            if len(self._idle) < self.keep:
+                assert isinstance(executor, ThreadPoolExecutor)
+                self._idle.append(executor)
+                return True
+        executor.shutdown(wait=False)
+        return True
+
+    def idle(self) -> int:
+        with self._lock:
+            return len(self._idle)
+
+
+#: This process's request threads.
+request_threads = RequestThreads()
+
+
+@asynccontextmanager
+async def lent_request_thread() -> AsyncIterator[None]:
+    """Run the block's thread-sensitive calls (the request's) on a thread lent for it."""
+    executor = request_threads.lend()
+    try:
+        async with ThreadSensitiveContext(executor=executor):
+            yield
+    finally:
+        request_threads.give_back(executor)  # unless the request gave it back while waiting
+
+
 def release_request_thread() -> None:
     """Give back the thread Django's ASGI handler keeps for this request while it waits."""
     try:
@@ -48,5 +110,5 @@ def release_request_thread() -> None:
         logger.warning("poppy: this asgiref cannot release request threads; readers hold one")
         return
     executor = executors.pop(context, None) if context is not None else None
-    if executor is not None:
+    if executor is not None and not request_threads.give_back(executor):
         executor.shutdown(wait=False)
