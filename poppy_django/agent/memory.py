@@ -44,9 +44,9 @@ def append_to(root_id: str, actor_id: str, entries: Sequence[dict[str, str]]) ->
         return
     now = timezone.now()
     connection = connections[router.db_for_write(AgentThread)]
-    if connection.vendor == "postgresql":
-        count = len(entries)
-        with connection.cursor() as cursor:
+    count = len(entries)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
             cursor.execute(
                 statements.thread_entries_appended(),
                 [
@@ -56,20 +56,19 @@ def append_to(root_id: str, actor_id: str, entries: Sequence[dict[str, str]]) ->
                     [entry["text"] for entry in entries],
                 ],
             )
-            if cursor.fetchone() is None:
-                raise AgentThread.DoesNotExist(f"no thread of {actor_id!r} in {root_id}")
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(statements.thread_positions_taken(), [len(entries), now, root_id, actor_id])
+        else:
+            cursor.execute(statements.thread_positions_taken(), [count, now, root_id, actor_id])
         row = cursor.fetchone()
     if row is None:
         raise AgentThread.DoesNotExist(f"no thread of {actor_id!r} in {root_id}")
-    thread_id, last = row
-    first = last - len(entries) + 1
-    AgentThreadEntry.objects.bulk_create(
-        AgentThreadEntry(thread_id=thread_id, position=first + i, role=e["role"], text=e["text"])
-        for i, e in enumerate(entries)
-    )
+    if connection.vendor != "postgresql":  # the positions taken: now the entries
+        thread_id, last = row
+        AgentThreadEntry.objects.bulk_create(
+            AgentThreadEntry(
+                thread_id=thread_id, position=last - count + 1 + i, role=e["role"], text=e["text"]
+            )
+            for i, e in enumerate(entries)
+        )
 
 
 def window(thread: AgentThread) -> list[dict[str, str]]:
