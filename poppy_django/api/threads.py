@@ -56,24 +56,28 @@ class RequestThreads:
     def __init__(self, keep: int = 64) -> None:
         self.keep = keep
         self._idle: list[ThreadPoolExecutor] = []
-        self._lent: set[Executor] = set()
+        #: Each lent executor's current loan: a request that gave its executor back early
+        #: (a waiting reader) must not give it back again once another request holds it.
+        self._loans: dict[Executor, object] = {}
         self._lock = threading.Lock()  # requests may run on several loops (test clients)
 
-    def lend(self) -> ThreadPoolExecutor:
+    def lend(self) -> tuple[ThreadPoolExecutor, object]:
+        """An executor for one request, and its loan (for :meth:`give_back`)."""
         with self._lock:
             executor = self._idle.pop() if self._idle else None
             if executor is None:
                 executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="poppy-request")
-            self._lent.add(executor)
-            return executor
+            loan = self._loans[executor] = object()
+            return executor, loan
 
-    def give_back(self, executor: Executor) -> bool:
-        """Take back a lent executor (once; False for one not lent, or given back already).
-        Its queued work still runs first: the next request's calls wait behind it."""
+    def give_back(self, executor: Executor, loan: object | None = None) -> bool:
+        """End the executor's loan (``loan``: only if it is still that one); False when it
+        is not lent, or lent again since. Its queued work still runs first: the next
+        request's calls wait behind it."""
         with self._lock:
-            if executor not in self._lent:
+            if executor not in self._loans or loan not in (None, self._loans[executor]):
                 return False
-            self._lent.discard(executor)
+            del self._loans[executor]
             if len(self._idle) < self.keep:
                 assert isinstance(executor, ThreadPoolExecutor)
                 self._idle.append(executor)
@@ -93,12 +97,12 @@ request_threads = RequestThreads()
 @asynccontextmanager
 async def lent_request_thread() -> AsyncIterator[None]:
     """Run the block's thread-sensitive calls (the request's) on a thread lent for it."""
-    executor = request_threads.lend()
+    executor, loan = request_threads.lend()
     try:
         async with ThreadSensitiveContext(executor=executor):
             yield
     finally:
-        request_threads.give_back(executor)  # unless the request gave it back while waiting
+        request_threads.give_back(executor, loan)  # unless given back while it waited
 
 
 def release_request_thread() -> None:

@@ -124,6 +124,41 @@ def test_a_waiting_reader_gives_its_lent_thread_back_to_the_pool():
     assert later is not lent and not later.is_alive()  # it ended with its request
 
 
+def test_a_reader_that_gave_its_thread_back_leaves_it_to_the_request_it_went_to():
+    """The reader's own end must not end another request's loan of the same thread."""
+
+    async def scenario() -> tuple[threading.Thread, threading.Thread, int, int]:
+        reader_done, released, other_has_it = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+        async def reader() -> threading.Thread:
+            async with lent_request_thread():
+                mine = await thread_sensitive_thread()
+                release_request_thread()  # starts waiting
+                released.set()
+                await other_has_it.wait()
+            reader_done.set()
+            return mine
+
+        async def other() -> tuple[threading.Thread, int]:
+            await released.wait()
+            async with lent_request_thread():
+                first = await thread_sensitive_thread()
+                other_has_it.set()
+                await reader_done.wait()
+                idle_meanwhile = request_threads.idle()
+                assert await thread_sensitive_thread() is first  # still its own
+            return first, idle_meanwhile
+
+        idle = request_threads.idle()
+        (theirs, idle_meanwhile), mine = await asyncio.gather(other(), reader())
+        return mine, theirs, idle_meanwhile - idle, request_threads.idle() - idle
+
+    mine, theirs, idle_meanwhile, idle_after = asyncio.run(scenario())
+    assert theirs is mine  # the thread the reader gave back went to the other request
+    assert idle_meanwhile == -1  # not back in the pool while the other request holds it
+    assert idle_after == 0  # and back exactly once
+
+
 def test_idle_request_threads_beyond_the_pool_are_ended(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(request_threads, "keep", 0)
 
