@@ -230,8 +230,8 @@ def _hooks_together(run: list[MiddlewareMixin], inner: Handler, *, in_thread: bo
     ``process_request``, then ``inner``, then every ``process_response``, each side in one
     thread hop (``in_thread``) or on the loop. Django's ``__acall__`` takes a hop per hook;
     the order and answers are the same as its nesting: a hook's answer or exception (as its
-    JSON answer) skips what is inside it, and the middleware entered still see the response
-    on its way out."""
+    JSON answer, made where the hook ran) skips what is inside it, and the middleware entered
+    still see the response on its way out."""
     requests: Callable[..., Any] = _process_requests
     responses: Callable[..., Any] = _process_responses
     if in_thread:

@@ -202,5 +202,5 @@ def test_endpoint_requests_run_on_lent_threads_not_a_new_one_each(served: str):
     # Kept and lent again: a request whose tail (request_finished) still runs when the client
     # sends the next one has its thread still, so the next is lent another.
     assert all(thread.name.startswith("poppy-request") for thread in endpoint)
-    assert len(set(endpoint)) <= 3
+    assert len(set(endpoint)) <= 5  # (10 under Django alone: a new thread each)
     assert not elsewhere.name.startswith("poppy-request")  # other paths: Django's own way
