@@ -136,7 +136,7 @@ class PoppyEndpointMiddleware:
         """The kept middleware around the view, built as Django builds its own handler, except
         that a run of hook-only ``MiddlewareMixin`` middleware shares its thread hops (or,
         named non-blocking, takes none)."""
-        on_loop = {import_string(path) for path in poppy_settings.NONBLOCKING_MIDDLEWARE}
+        on_loop = _nonblocking_classes()
         handler: Handler = _answering_exceptions(self._view, is_async=True)
         handler_is_async = True
         run: list[MiddlewareMixin] = []  # hook-only middleware, outermost first
@@ -193,6 +193,19 @@ class PoppyEndpointMiddleware:
                     return answered
             raise
         return response
+
+
+def _nonblocking_classes() -> set[type]:
+    """The classes ``POPPY["NONBLOCKING_MIDDLEWARE"]`` names."""
+    classes = set()
+    for path in poppy_settings.NONBLOCKING_MIDDLEWARE:
+        try:
+            classes.add(import_string(path))
+        except ImportError as exc:
+            raise ImproperlyConfigured(
+                f'POPPY["NONBLOCKING_MIDDLEWARE"] names {path!r}, which cannot be imported: {exc}'
+            ) from exc
+    return classes
 
 
 def _adapt(handler: Handler, is_async: bool, *, to_async: bool) -> Handler:

@@ -145,6 +145,17 @@ def test_skip_middleware_must_be_a_list_of_paths(settings: Any) -> None:
         start()
 
 
+def test_nonblocking_middleware_must_name_importable_classes(settings: Any) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    settings.POPPY = {**settings.POPPY, "NONBLOCKING_MIDDLEWARE": ["django.middleware.nope.Nope"]}
+    with pytest.raises(ImproperlyConfigured, match="NONBLOCKING_MIDDLEWARE.*nope"):
+        start()
+    settings.POPPY = {**settings.POPPY, "NONBLOCKING_MIDDLEWARE": "django.middleware"}
+    with pytest.raises(ImproperlyConfigured, match="NONBLOCKING_MIDDLEWARE"):
+        start()
+
+
 OUTER = "tests.middleware.test_endpoint_middleware.Outer"
 INNER = "tests.middleware.test_endpoint_middleware.Inner"
 calls: list[tuple[str, int]] = []
