@@ -45,8 +45,9 @@ def append_to(root_id: str, actor_id: str, entries: Sequence[dict[str, str]]) ->
     now = timezone.now()
     connection = connections[router.db_for_write(AgentThread)]
     count = len(entries)
+    in_one_statement = connection.vendor == "postgresql"
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+        if in_one_statement:
             cursor.execute(
                 statements.thread_entries_appended(),
                 [
@@ -61,7 +62,7 @@ def append_to(root_id: str, actor_id: str, entries: Sequence[dict[str, str]]) ->
         row = cursor.fetchone()
     if row is None:
         raise AgentThread.DoesNotExist(f"no thread of {actor_id!r} in {root_id}")
-    if connection.vendor != "postgresql":  # the positions taken: now the entries
+    if not in_one_statement:  # the positions taken: now the entries
         thread_id, last = row
         AgentThreadEntry.objects.bulk_create(
             AgentThreadEntry(

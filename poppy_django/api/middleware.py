@@ -245,31 +245,31 @@ def _hooks_together(run: list[MiddlewareMixin], inner: Handler, *, in_thread: bo
     the order and answers are the same as its nesting: a hook's answer or exception (as its
     JSON answer, made where the hook ran) skips what is inside it, and the middleware entered
     still see the response on its way out."""
-    requests: Callable[..., Any] = _process_requests
-    responses: Callable[..., Any] = _process_responses
-    if in_thread:
-        requests = sync_to_async(_process_requests, thread_sensitive=True)
-        responses = sync_to_async(_process_responses, thread_sensitive=True)
+    requests = _hook_side(_process_requests, in_thread=in_thread)
+    responses = _hook_side(_process_responses, in_thread=in_thread)
     asks = any(hasattr(middleware, "process_request") for middleware in run)
 
     async def handle(request: HttpRequest) -> HttpResponseBase:
-        if not asks:
-            entered, response = run, None
-        elif in_thread:
-            entered, response = await requests(run, request)
-        else:
-            entered, response = requests(run, request)
+        entered, response = await requests(run, request) if asks else (run, None)
         if response is None:
             response = await inner(request)  # type: ignore[misc]
         if any(hasattr(middleware, "process_response") for middleware in entered):
-            if in_thread:
-                response = await responses(entered, request, response)
-            else:
-                response = responses(entered, request, response)
+            response = await responses(entered, request, response)
         assert isinstance(response, HttpResponseBase)
         return response
 
     return handle
+
+
+def _hook_side(hooks: Callable[..., Any], *, in_thread: bool) -> Callable[..., Awaitable[Any]]:
+    """One side of a run's hooks as a coroutine: in one thread hop, or on the loop."""
+    if in_thread:
+        return sync_to_async(hooks, thread_sensitive=True)
+
+    async def on_loop(*args: Any) -> Any:
+        return hooks(*args)
+
+    return on_loop
 
 
 def _process_requests(
