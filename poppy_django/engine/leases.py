@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from poppy_django.conf import poppy_settings
 from poppy_django.models import Conversation
-from poppy_django.store import event_log, statements
+from poppy_django.store import event_log, instances, statements
 
 #: How often a turn waiting for a busy agent thread checks it again, in seconds.
 THREAD_POLL_SECONDS = 0.2
@@ -61,8 +61,10 @@ def acquire_locked(conversation_id: str, owner: str) -> Conversation | None:
     if connections[alias].vendor != "postgresql":
         return event_log.lock(conversation_id) if acquire(conversation_id, owner) else None
     parameters = _take_parameters(conversation_id, owner, "lease_expires_at")
-    taken = Conversation.objects.raw(statements.lease_taken_and_locked(), parameters, using=alias)
-    return next(iter(taken), None)
+    taken = instances.fetch(
+        Conversation, statements.lease_taken_and_locked(), parameters, using=alias
+    )
+    return taken[0] if taken else None
 
 
 def _take(pk: str, owner: str, owner_field: str, until_field: str) -> bool:

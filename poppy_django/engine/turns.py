@@ -55,7 +55,7 @@ from poppy_django.models import (
     Responder,
     Status,
 )
-from poppy_django.store import event_log, ids, statements, wire
+from poppy_django.store import event_log, ids, instances, statements, wire
 from poppy_django.verifier import Actor, Principal
 
 logger = logging.getLogger("poppy_django.turns")
@@ -110,7 +110,8 @@ def pending_messages(conversation: Conversation, upto_seq: int | None = None) ->
     message is appended meanwhile, so ``last_seq`` bounds them.
     """
     upto = conversation.last_seq if upto_seq is None else upto_seq
-    events = Event.objects.raw(
+    events = instances.fetch(
+        Event,
         statements.messages_in_range(),
         [conversation.id, conversation.answered_seq, upto, EventType.MESSAGE, "user"],
         using=router.db_for_write(Event),

@@ -21,7 +21,7 @@ from django.db import connections, models, router, transaction
 from poppy_django import fanout
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event, EventType, Status
-from poppy_django.store import statements
+from poppy_django.store import instances, statements
 
 
 def lock(conversation_id: str) -> Conversation:
@@ -30,7 +30,7 @@ def lock(conversation_id: str) -> Conversation:
     if not transaction.get_connection(alias).in_atomic_block:
         raise RuntimeError("event_log.lock() needs a transaction.atomic() block.")
     statement = statements.conversation_locked(connections[alias].vendor)
-    found = list(Conversation.objects.raw(statement, [conversation_id], using=alias))
+    found = instances.fetch(Conversation, statement, [conversation_id], using=alias)
     if not found:
         raise PoppyError("conversation_not_found")
     return found[0]

@@ -18,7 +18,7 @@ from poppy_django.api.threads import in_thread, release_request_thread
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event
-from poppy_django.store import ids, statements
+from poppy_django.store import ids, instances, statements
 from poppy_django.store.conversations import OWNER_FIELDS, owned
 from poppy_django.verifier import Principal
 
@@ -71,8 +71,8 @@ EVENT_FIELDS = ("conversation", "seq", "type", "payload", "created_at")
 def read_state(conversation_id: str) -> Conversation:
     """The conversation's :data:`READ_FIELDS`, in one query (gone, e.g. deleted while a
     reader waited: ``conversation_not_found``)."""
-    found = list(
-        Conversation.objects.raw(statements.conversation_by_id(READ_FIELDS), [conversation_id])
+    found = instances.fetch(
+        Conversation, statements.conversation_by_id(READ_FIELDS), [conversation_id]
     )
     if not found:
         raise PoppyError("conversation_not_found")
@@ -102,17 +102,16 @@ def page_of(conversation: Conversation, after: int, cursor: str | None) -> Page:
     events are the next read's), and is not run at all when nothing is after the cursor.
     """
     limit = poppy_settings.PAGE_SIZE
-    rows: list[Event] = []
+    found: list[Event] = []
     if after < conversation.last_seq:
-        rows = list(
-            Event.objects.raw(
-                statements.events_in_range(EVENT_FIELDS),
-                [conversation.pk, after, conversation.last_seq, limit + 1],
-            )
+        found = instances.fetch(
+            Event,
+            statements.events_in_range(EVENT_FIELDS),
+            [conversation.pk, after, conversation.last_seq, limit + 1],
         )
     events: list[dict[str, Any]] = []
     size = ENVELOPE_BYTES
-    for row in rows[:limit]:
+    for row in found[:limit]:
         event = row.to_wire()
         size += len(json.dumps(event)) + 2  # as JsonResponse writes it, plus ", "
         if events and size > MAX_RESPONSE_BYTES:
@@ -122,7 +121,7 @@ def page_of(conversation: Conversation, after: int, cursor: str | None) -> Page:
         conversation_id=conversation.pk,
         events=events,
         cursor=events[-1]["id"] if events else cursor or _start_cursor(conversation),
-        has_more=len(rows) > len(events),
+        has_more=len(found) > len(events),
         status=conversation.status,
         responder=conversation.responder,
     )

@@ -5,8 +5,8 @@ request, and a turn's lease, its messages, its reply's receipt and the approvals
 for are statements of every turn; live profiles showed the ORM building and compiling such
 querysets costing about three times their execution (docs/benchmarks.md). They are written
 from the models' metadata in standard SQL (double-quoted identifiers; values are always
-parameters), so PostgreSQL and SQLite run the same text, through ``Manager.raw()`` (which
-still builds model instances and applies the fields' converters) or a cursor.
+parameters), so PostgreSQL and SQLite run the same text, through a cursor or
+:func:`poppy_django.store.instances.fetch` (model instances, the fields' converters applied).
 """
 
 from __future__ import annotations

@@ -1,0 +1,72 @@
+"""The rows a hot statement returns are the model instances Django's ``RawQuerySet`` would
+build from it: every column converted alike (JSON decoded, datetimes aware), the columns it
+did not select deferred, on the database the tests run on."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection, transaction
+from django.db.models import Model
+
+from poppy_django import service
+from poppy_django.models import Conversation, Event
+from poppy_django.store import instances, reading, statements
+from tests.agents import PersonalAgent
+from tests.wire.wire_support import quiet_start
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def same_values(built: Model, expected: Model) -> None:
+    """Every concrete field ``expected`` holds, equal and of the same type in ``built``."""
+    assert type(built) is type(expected)
+    assert built.get_deferred_fields() == expected.get_deferred_fields()
+    assert built._state.db == expected._state.db
+    assert built._state.adding is False
+    for field in type(expected)._meta.concrete_fields:
+        if field.attname in expected.get_deferred_fields():
+            continue
+        ours, django = getattr(built, field.attname), getattr(expected, field.attname)
+        assert ours == django, field.name
+        assert type(ours) is type(django), field.name
+
+
+def test_rows_are_the_instances_raw_querysets_build(agent: PersonalAgent) -> None:
+    conversation_id = quiet_start(agent)
+    service.post_message(conversation_id, "hello", data={"order": [1, "two", None]})
+
+    locked = statements.conversation_locked(connection.vendor)
+    with transaction.atomic():
+        (whole,) = instances.fetch(Conversation, locked, [conversation_id])
+        (expected,) = Conversation.objects.raw(locked, [conversation_id])
+    same_values(whole, expected)
+    assert whole.created_at.tzinfo is not None
+
+    partial_sql = statements.conversation_by_id(reading.READ_FIELDS)
+    (partial,) = instances.fetch(Conversation, partial_sql, [conversation_id])
+    same_values(partial, next(iter(Conversation.objects.raw(partial_sql, [conversation_id]))))
+    assert "context" in partial.get_deferred_fields()
+
+    events_sql = statements.events_in_range(reading.EVENT_FIELDS)
+    parameters = [conversation_id, 0, whole.last_seq, 100]
+    events = instances.fetch(Event, events_sql, parameters)
+    expected_events = list(Event.objects.raw(events_sql, parameters))
+    assert len(events) == len(expected_events) == whole.last_seq
+    for event, expected_event in zip(events, expected_events, strict=True):
+        same_values(event, expected_event)
+    assert events[-1].payload["message"]["data"] == {"order": [1, "two", None]}
+    assert [event.to_wire() for event in events] == [e.to_wire() for e in expected_events]
+
+
+def test_no_rows_is_an_empty_list(agent: PersonalAgent) -> None:
+    sql = statements.conversation_by_id(reading.READ_FIELDS)
+    assert instances.fetch(Conversation, sql, ["cnv_" + "0" * 32]) == []
+
+
+def test_a_column_the_model_lacks_is_refused(agent: PersonalAgent) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("elsewhere RawQuerySet runs the statement and keeps the extra column")
+    conversation_id = quiet_start(agent)
+    sql = f'SELECT "id", 1 AS "surplus" FROM "{Conversation._meta.db_table}" WHERE "id" = %s'
+    with pytest.raises(ValueError, match="surplus"):
+        instances.fetch(Conversation, sql, [conversation_id])
