@@ -1,13 +1,14 @@
 """CPU per turn of one worker process: N LLM-shaped turns at once, the worker measured alone.
 
     .venv/bin/python bench/turn_cpu.py [--n 50] [--tokens 50] [--rate 50] [--ttft 0.5] \
-        [--pool prefork --concurrency 1] [--profile var/bench/turn_cpu.txt]
+        [--pool prefork --concurrency 1] [--profile var/bench/turn_cpu.txt] [--scripted]
 
 Production mode on loopback, started by the multiprocess tests' launcher
 (``tests/multiprocess/cluster.py``): a private PostgreSQL database and redis-server, one
 uvicorn process (the fake verifier: no DPoP, the web process is not what is measured), ONE
 Celery worker process and the LLM-shaped local model (``bench/llm_endpoint.py``: ``--tokens``
-text deltas a turn, at ``--rate`` tokens/s after ``--ttft`` s). After a warm-up, N
+text deltas a turn, at ``--rate`` tokens/s after ``--ttft`` s; with ``--scripted``, the
+example project's own scripted model instead, and those three do not apply). After a warm-up, N
 conversations are started at once and polled until every reply is in. Printed: the worker's
 CPU ms per turn (utime + stime of its process tree, from /proc), Redis commands per turn by
 name (``INFO commandstats``: ``publish`` is the text deltas and nudges; the web process's
@@ -135,13 +136,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="measured batches")
     parser.add_argument("--profile", type=Path, help="write a py-spy summary here")
     parser.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
+    parser.add_argument(
+        "--scripted",
+        action="store_true",
+        help="the example project's scripted model instead of the LLM-shaped one",
+    )
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="poppy-turn-cpu-"))
     cluster = Cluster(tmp, env={**BENCH_ENV, "POPPY_TURN_TIMEOUT_SECONDS": "120"})
     try:
         cluster.create()
-        cluster.llm(ttft=args.ttft, tokens=args.tokens, rate=args.rate)
+        if not args.scripted:
+            cluster.llm(ttft=args.ttft, tokens=args.tokens, rate=args.rate)
         web = cluster.web("web")
         cluster.worker(
             "worker", options=[f"--pool={args.pool}", f"--concurrency={args.concurrency}"]
@@ -180,8 +187,9 @@ def main() -> None:
                 for name in sorted(after)
                 if after.get(name, 0) != before.get(name, 0)
             }
+            model = "scripted" if args.scripted else f"tokens={args.tokens}"
             print(
-                f"N={args.n} tokens={args.tokens} wall {wall:.1f} s: worker CPU {ms:.1f} ms/turn;"
+                f"N={args.n} {model} wall {wall:.1f} s: worker CPU {ms:.1f} ms/turn;"
                 f" per turn {calls}",
                 flush=True,
             )
