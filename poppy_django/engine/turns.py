@@ -193,7 +193,7 @@ def _request(slot: TurnSlot, conversation: Conversation, pending: list[Event]) -
     actor = resolve_actor(principal)  # once per turn: ACTOR_FOR may be costly
     history = memory.window_of(conversation.thread_root_id, actor.id)
     if not history:  # no thread yet (or an empty one): make it, with a sign-in transcript
-        history = memory.window(_thread_for(conversation, actor, first_seq=pending[0].seq))
+        history = _start_thread(conversation, actor, first_seq=pending[0].seq)
     latest = pending[-1].payload["message"]
     return TurnRequest(
         conversation_id=conversation.id,
@@ -225,36 +225,36 @@ def _request(slot: TurnSlot, conversation: Conversation, pending: list[Event]) -
     )
 
 
-def _thread_for(conversation: Conversation, actor: Actor, *, first_seq: int) -> AgentThread:
-    """The actor's thread; a new one after sign-in starts with a transcript of before.
+def _start_thread(
+    conversation: Conversation, actor: Actor, *, first_seq: int
+) -> list[dict[str, str]]:
+    """The window of an actor whose thread is empty or missing: a new thread, which after
+    sign-in starts with a transcript of before (its window, read no further).
 
     The transcript quotes the newest ``THREAD_HISTORY_ENTRIES`` messages, not the whole log;
     a new thread and its transcript are written together.
     """
     root_id = conversation.thread_root_id
-    try:
-        return AgentThread.objects.get(conversation_id=root_id, actor_id=actor.id)
-    except AgentThread.DoesNotExist:
-        pass
     with transaction.atomic():
         thread, created = AgentThread.objects.get_or_create(
             conversation_id=root_id, actor_id=actor.id
         )
-        if created and AgentThread.objects.filter(conversation_id=root_id).count() > 1:
-            newest = Event.objects.filter(
-                conversation=conversation, type=EventType.MESSAGE, seq__lt=first_seq
-            ).order_by("-seq")[: poppy_settings.THREAD_HISTORY_ENTRIES]
-            lines = [
-                f"{'User' if e.role == 'user' else 'Company'}: "
-                f"{e.payload['message'].get('text', '')}"
-                for e in reversed(list(newest))
-            ]
-            if lines:
-                memory.append(
-                    thread,
-                    [{"role": "system", "text": "What was said before:\n" + "\n".join(lines)}],
-                )
-    return thread
+        if not created:
+            return memory.window(thread)
+        if not AgentThread.objects.filter(conversation_id=root_id).exclude(pk=thread.pk).exists():
+            return []
+        newest = Event.objects.filter(
+            conversation=conversation, type=EventType.MESSAGE, seq__lt=first_seq
+        ).order_by("-seq")[: poppy_settings.THREAD_HISTORY_ENTRIES]
+        lines = [
+            f"{'User' if e.role == 'user' else 'Company'}: {e.payload['message'].get('text', '')}"
+            for e in reversed(list(newest))
+        ]
+        if not lines:
+            return []
+        transcript = [{"role": "system", "text": "What was said before:\n" + "\n".join(lines)}]
+        memory.append(thread, transcript)
+        return transcript
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ def test_a_turn_is_a_claim_and_a_commit(
 
 def test_a_first_turn_stays_within_its_statements(agent: PersonalAgent):
     """The first turn of a conversation makes its agent thread too: a few more statements,
-    still a bound a change that adds a statement to every turn must get past."""
+    counted exactly, and the thread's window read once."""
     with dispatch_lost():
         conversation_id = agent.start("hello").json()["conversation_id"]
         with engine_queries() as sql:
@@ -121,4 +121,11 @@ def test_a_first_turn_stays_within_its_statements(agent: PersonalAgent):
         ("message", "company"),
         ("state", "idle", "agent"),
     ]
-    assert len([s for s in sql if s not in ("BEGIN", "COMMIT")]) <= 20
+    statements = [s for s in sql if s not in ("BEGIN", "COMMIT")]
+    # The claim, the thread's window, the thread made (get_or_create: its SELECT and a
+    # savepoint around its INSERT) with one check for other actors' threads (a sign-in
+    # transcript), and the commit. Was 16: the thread was looked up once more before it was
+    # made, and its window read again after.
+    assert len(statements) == 14
+    assert len([s for s in sql if s.startswith('SELECT "poppy_django_agentthreadentry"')]) == 1
+    assert len([s for s in sql if s.startswith('SELECT "poppy_django_agentthread".')]) == 1
