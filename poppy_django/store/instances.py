@@ -23,7 +23,8 @@ from django.db import connections, models, router
 
 ModelT = TypeVar("ModelT", bound=models.Model)
 
-#: A field's own converter: ``from_db_value(value, expression, connection)``.
+#: A field's own converter: ``from_db_value(value, expression, connection)``, called with no
+#: expression (the statements select plain columns; a JSON field's looks only for key lookups).
 _Converter = Callable[[Any, Any, Any], Any]
 
 
