@@ -206,27 +206,30 @@ class EventsView(EndpointView):
         cursor = request.query_params.get("cursor")
         if stream:
             cursor = request.headers.get("Last-Event-ID") or cursor
-        # One query: ownership, the cursor's checks and (for a plain read) the page's state.
-        conversation = reading.owned_state(principal, conversation_id)
-        wait = None if stream else wait_param(request)
-        after = reading.after_seq(conversation, cursor)
+        # One query: ownership, the cursor's checks and (for a read) the page's state and
+        # events.
         if stream:
+            conversation = reading.owned_state(principal, conversation_id)
+            after = reading.after_seq(conversation, cursor)
             slot = waiting_slots.acquire(principal)
             return _released_when_done(event_stream_response(conversation_id, after), slot)
+        snapshot = reading.owned_snapshot(principal, conversation_id, cursor)
+        wait = wait_param(request)
+        after = reading.after_seq(snapshot.conversation, cursor)
         if wait:
             slot = waiting_slots.acquire(principal)
-            if after < conversation.last_seq:
+            if after < snapshot.conversation.last_seq:
                 # Events are already there: the wait would end at once, so answer now, from
                 # this query's snapshot, as a read without ``wait`` (nothing to listen for).
                 slot.release()
-                return Response(reading.page_of(conversation, after, cursor).to_wire())
+                return Response(reading.page_of(snapshot, after, cursor).to_wire())
 
             async def read() -> dict[str, Any]:
                 page = await reading.read_waiting(conversation_id, after, cursor, wait)
                 return page.to_wire()
 
             return WaitingResponse(read, cleanup=slot.release)
-        return Response(reading.page_of(conversation, after, cursor).to_wire())
+        return Response(reading.page_of(snapshot, after, cursor).to_wire())
 
 
 def _released_when_done(response: StreamingHttpResponse, slot: Slot) -> StreamingHttpResponse:

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from django.db import connections, models, router
 
 ModelT = TypeVar("ModelT", bound=models.Model)
+ChildT = TypeVar("ChildT", bound=models.Model)
 
 #: A field's own converter: ``from_db_value(value, expression, connection)``, called with no
 #: expression (the statements select plain columns; a JSON field's looks only for key lookups).
@@ -49,6 +50,11 @@ def _plan(
     )
 
 
+def vendor(model: type[models.Model]) -> str:
+    """The vendor of the database ``model`` is read from (what decides the path here)."""
+    return connections[router.db_for_read(model)].vendor
+
+
 def fetch(
     model: type[ModelT], sql: str, params: Sequence[Any], *, using: str | None = None
 ) -> list[ModelT]:
@@ -62,6 +68,48 @@ def fetch(
         cursor.execute(sql, params)
         columns = tuple(column.name for column in cursor.description)
         found = cursor.fetchall()
+    return _built(model, alias, columns, found)
+
+
+def fetch_with_children(
+    parent: type[ModelT],
+    child: type[ChildT],
+    sql: str,
+    params: Sequence[Any],
+    *,
+    using: str | None = None,
+) -> tuple[ModelT | None, list[ChildT]]:
+    """PostgreSQL only: one parent row and its children from a statement whose rows each
+    hold the parent's columns and then one child's (all null where the parent has none, as a
+    ``LEFT JOIN`` gives), both starting with their primary key (how the columns split): the
+    parent (None without a row) and the children, each built as :func:`fetch` builds it."""
+    alias = using or router.db_for_read(parent)
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
+        raise NotImplementedError("fetch_with_children() runs on PostgreSQL only")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        columns = tuple(column.name for column in cursor.description)
+        found = cursor.fetchall()
+    if not found:
+        return None, []
+    split = columns.index(_primary_key_column(child), 1)
+    parents = _built(parent, alias, columns[:split], [found[0][:split]])
+    rows = [row[split:] for row in found if row[split] is not None]
+    return parents[0], _built(child, alias, columns[split:], rows)
+
+
+def _primary_key_column(model: type[models.Model]) -> str:
+    pk = model._meta.pk
+    assert pk is not None and pk.column is not None
+    return pk.column
+
+
+def _built(
+    model: type[ModelT], alias: str, columns: tuple[str, ...], rows: Sequence[Sequence[Any]]
+) -> list[ModelT]:
+    """``rows`` of these columns as ``model`` instances (``from_db``, the fields' converters)."""
+    connection = connections[alias]
     names, steps = _plan(model, columns)
     return [
         model.from_db(
@@ -72,5 +120,5 @@ def fetch(
                 for index, convert in steps
             ],
         )
-        for row in found
+        for row in rows
     ]

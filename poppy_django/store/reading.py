@@ -80,9 +80,53 @@ def read_state(conversation_id: str) -> Conversation:
 
 
 def owned_state(principal: Principal, conversation_id: str) -> Conversation:
-    """:func:`read_state` of a conversation ``principal`` owns: ownership, the cursor's
-    checks and a plain read's page state in one query."""
+    """:func:`read_state` of a conversation ``principal`` owns: ownership and the cursor's
+    checks in one query (what a stream needs before it starts)."""
     return owned(principal, conversation_id, read_state)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A conversation's :data:`READ_FIELDS` and, when read with them, the events of its next
+    page (up to ``PAGE_SIZE + 1`` after the cursor, none past its ``last_seq``)."""
+
+    conversation: Conversation
+    #: None: not read with the row (:func:`page_of` reads them).
+    events: list[Event] | None = None
+
+
+def snapshot(conversation_id: str, after: int) -> Snapshot:
+    """The conversation's read state and, on PostgreSQL, its events after ``after`` in the
+    same statement: one snapshot, one round trip (``conversation_not_found`` if gone)."""
+    if instances.vendor(Conversation) != "postgresql":
+        return Snapshot(read_state(conversation_id))
+    conversation, events = instances.fetch_with_children(
+        Conversation,
+        Event,
+        statements.conversation_and_events(READ_FIELDS, EVENT_FIELDS),
+        [after, poppy_settings.PAGE_SIZE + 1, conversation_id],
+    )
+    if conversation is None:
+        raise PoppyError("conversation_not_found")
+    return Snapshot(conversation, events)
+
+
+def owned_snapshot(principal: Principal, conversation_id: str, cursor: str | None) -> Snapshot:
+    """:func:`snapshot` after ``cursor`` of a conversation ``principal`` owns: ownership, the
+    cursor's checks (:func:`after_seq`, which the caller still runs) and the page's state
+    and events in one query. A cursor that cannot be this conversation's reads the row alone:
+    it is refused once the row says whose the conversation is."""
+    after = 0 if cursor is None else ids.parse_cursor(conversation_id, cursor)
+    if after is None:
+        return Snapshot(owned_state(principal, conversation_id))
+    read: list[Snapshot] = []
+
+    def row_and_events(conversation_id: str) -> Conversation:
+        read.append(snapshot(conversation_id, after))
+        return read[0].conversation
+
+    owned(principal, conversation_id, row_and_events)
+    return read[0]
 
 
 def _start_cursor(conversation: Conversation) -> str | None:
@@ -93,17 +137,19 @@ def _start_cursor(conversation: Conversation) -> str | None:
     return ids.event_id(conversation.pk, conversation.pruned_before_seq - 1)
 
 
-def page_of(conversation: Conversation, after: int, cursor: str | None) -> Page:
+def page_of(read: Snapshot, after: int, cursor: str | None) -> Page:
     """Up to PAGE_SIZE events after ``after``; the cursor stays put when there are none.
 
-    ``conversation`` holds :data:`READ_FIELDS` as one query read them. A state change and
-    its ``last_seq`` are committed together, so the events up to that ``last_seq`` and that
-    status and responder are one consistent snapshot: the events query stops there (later
-    events are the next read's), and is not run at all when nothing is after the cursor.
+    ``read`` holds :data:`READ_FIELDS` as one query read them, and the events when that
+    query read them too. A state change and its ``last_seq`` are committed together, so the
+    events up to that ``last_seq`` and that status and responder are one consistent
+    snapshot: the events are read up to there (later events are the next read's), and not
+    at all when nothing is after the cursor.
     """
+    conversation = read.conversation
     limit = poppy_settings.PAGE_SIZE
-    found: list[Event] = []
-    if after < conversation.last_seq:
+    found = read.events if read.events is not None else []
+    if read.events is None and after < conversation.last_seq:
         found = instances.fetch(
             Event,
             statements.events_in_range(EVENT_FIELDS),
@@ -128,8 +174,9 @@ def page_of(conversation: Conversation, after: int, cursor: str | None) -> Page:
 
 
 def read_page(conversation_id: str, after: int, cursor: str | None) -> Page:
-    """A page read afresh: one query when nothing is after ``after``, two otherwise."""
-    return page_of(read_state(conversation_id), after, cursor)
+    """A page read afresh: one query on PostgreSQL; elsewhere one when nothing is after
+    ``after``, two otherwise."""
+    return page_of(snapshot(conversation_id, after), after, cursor)
 
 
 async def read_waiting(conversation_id: str, after: int, cursor: str | None, wait: float) -> Page:

@@ -63,6 +63,26 @@ def events_in_range(fields: tuple[str, ...]) -> str:
 
 
 @functools.cache
+def conversation_and_events(fields: tuple[str, ...], event_fields: tuple[str, ...]) -> str:
+    """PostgreSQL only (``LATERAL``): :func:`conversation_by_id`'s columns, each row followed
+    by one of the conversation's events after a ``seq`` and up to its ``last_seq`` (the
+    event's id and ``event_fields``), in ``seq`` order: one statement, so one snapshot and one
+    round trip for a read's row and page. With no such event, one row whose event columns are
+    null. Parameters: the ``seq`` to read after, the most events, the conversation's id."""
+    table, events = Conversation._meta.db_table, Event._meta.db_table
+    row = ", ".join(f"c.{_column(Conversation, name)}" for name in ("id", *fields))
+    seq = _column(Event, "seq")
+    return (
+        f'SELECT {row}, e.* FROM "{table}" c LEFT JOIN LATERAL ('  # noqa: S608 - identifiers only
+        f'SELECT {_columns(Event, event_fields)} FROM "{events}"'
+        f" WHERE {_column(Event, 'conversation')} = c.{_column(Conversation, 'id')}"
+        f" AND {seq} > %s AND {seq} <= c.{_column(Conversation, 'last_seq')}"
+        f" ORDER BY {seq} LIMIT %s) e ON TRUE"
+        f" WHERE c.{_column(Conversation, 'id')} = %s ORDER BY e.{seq}"
+    )
+
+
+@functools.cache
 def conversation_locked(vendor: str) -> str:
     """The whole conversation row, locked until the transaction ends; parameter: its id."""
     meta = Conversation._meta

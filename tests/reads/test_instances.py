@@ -70,3 +70,46 @@ def test_a_column_the_model_lacks_is_refused(agent: PersonalAgent) -> None:
     sql = f'SELECT "id", 1 AS "surplus" FROM "{Conversation._meta.db_table}" WHERE "id" = %s'
     with pytest.raises(ValueError, match="surplus"):
         instances.fetch(Conversation, sql, [conversation_id])
+
+
+def test_a_row_and_its_events_in_one_statement_are_what_the_two_statements_build(
+    agent: PersonalAgent,
+) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("the row and its events are read together on PostgreSQL only")
+    conversation_id = quiet_start(agent)
+    for n in range(3):
+        service.post_message(conversation_id, f"note {n}", data={"n": [n, None]})
+    together = statements.conversation_and_events(reading.READ_FIELDS, reading.EVENT_FIELDS)
+    row_sql = statements.conversation_by_id(reading.READ_FIELDS)
+    (row,) = Conversation.objects.raw(row_sql, [conversation_id])
+    events_sql = statements.events_in_range(reading.EVENT_FIELDS)
+
+    for after, most in [(0, 100), (1, 2), (row.last_seq, 100)]:
+        conversation, events = instances.fetch_with_children(
+            Conversation, Event, together, [after, most, conversation_id]
+        )
+        assert conversation is not None
+        same_values(conversation, row)
+        expected = list(Event.objects.raw(events_sql, [conversation_id, after, row.last_seq, most]))
+        assert len(events) == len(expected) == min(most, row.last_seq - after)
+        for event, expected_event in zip(events, expected, strict=True):
+            same_values(event, expected_event)
+
+    unknown = instances.fetch_with_children(
+        Conversation, Event, together, [0, 100, "cnv_" + "0" * 32]
+    )
+    assert unknown == (None, [])
+
+
+def test_a_page_stops_at_the_rows_last_seq(agent: PersonalAgent) -> None:
+    """Events past the row's ``last_seq`` (a write's, not yet hers when the row was read)
+    are not the page's: the statement bounds them by the ``last_seq`` it read."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the row and its events are read together on PostgreSQL only")
+    conversation_id = quiet_start(agent)
+    service.post_message(conversation_id, "kept")
+    last_seq = Conversation.objects.get(pk=conversation_id).last_seq
+    Conversation.objects.filter(pk=conversation_id).update(last_seq=last_seq - 1)
+    page = reading.read_page(conversation_id, 0, None)
+    assert [int(e["id"].rpartition("_")[2]) for e in page.events] == list(range(1, last_seq))

@@ -1,5 +1,6 @@
-"""A JSON read is one indexed query when nothing is new and two when there is, through HTTP;
-its answers and their order stay the wire's, and a write racing it never splits its page."""
+"""A JSON read is one statement on PostgreSQL (the conversation's row and the page's events
+read together), through HTTP; its answers and their order stay the wire's, and a write racing
+it never splits its page."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def test_a_read_with_nothing_new_is_one_query(agent: PersonalAgent, queries: Que
     assert queries.of("poppy_django_conversation") == queries.sql
 
 
-def test_a_read_with_new_events_is_two_queries(agent: PersonalAgent, queries: Queries) -> None:
+def test_a_read_with_new_events_is_one_query(agent: PersonalAgent, queries: Queries) -> None:
     conversation_id = quiet_start(agent)
     cursor = agent.read(conversation_id).json()["cursor"]
     add_company_messages(conversation_id, 3)
@@ -77,29 +78,43 @@ def test_a_read_with_new_events_is_two_queries(agent: PersonalAgent, queries: Qu
         "note 1",
         "note 2",
     ]
-    assert len(queries.sql) == 2, queries.sql
-    assert len(queries.of("poppy_django_conversation")) == 1
-    assert len(queries.of("poppy_django_event")) == 1
+    assert len(queries.sql) == 1, queries.sql
+    assert queries.of("poppy_django_conversation") == queries.of("poppy_django_event")
     # The event's company-side facts are not read: they never reach a personal agent.
-    assert '"meta"' not in queries.of("poppy_django_event")[0]
+    assert '"meta"' not in queries.sql[0]
 
 
-def test_a_first_read_is_two_queries(agent: PersonalAgent, queries: Queries) -> None:
+def test_a_first_read_is_one_query(agent: PersonalAgent, queries: Queries) -> None:
     conversation_id = quiet_start(agent)
     response = read(agent, conversation_id, queries)
     assert response.status_code == 200 and response.json()["events"]
-    assert len(queries.sql) == 2, queries.sql
+    assert len(queries.sql) == 1, queries.sql
 
 
-def test_a_long_poll_with_nothing_new_reads_the_row_again_and_no_events(
+def test_a_full_page_is_one_query_and_says_there_is_more(
+    agent: PersonalAgent, queries: Queries, settings: Any
+) -> None:
+    settings.POPPY = {**settings.POPPY, "PAGE_SIZE": 2}
+    conversation_id = quiet_start(agent)
+    cursor = agent.read(conversation_id).json()["cursor"]
+    add_company_messages(conversation_id, 3)
+    page = read(agent, conversation_id, queries, f"?cursor={cursor}").json()
+    assert [e["message"]["text"] for e in page["events"]] == ["note 0", "note 1"]
+    assert page["has_more"] is True and len(queries.sql) == 1, queries.sql
+    rest = read(agent, conversation_id, queries, f"?cursor={page['cursor']}").json()
+    assert [e["message"]["text"] for e in rest["events"]] == ["note 2"]
+    assert rest["has_more"] is False
+
+
+def test_a_long_poll_with_nothing_new_reads_once_then_once_again(
     agent: PersonalAgent, queries: Queries
 ) -> None:
     conversation_id = quiet_start(agent)
     cursor = agent.read(conversation_id).json()["cursor"]
     response = read(agent, conversation_id, queries, f"?cursor={cursor}&wait=0.1")
     assert response.status_code == 200 and response.json()["events"] == []
-    # The request's ownership read, then the re-read once subscribed: no events query.
-    assert queries.of("poppy_django_event") == [], queries.sql
+    # The request's ownership read, then the re-read once subscribed; nothing else.
+    assert len(queries.sql) == 2, queries.sql
 
 
 def test_a_long_poll_with_events_ready_answers_at_once_as_a_plain_read(
@@ -111,7 +126,7 @@ def test_a_long_poll_with_events_ready_answers_at_once_as_a_plain_read(
     plain = agent.read(conversation_id, f"?cursor={cursor}").json()
     response = read(agent, conversation_id, queries, f"?cursor={cursor}&wait=25")
     assert response.status_code == 200 and response.json() == plain
-    assert len(queries.sql) == 2, queries.sql
+    assert len(queries.sql) == 1, queries.sql
 
 
 def test_a_foreign_or_unknown_id_is_one_query_and_not_found(
@@ -161,24 +176,23 @@ def close_elsewhere(conversation_id: str) -> None:
     closing.join()
 
 
-@pytest.mark.parametrize("nth", [1, 2])
 def test_a_write_racing_a_read_never_splits_its_page(
-    agent: PersonalAgent, queries: Queries, nth: int
+    agent: PersonalAgent, queries: Queries
 ) -> None:
-    """Status and events are one snapshot, whichever of the read's queries a close lands
-    after: a page says ``closed`` exactly when it holds the closing event."""
+    """Status and events are one snapshot, with a close landing right after the read's
+    query: a page says ``closed`` exactly when it holds the closing event."""
     conversation_id = quiet_start(agent)
     cursor = agent.read(conversation_id).json()["cursor"]
     add_company_messages(conversation_id, 1)
     seen = 0
 
-    def close_after_the_nth_query(sql: str) -> None:
+    def close_after_the_query(sql: str) -> None:
         nonlocal seen
         seen += 1
-        if seen == nth:
+        if seen == 1:
             close_elsewhere(conversation_id)
 
-    queries.after = close_after_the_nth_query
+    queries.after = close_after_the_query
     page = read(agent, conversation_id, queries, f"?cursor={cursor}").json()
     queries.after = None
     closing = [e for e in page["events"] if e["type"] == "state" and e["status"] == "closed"]
