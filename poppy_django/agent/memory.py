@@ -79,10 +79,15 @@ def window(thread: AgentThread) -> list[dict[str, str]]:
 
 def window_of(root_id: str, actor_id: str) -> list[dict[str, str]]:
     """:func:`window` of the actor's thread in a conversation, without reading the thread's
-    row first (one query); empty when the thread has no entries or does not exist."""
-    return _window(
-        AgentThreadEntry.objects.filter(thread__conversation_id=root_id, thread__actor_id=actor_id)
-    )
+    row first (one statement, written out: a turn runs it every time); empty when the thread
+    has no entries or does not exist."""
+    connection = connections[router.db_for_read(AgentThreadEntry)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            statements.thread_window(), [root_id, actor_id, poppy_settings.THREAD_HISTORY_ENTRIES]
+        )
+        newest = cursor.fetchall()
+    return [{"role": role, "text": text} for role, text in reversed(newest)]
 
 
 def _window(entries: QuerySet[AgentThreadEntry]) -> list[dict[str, str]]:

@@ -138,7 +138,7 @@ def _claim_locked(
         if answering
         else []
     )
-    with event_log.one_write(conversation):
+    with event_log.one_write(conversation, rows=[]):  # the row written out, not by the ORM
         if not pending:
             return _wind_down(conversation, answering, approved)
         if not retry:

@@ -154,6 +154,21 @@ def lease_taken_and_locked() -> str:
 
 
 @functools.cache
+def thread_window() -> str:
+    """The roles and texts of an actor's newest thread entries in a conversation, newest
+    first; parameters: the conversation's id, the actor's id, the most entries."""
+    entries, threads = AgentThreadEntry._meta.db_table, AgentThread._meta.db_table
+    role, text = _column(AgentThreadEntry, "role"), _column(AgentThreadEntry, "text")
+    return (
+        f'SELECT e.{role}, e.{text} FROM "{entries}" e JOIN "{threads}" t'  # noqa: S608
+        f" ON e.{_column(AgentThreadEntry, 'thread')} = t.{_column(AgentThread, 'id')}"
+        f" WHERE t.{_column(AgentThread, 'conversation')} = %s"
+        f" AND t.{_column(AgentThread, 'actor_id')} = %s"
+        f" ORDER BY e.{_column(AgentThreadEntry, 'position')} DESC LIMIT %s"
+    )
+
+
+@functools.cache
 def thread_positions_taken() -> str:
     """Take the next positions of an actor's thread in a conversation, its row locked until
     the transaction ends, returning the thread's id and its new last position; parameters:

@@ -34,6 +34,10 @@ def nudges(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     return sent
 
 
+#: How the statement reading a thread's window starts (:func:`statements.thread_window`).
+WINDOW = 'SELECT e."role", e."text" FROM "poppy_django_agentthreadentry"'
+
+
 def commit_of(sql: list[str]) -> list[str]:
     """The statements of a turn's second transaction (its commit)."""
     return sql[sql.index("BEGIN", sql.index("COMMIT")) :]
@@ -100,7 +104,7 @@ def test_a_turn_is_a_claim_and_a_commit(
     # Before the model runs (up to the commit's BEGIN): the thread's window in one query.
     before_model = sql[: sql.index("BEGIN", sql.index("COMMIT"))]
     assert [s for s in before_model if "poppy_django_agentthread" in s] == [
-        next(s for s in before_model if s.startswith('SELECT "poppy_django_agentthreadentry"'))
+        next(s for s in before_model if s.startswith(WINDOW))
     ]
     # The reply and the idle state reach readers with one nudge.
     conversation = Conversation.objects.get(pk=conversation_id)
@@ -127,5 +131,5 @@ def test_a_first_turn_stays_within_its_statements(agent: PersonalAgent):
     # transcript), and the commit. Was 16: the thread was looked up once more before it was
     # made, and its window read again after.
     assert len(statements) == 14
-    assert len([s for s in sql if s.startswith('SELECT "poppy_django_agentthreadentry"')]) == 1
+    assert len([s for s in sql if s.startswith(WINDOW)]) == 1
     assert len([s for s in sql if s.startswith('SELECT "poppy_django_agentthread".')]) == 1
