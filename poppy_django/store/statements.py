@@ -1,12 +1,13 @@
 """The hottest statements, written out once as SQL instead of built by the ORM on every run.
 
-A read's two queries and the locking read every write starts with run on nearly every
-request, and a turn's lease, its messages, its reply's receipt and the approvals it looks
-for are statements of every turn; live profiles showed the ORM building and compiling such
-querysets costing about three times their execution (docs/benchmarks.md). They are written
-from the models' metadata in standard SQL (double-quoted identifiers; values are always
-parameters), so PostgreSQL and SQLite run the same text, through a cursor or
-:func:`poppy_django.store.instances.fetch` (model instances, the fields' converters applied).
+A read (its row and its page's events) and the locking read every write starts with run on
+nearly every request, and a turn's lease, its messages, its thread's window, its reply's
+receipt and the approvals it looks for are statements of every turn; live profiles showed
+the ORM building and compiling such querysets costing about three times their execution
+(docs/benchmarks.md). They are written from the models' metadata in standard SQL
+(double-quoted identifiers; values are always parameters), so PostgreSQL and SQLite run the
+same text, through a cursor or :func:`poppy_django.store.instances.fetch` (model instances,
+the fields' converters applied); the few that only PostgreSQL runs say so.
 """
 
 from __future__ import annotations
