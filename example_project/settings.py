@@ -153,6 +153,12 @@ if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_TASK_ACKS_LATE = True
     CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+    # No acknowledgement emulation on Redis (kombu's "unacked" hash): a turn's message is
+    # not its only record (the conversation is ``working`` in the database, and the
+    # workers' recovery sweep takes up one whose dispatch was lost within LEASE_SECONDS +
+    # SWEEP_SECONDS), so the two Redis transactions a task costs to keep it there buy
+    # nothing; a warm shutdown still puts back the messages a worker holds.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
     # Celery's Django fix-up closes the database connection around every task unless this
     # is set; turns close old connections themselves (CONN_MAX_AGE, CONN_HEALTH_CHECKS), so
     # a worker keeps its connection instead of opening one per turn.

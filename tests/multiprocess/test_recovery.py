@@ -1,8 +1,10 @@
 """Recovery with no extra process: no beat, no reaper — only web processes and workers.
 
-A worker SIGKILLed mid-turn is taken up by another worker's recovery sweep; a message that
-kills every worker that tries it is answered with the failed-turn message after a bounded
-number of attempts; an approved action whose worker dies mid-action is run once by the next.
+A worker SIGKILLed mid-turn is taken up by another worker's recovery sweep, and so is a turn
+whose message a worker took from the broker and died holding (the example project keeps no
+copy in Redis: kombu's acknowledgement emulation is off); a message that kills every worker
+that tries it is answered with the failed-turn message after a bounded number of attempts; an
+approved action whose worker dies mid-action is run once by the next.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import redis
 
 from tests.agents import PersonalAgent, company_messages
 from tests.multiprocess.cluster import Cluster
@@ -53,6 +56,32 @@ def test_a_killed_worker_is_taken_up_by_another_with_no_beat(mp: Cluster):
     (reply,) = company_messages(events)
     assert reply == {**reply, "id": first_delta["message_id"], "text": "Let me check that for you."}
     assert [e["status"] for e in events if e["type"] == "state"] == ["working", "idle"]
+
+
+def test_a_message_a_worker_died_holding_is_answered_by_the_sweep(mp: Cluster):
+    """With no place free in its engine, a worker holds the next turn's message it took from
+    the broker; SIGKILLed then, it leaves no copy behind (no ``unacked`` hash), and the
+    conversation, ``working`` in the database, is taken up by the next worker's sweep."""
+    web = mp.web("web")
+    mp.env["POPPY_TURNS_IN_FLIGHT"] = "1"
+    mp.worker("worker-1")
+    del mp.env["POPPY_TURNS_IN_FLIGHT"]
+    broker = redis.Redis(port=mp.redis_port)
+    queue = mp.env["POPPY_CELERY_QUEUE"]
+    pa = PersonalAgent()
+    busy = pa.at(web).post("", pa.message("#slow please")).json()["conversation_id"]
+    stream = pa.at(web).stream(busy)
+    next(data for name, _, data in stream if name == "text-delta")  # its one place is taken
+    stream.close()
+    held = pa.at(web).post("", pa.message("hello")).json()["conversation_id"]
+    eventually(lambda: broker.llen(queue) == 0, timeout=10, what="worker-1 to take the message")
+    assert broker.exists("unacked", "unacked_index") == 0
+    mp.kill("worker-1")
+
+    mp.worker("worker-2")
+    for conversation_id, text in [(held, "You said: hello"), (busy, "Let me check that for you.")]:
+        events = pa.at(web).events_until(conversation_id, _settled, timeout=60)
+        assert [m["text"] for m in company_messages(events)] == [text]
 
 
 def test_a_restarted_worker_takes_up_what_the_dead_one_left(mp: Cluster):
