@@ -11,6 +11,11 @@ cProfile in every thread (DRF's cycle runs in a worker thread). POSTs are contex
 messages (they start no turn, so no worker is needed); ``ceiling`` is the bare async view of
 ``bench/ceiling.py`` on the same path (no token, no query). Prints, per op, CPU per request and
 the top functions by CPU time (``time.thread_time``: waits cost nothing).
+
+``--compare-reads N``: no profile; N rounds of reads (``--requests`` each, ``--clients`` at
+once), alternating a read's row and events in one statement (PostgreSQL's
+``reading.snapshot``) and in two (the row, then the events, as other databases read them),
+in this one process, so the machine's drift falls on both; CPU and wall ms per read.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import io
 import json
 import os
 import pstats
+import statistics
 import sys
 import tempfile
 import threading
@@ -148,6 +154,48 @@ async def drive(op: str, requests: int, agent: latency.Agent, public: str) -> No
             assert status == 202, body
 
 
+def compare_reads(args: argparse.Namespace, agent: latency.Agent, public: str) -> None:
+    """Reads with their row and events in one statement and in two, rounds alternated."""
+    from poppy_django.store import reading
+
+    def two_statements(conversation_id: str, after: int) -> reading.Snapshot:
+        return reading.Snapshot(reading.read_state(conversation_id))  # page_of reads events
+
+    ways = {"one statement": reading.snapshot, "two statements": two_statements}
+    per_client = max(1, args.requests // args.clients)
+
+    async def reads() -> None:
+        await asyncio.gather(
+            *(drive("read", per_client, agent, public) for _ in range(args.clients))
+        )
+
+    asyncio.run(drive("read", 20, agent, public))  # warm
+    figures: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
+    try:
+        for number in range(args.compare_reads):
+            order = list(ways.items()) if number % 2 == 0 else list(ways.items())[::-1]
+            for name, snapshot in order:
+                reading.snapshot = snapshot  # type: ignore[assignment]
+                cpu, wall = time.process_time(), time.perf_counter()
+                asyncio.run(reads())
+                count = per_client * args.clients
+                figures[name].append(
+                    (
+                        (time.process_time() - cpu) * 1000 / count,
+                        (time.perf_counter() - wall) * 1000 / count,
+                    )
+                )
+    finally:
+        reading.snapshot = ways["one statement"]  # type: ignore[assignment]
+    print(f"ms per read, {args.clients} client(s), {os.cpu_count()} cores (cpu, wall):")
+    for name, values in figures.items():
+        cpus, walls = [c for c, _ in values], [w for _, w in values]
+        print(
+            f"  {name}: cpu median {statistics.median(cpus):.3f}, wall median "
+            f"{statistics.median(walls):.3f}; rounds {[round(c, 2) for c in cpus]}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=300)
@@ -157,6 +205,10 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=0, help="no profile: CPU per request, this many rounds"
     )
+    parser.add_argument(
+        "--compare-reads", type=int, default=0, help="rounds: one statement against two"
+    )
+    parser.add_argument("--clients", type=int, default=1, help="with --compare-reads")
     parser.add_argument("--db", default="poppy_bench_profile")
     parser.add_argument("--out", default=str(ROOT / "var" / "bench"))
     args = parser.parse_args()
@@ -170,6 +222,9 @@ def main() -> None:
         latency.setup_django(cluster.env, "poppy_django.verifier.dpop.verify")
         agent = latency.dpop_agent("profile")
         latency.seed([agent], [10, 11])
+        if args.compare_reads:
+            compare_reads(args, agent, public)
+            return
         if args.rounds:
             cost = {op: [] for op in args.ops.split(",")}
             for op in cost:
