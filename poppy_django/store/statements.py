@@ -154,6 +154,13 @@ def lease_taken_and_locked() -> str:
     )
 
 
+def _actors_thread(alias: str = "") -> str:
+    """An actor's agent thread in a conversation (its table as ``alias``, if given);
+    parameters: the conversation's id, the actor's id."""
+    conversation, actor = _column(AgentThread, "conversation"), _column(AgentThread, "actor_id")
+    return f"{alias}{conversation} = %s AND {alias}{actor} = %s"
+
+
 @functools.cache
 def thread_window() -> str:
     """The roles and texts of an actor's newest thread entries in a conversation, newest
@@ -163,8 +170,7 @@ def thread_window() -> str:
     return (
         f'SELECT e.{role}, e.{text} FROM "{entries}" e JOIN "{threads}" t'  # noqa: S608
         f" ON e.{_column(AgentThreadEntry, 'thread')} = t.{_column(AgentThread, 'id')}"
-        f" WHERE t.{_column(AgentThread, 'conversation')} = %s"
-        f" AND t.{_column(AgentThread, 'actor_id')} = %s"
+        f" WHERE {_actors_thread('t.')}"
         f" ORDER BY e.{_column(AgentThreadEntry, 'position')} DESC LIMIT %s"
     )
 
@@ -177,9 +183,7 @@ def thread_positions_taken() -> str:
     last, updated = _column(AgentThread, "last_position"), _column(AgentThread, "updated_at")
     return (
         f'UPDATE "{AgentThread._meta.db_table}" SET {last} = {last} + %s, {updated} = %s'  # noqa: S608
-        f" WHERE {_column(AgentThread, 'conversation')} = %s"
-        f" AND {_column(AgentThread, 'actor_id')} = %s"
-        f" RETURNING {_column(AgentThread, 'id')}, {last}"
+        f" WHERE {_actors_thread()} RETURNING {_column(AgentThread, 'id')}, {last}"
     )
 
 
