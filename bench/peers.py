@@ -2,7 +2,7 @@
 
     flock /tmp/poppy-bench.lock .venv/bin/python bench/peers.py [--duration 6] [--turns 100] \\
         [--clients 1,8,32] [--targets memory,postgres,ours] [--workers 1] [--sizes 10] \\
-        [--celery-processes 1] [--replicas 1]
+        [--celery-processes 1] [--replicas 1] [--interleave N]
 
 One machine, one process each, the client of ``bench/latency.py`` (raw HTTP/1.1 keep-alive,
 a fresh ES256 DPoP proof per request, real Session Tokens):
@@ -31,6 +31,11 @@ stream sends what is stored and ends), so a peer's reply is visible to the reade
 asks right after the POST's answer: POST then GET, or POST then a stream opened from the
 last event.
 
+``--interleave N``: instead, the PostgreSQL peer and ours are started together and measured in
+N rounds of the short read and POST cells at the middle client count, their cells alternated
+(the order swapped every round): the machine's drift, larger here than most changes, then
+falls on both, and the ratios per round and their median are printed.
+
 Results: tables on stdout and ``var/bench/peers.json``; published by hand in
 ``docs/benchmarks.md`` (issue 28).
 """
@@ -43,6 +48,7 @@ import contextlib
 import json
 import secrets
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -268,7 +274,10 @@ def sizes_of(args: argparse.Namespace) -> list[int]:
 # -- ours ---------------------------------------------------------------------------------
 
 
-def ours(args: argparse.Namespace, tmp: Path, results: dict[str, Any]) -> None:
+@contextlib.contextmanager
+def our_stack(args: argparse.Namespace, tmp: Path) -> Iterator[tuple[Target, Agent, Any]]:
+    """The example project in production mode, seeded: its target, the agent of the turn
+    latency, and what waits for the worker's queue to drain."""
     clients = [int(c) for c in args.clients.split(",")]
     port = free_port()
     cluster = latency.launcher(tmp, port, args)
@@ -286,14 +295,83 @@ def ours(args: argparse.Namespace, tmp: Path, results: dict[str, Any]) -> None:
         def drain() -> None:
             latency.wait_idle(agents)
 
+        yield target, turn_agent, drain
+    finally:
+        cluster.destroy()
+
+
+def ours(args: argparse.Namespace, tmp: Path, results: dict[str, Any]) -> None:
+    with our_stack(args, tmp) as (target, turn_agent, drain):
         results["ours"] = asyncio.run(cells(target, args, drain, ceiling=True))
         turns = asyncio.run(
             latency.turn_latency(target, turn_agent, SIZE, args.turns, latency.timeline_path(tmp))
         )
         results["ours_turns"] = turns
         print(f"[ours] POST → reply: {json.dumps(turns)}")
-    finally:
-        cluster.destroy()
+
+
+# -- interleaved ----------------------------------------------------------------------------
+
+
+def interleaved(args: argparse.Namespace, tmp: Path, results: dict[str, Any]) -> None:
+    """``--interleave N``: the PostgreSQL peer and ours up at once, then N rounds of the short
+    read and POST cells at the middle client count, the two targets' cells alternated (the
+    order swapped every round), so the machine's drift falls on both; ratios per round."""
+    clients = [int(c) for c in args.clients.split(",")]
+    middle = clients[1] if len(clients) > 1 else clients[0]
+    ops = [("read", latency.read_events), ("post", latency.post_short)]
+    rounds: list[dict[str, dict[str, float]]] = []
+    with contextlib.ExitStack() as stack:
+        dsn = stack.enter_context(peer_database(f"{args.db}_peer"))
+        peer_target = stack.enter_context(
+            peer(
+                "postgres",
+                args.peer_python,
+                tmp,
+                middle + 1,
+                dsn,
+                args.pool_size,
+                [SIZE],
+                args.replicas,
+            )
+        )
+        our_target, _, drain = stack.enter_context(our_stack(args, tmp))
+        for number in range(args.interleave):
+            figures: dict[str, dict[str, float]] = {}
+            pair = [peer_target, our_target] if number % 2 == 0 else [our_target, peer_target]
+            for op, operation in ops:
+                for target in pair:
+                    worker_before = cpu_seconds(target.worker_pid) if target.worker_pid else 0.0
+                    cell = asyncio.run(
+                        latency.run_cell(
+                            target, operation, SIZE, middle, args.duration, args.warmup
+                        )
+                    )
+                    if op == "post" and target is our_target:
+                        drain()
+                    worker = (
+                        1000 * (cpu_seconds(target.worker_pid) - worker_before) / cell["completed"]
+                        if target.worker_pid and cell["completed"]
+                        else 0.0
+                    )
+                    figures.setdefault(target.name, {})[f"{op}_rps"] = cell["rps"]
+                    figures[target.name][f"{op}_cpu_ms"] = cell["server_cpu_ms_per_req"] + worker
+            rounds.append(figures)
+            ratio = {
+                key: figures["ours"][key] / figures["postgres"][key] for key in figures["ours"]
+            }
+            print(
+                f"round {number + 1}: ours / postgres "
+                + json.dumps({key: round(value, 2) for key, value in ratio.items()})
+            )
+    results["interleaved"] = rounds
+    print(f"\n==== interleaved, {middle} clients, {args.interleave} rounds: ours / postgres ====")
+    for key in rounds[0]["ours"]:
+        ratios = sorted(r["ours"][key] / r["postgres"][key] for r in rounds)
+        print(
+            f"  {key}: median {statistics.median(ratios):.2f} (min {ratios[0]:.2f}, "
+            f"max {ratios[-1]:.2f})"
+        )
 
 
 # -- the report ---------------------------------------------------------------------------
@@ -415,6 +493,12 @@ def main() -> None:
     parser.add_argument(
         "--sizes", default=str(SIZE), help="conversation sizes, e.g. 10,1000,10000 (long rows)"
     )
+    parser.add_argument(
+        "--interleave",
+        type=int,
+        default=0,
+        help="rounds of the short cells, the PostgreSQL peer's and ours alternated",
+    )
     parser.add_argument("--db", default="poppy_bench_peers", help="the databases (dropped)")
     parser.add_argument("--out", default=str(ROOT / "var" / "bench" / "peers.json"))
     args = parser.parse_args()
@@ -431,7 +515,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="poppy-bench-peers-"))
     try:
         for name in ("memory", "postgres"):
-            if name not in targets:
+            if name not in targets or args.interleave:
                 continue
             with contextlib.ExitStack() as stack:
                 dsn = (
@@ -458,6 +542,9 @@ def main() -> None:
                     peer_reply_latency(target, turn_agent, args.turns)
                 )
                 print(f"[{name}] POST → reply: {json.dumps(results[f'{name}_turns'])}")
+        if args.interleave:
+            interleaved(args, tmp, results)
+            return
         if "ours" in targets:
             ours(args, tmp, results)
         report(results, clients)
