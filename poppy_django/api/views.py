@@ -206,8 +206,8 @@ class EventsView(EndpointView):
         cursor = request.query_params.get("cursor")
         if stream:
             cursor = request.headers.get("Last-Event-ID") or cursor
-        # One query: ownership, the cursor's checks and (for a read) the page's state and
-        # events.
+        # One query: ownership and the cursor's checks, and for a read the page's state and
+        # (on PostgreSQL) its events.
         if stream:
             conversation = reading.owned_state(principal, conversation_id)
             after = reading.after_seq(conversation, cursor)

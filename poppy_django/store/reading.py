@@ -119,14 +119,14 @@ def owned_snapshot(principal: Principal, conversation_id: str, cursor: str | Non
     after = 0 if cursor is None else ids.parse_cursor(conversation_id, cursor)
     if after is None:
         return Snapshot(owned_state(principal, conversation_id))
-    read: list[Snapshot] = []
+    taken: list[Snapshot] = []
 
     def row_and_events(conversation_id: str) -> Conversation:
-        read.append(snapshot(conversation_id, after))
-        return read[0].conversation
+        taken.append(snapshot(conversation_id, after))
+        return taken[0].conversation
 
     owned(principal, conversation_id, row_and_events)
-    return read[0]
+    return taken[0]
 
 
 def _start_cursor(conversation: Conversation) -> str | None:
@@ -137,19 +137,19 @@ def _start_cursor(conversation: Conversation) -> str | None:
     return ids.event_id(conversation.pk, conversation.pruned_before_seq - 1)
 
 
-def page_of(read: Snapshot, after: int, cursor: str | None) -> Page:
+def page_of(state: Snapshot, after: int, cursor: str | None) -> Page:
     """Up to PAGE_SIZE events after ``after``; the cursor stays put when there are none.
 
-    ``read`` holds :data:`READ_FIELDS` as one query read them, and the events when that
+    ``state`` holds :data:`READ_FIELDS` as one query read them, and the events when that
     query read them too. A state change and its ``last_seq`` are committed together, so the
     events up to that ``last_seq`` and that status and responder are one consistent
     snapshot: the events are read up to there (later events are the next read's), and not
     at all when nothing is after the cursor.
     """
-    conversation = read.conversation
+    conversation = state.conversation
     limit = poppy_settings.PAGE_SIZE
-    found = read.events if read.events is not None else []
-    if read.events is None and after < conversation.last_seq:
+    found = state.events if state.events is not None else []
+    if state.events is None and after < conversation.last_seq:
         found = instances.fetch(
             Event,
             statements.events_in_range(EVENT_FIELDS),
