@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import django
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.seeded import conversation_with, setup_django  # noqa: E402
 
 
 def main() -> None:
@@ -32,19 +32,12 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=500)
     parser.add_argument("--events", type=int, default=6)
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
-    django.setup()
+    setup_django()
 
-    from poppy_django import service
     from poppy_django.models import Conversation, Event
-    from poppy_django.store import ids, instances, reading, statements
+    from poppy_django.store import instances, reading, statements
 
-    conversation = Conversation.objects.create(
-        id=ids.new_conversation_id(), client_id="bench-client", user_id="bench-user"
-    )
-    for index in range(args.events):
-        service.post_message(conversation.pk, f"message {index}", data={"index": index})
-    conversation.refresh_from_db()
+    conversation = conversation_with(args.events)
     state_sql = statements.conversation_by_id(reading.READ_FIELDS)
     events_sql = statements.events_in_range(reading.EVENT_FIELDS)
     events_params = [conversation.pk, max(0, conversation.last_seq - 4), conversation.last_seq, 51]

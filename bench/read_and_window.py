@@ -28,10 +28,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import django
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.seeded import conversation_with, setup_django  # noqa: E402
 
 
 def main() -> None:
@@ -40,25 +40,18 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=500)
     parser.add_argument("--events", type=int, default=6)
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
-    django.setup()
+    setup_django()
 
     from django.db import connection
 
-    from poppy_django import service
     from poppy_django.agent import memory
     from poppy_django.conf import poppy_settings
-    from poppy_django.models import AgentThread, AgentThreadEntry, Conversation
+    from poppy_django.models import AgentThread, AgentThreadEntry
     from poppy_django.store import ids, reading
 
     if connection.vendor != "postgresql":
         raise SystemExit("the one-statement read is PostgreSQL's: set DATABASE_URL")
-    conversation = Conversation.objects.create(
-        id=ids.new_conversation_id(), client_id="bench-client", user_id="bench-user"
-    )
-    for index in range(args.events):
-        service.post_message(conversation.pk, f"message {index}", data={"index": index})
-    conversation.refresh_from_db()
+    conversation = conversation_with(args.events)
     thread = AgentThread.objects.create(conversation=conversation, actor_id="bench-actor")
     memory.append(thread, [{"role": "user", "text": f"entry {n}"} for n in range(40)])
     after = max(0, conversation.last_seq - 4)
