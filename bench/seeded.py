@@ -1,5 +1,6 @@
 """What the in-process benches share: Django on the example project's settings, and a
-conversation with a few messages, recorded through the service API as a POST records them.
+conversation holding a few company messages, written through the service API (as staff's
+are).
 
 Used by ``bench/raw_rows.py`` and ``bench/read_and_window.py`` (run against a migrated
 database named by ``DATABASE_URL``).
@@ -23,7 +24,8 @@ def setup_django() -> None:
 
 
 def conversation_with(messages: int) -> Conversation:
-    """A new conversation holding ``messages`` user messages (its row read back after)."""
+    """A new conversation holding ``messages`` company messages written by a person
+    (:func:`poppy_django.service.post_message`), its row read back after."""
     from poppy_django import service
     from poppy_django.models import Conversation
     from poppy_django.store import ids
