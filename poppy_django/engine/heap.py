@@ -5,7 +5,7 @@ few objects), so CPython's collector runs often, and each full collection walks 
 the process holds: Django, Celery, the apps and pydantic-ai are hundreds of thousands of
 objects that live as long as the process. Measured on a worker with 200 LLM-shaped turns in
 flight, collections took about a sixth of its CPU, the full ones a quarter of a second each
-with the event loop stopped (docs/benchmarks.md, "The worker's garbage collector").
+with the event loop stopped (docs/benchmarks-history.md, "The worker's garbage collector").
 
 So when a worker process is ready (:mod:`poppy_django.tasks`), :func:`settle` imports what
 its turns will need, moves everything alive then to the collector's permanent generation
