@@ -249,6 +249,8 @@ POPPY: dict[str, Any] = {
     # model at once, and the threads that run sync tools and the ORM for them.
     "TURNS_IN_FLIGHT": int(os.environ.get("POPPY_TURNS_IN_FLIGHT", "200")),
     "EXECUTOR_THREADS": int(os.environ.get("POPPY_EXECUTOR_THREADS", "8")),
+    # Each turn engine's heartbeat file, for `manage.py poppy_worker_probe` on its host.
+    "HEARTBEAT_DIR": str(VAR_DIR / "heartbeats"),
     # Personal agents report tasks they could not do here (admin: Feedback reports).
     "FEEDBACK": True,
 }

@@ -12,6 +12,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("admin/", admin.site.urls),
     path("", include("poppy_django.urls")),
     path("", include("poppy_django.wellknown_urls")),
+    # The liveness and readiness probes (POPPY["LIVENESS_PATH"], POPPY["READINESS_PATH"]).
+    path("", include("poppy_django.health_urls")),
     # Acme's own API for personal agents (Session Tokens), listed in poppy.json.
     path("api/orders", api.OrderList.as_view(), name="orders"),
     path("api/orders/<str:order_id>", api.OrderDetail.as_view(), name="order"),

@@ -158,6 +158,13 @@ DEFAULTS: dict[str, Any] = {
     "FEEDBACK": False,
     # Reports one Session may send per hour (past it: 429 rate_limited).
     "FEEDBACK_REPORTS_PER_HOUR": 10,
+    # The probes' paths (poppy_django.health_urls): liveness answers from the process alone,
+    # readiness checks the database, migrations, cache, Redis and broker (docs/operations.md).
+    "LIVENESS_PATH": "health/live",
+    "READINESS_PATH": "health/ready",
+    # Where each turn engine's heartbeat file is touched (the worker probe reads them, on
+    # the same host); None: "poppy-heartbeats" in the system's temporary directory.
+    "HEARTBEAT_DIR": None,
 }
 
 T = TypeVar("T")
@@ -396,6 +403,9 @@ class PoppySettings(TypedSettings):
     MAX_CONTEXT_BYTES = Setting(integer)
     FEEDBACK = Setting(flag)
     FEEDBACK_REPORTS_PER_HOUR = Setting(integer)
+    LIVENESS_PATH = Setting(text)
+    READINESS_PATH = Setting(text)
+    HEARTBEAT_DIR = Setting(optional_text)
     TURN_TIMEOUT_SECONDS = Setting(number)
     TURN_MAX_ATTEMPTS = Setting(integer)
     THREAD_HISTORY_ENTRIES = Setting(integer)

@@ -48,6 +48,7 @@ from django.dispatch import receiver
 
 from poppy_django.conf import poppy_settings
 from poppy_django.engine import leases
+from poppy_django.observe import heartbeats
 
 logger = logging.getLogger("poppy_django.engine")
 
@@ -305,8 +306,10 @@ class Heartbeat:
             self._thread.join(timeout=10)
 
     def _work(self) -> None:
+        heartbeats.beat()
         try:
             while not self._stop.wait(poppy_settings.HEARTBEAT_SECONDS):
+                heartbeats.beat()  # the worker probe's sign of life, whatever the database says
                 try:
                     self.beat()
                 except Exception:
@@ -495,6 +498,7 @@ class Engine:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._loop_thread.join(timeout=10)
         self.heartbeat.stop(wait)
+        heartbeats.stopped()
         self.deltas.stop(wait)
         self.database.stop(wait)
         if not self.loop.is_running():

@@ -1,0 +1,32 @@
+"""``manage.py poppy_worker_probe``: an exec health check for a host running turn engines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from poppy_django.conf import poppy_settings
+from poppy_django.observe import heartbeats
+
+
+class Command(BaseCommand):
+    help = (
+        "Exit 0 if a live turn engine on this host (a Celery worker process) has heartbeated "
+        "within the bound, else exit 1 saying what it found: a container's exec probe."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--within",
+            type=float,
+            default=None,
+            help="seconds since the latest heartbeat (default: POPPY['LEASE_SECONDS'])",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        within = options["within"] or poppy_settings.LEASE_SECONDS
+        ok, words = heartbeats.healthy(within)
+        if not ok:
+            raise CommandError(words)
+        self.stdout.write(words)

@@ -1,0 +1,108 @@
+"""Each turn engine's heartbeat as a file on its host, for exec-style worker probes.
+
+The engine's heartbeat thread renews its leases every ``HEARTBEAT_SECONDS``; each tick it
+also touches one file of its own (``<host>-<pid>`` in ``POPPY["HEARTBEAT_DIR"]``). A probe
+run on the same host (``manage.py poppy_worker_probe``, a container's exec health check)
+passes while some live engine there has touched its file within the bound: a worker killed
+outright stops touching it, a worker whose heartbeat thread hangs too. A file, not a row:
+a database outage must not make every worker look dead and be restarted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from poppy_django.conf import poppy_settings
+
+
+def directory() -> Path:
+    configured = poppy_settings.HEARTBEAT_DIR
+    return Path(configured) if configured else Path(tempfile.gettempdir()) / "poppy-heartbeats"
+
+
+def _host() -> str:
+    return socket.gethostname()[:64].replace("/", "_")
+
+
+def _own_file() -> Path:
+    return directory() / f"{_host()}-{os.getpid()}"
+
+
+def beat() -> None:
+    """Say this process's engine is alive now (never fails the caller: a full disk or a
+    missing directory only makes the probe fail, which is what it is for)."""
+    path = _own_file()
+    try:
+        path.touch()
+    except FileNotFoundError:
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+    except OSError:
+        pass
+
+
+def stopped() -> None:
+    """This process's engine stopped on purpose: its file goes."""
+    with contextlib.suppress(OSError):
+        _own_file().unlink()
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An engine of this host, as its file tells: its pid, seconds since it beat, alive."""
+
+    pid: int
+    age: float
+    alive: bool
+
+
+def engines() -> list[Engine]:
+    """The engines of this host that have a heartbeat file, the freshest first."""
+    prefix = f"{_host()}-"
+    now = time.time()
+    found: list[Engine] = []
+    with contextlib.suppress(FileNotFoundError):
+        for path in directory().iterdir():
+            pid = path.name.removeprefix(prefix)
+            if not path.name.startswith(prefix) or not pid.isdigit():
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                age = max(0.0, now - path.stat().st_mtime)
+                found.append(Engine(int(pid), age, _alive(int(pid))))
+    return sorted(found, key=lambda engine: engine.age)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    return True
+
+
+def healthy(within: float) -> tuple[bool, str]:
+    """Whether a live engine of this host beat within ``within`` seconds, and in words."""
+    found = engines()
+    fresh = [engine for engine in found if engine.alive and engine.age <= within]
+    if fresh:
+        return True, (
+            f"{len(fresh)} engine(s) on {_host()} beat within {within:g} s "
+            f"(the latest {fresh[0].age:.1f} s ago, pid {fresh[0].pid})"
+        )
+    if not found:
+        return False, f"no engine on {_host()} has beaten (nothing in {directory()})"
+    latest = found[0]
+    state = "alive" if latest.alive else "gone"
+    return False, (
+        f"no live engine on {_host()} beat within {within:g} s; the latest beat "
+        f"{latest.age:.1f} s ago (pid {latest.pid}, {state})"
+    )
