@@ -39,9 +39,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from poppy_django import observe
-from poppy_django.api.rest_framework import wire_error_response as wire_exception_response
 from poppy_django.api.serializers import wire_error
 from poppy_django.api.threads import in_thread
+from poppy_django.api.wire_errors import wire_error_response
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError, error_response
 
@@ -216,7 +216,7 @@ class EndpointView(APIView):
             return method_not_allowed(self.wire_method)
         if isinstance(exc, exceptions.ValidationError):  # a body serializer's first error
             return wire_error(exc.detail).response()
-        return wire_exception_response(exc, self.request)
+        return wire_error_response(exc, self.request)
 
     def finalize_response(  # type: ignore[override]
         self, request: Request, response: HttpResponseBase, *args: Any, **kwargs: Any
@@ -278,7 +278,7 @@ async def _finish_waiting(response: WaitingResponse, request: HttpRequest) -> Ht
     try:
         response.data = await response.wait()
     except Exception as exc:
-        failed = wire_exception_response(exc, request)
+        failed = wire_error_response(exc, request)
         for name in ("Cache-Control", "X-Request-ID"):
             if name in response:
                 failed[name] = response[name]

@@ -23,33 +23,22 @@ hooks run on the event loop, as an async middleware's would.
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
-from django.core.exceptions import (
-    BadRequest,
-    DisallowedHost,
-    ImproperlyConfigured,
-    MiddlewareNotUsed,
-    PermissionDenied,
-    RequestDataTooBig,
-    SuspiciousOperation,
-)
-from django.core.signals import got_request_exception
-from django.http import Http404, HttpRequest
+from django.core.exceptions import DisallowedHost, ImproperlyConfigured, MiddlewareNotUsed
+from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.urls import Resolver404, resolve
 from django.utils.deprecation import MiddlewareMixin
 from django.utils.module_loading import import_string
 
-from poppy_django.api.setup_problems import host_refusal, server_error_description
+from poppy_django.api.setup_problems import host_refusal
+from poppy_django.api.wire_errors import wire_error_response
 from poppy_django.conf import endpoint_prefix, poppy_settings
 from poppy_django.errors import error_response
-
-logger = logging.getLogger("poppy_django.middleware")
 
 _CODE_OF_STATUS = {
     400: "invalid_request",
@@ -334,29 +323,9 @@ def _answering_exceptions(handler: Handler, *, is_async: bool) -> Handler:
 
 
 def exception_response(request: HttpRequest, exc: Exception) -> HttpResponseBase:
-    """Django's exception classes as the wire's errors; anything else is reported (the
-    ``got_request_exception`` signal error reporters listen to, and a log record) and
-    answered ``500 server_error``."""
-    if isinstance(exc, Http404):
-        return error_response("not_found", "There is nothing at this path.")
-    if isinstance(exc, PermissionDenied):
-        return error_response("forbidden", status=403)
-    if isinstance(exc, RequestDataTooBig):
-        return error_response("request_too_large")
-    if isinstance(exc, DisallowedHost):
-        return error_response("invalid_request", host_refusal(exc))
-    if isinstance(exc, SuspiciousOperation | BadRequest):
-        return error_response("invalid_request")
-    got_request_exception.send(sender=None, request=request)
-    hint = server_error_description(exc)
-    logger.error(
-        "poppy: %s %s failed%s",
-        request.method,
-        request.path,
-        f": {hint}" if hint else "",
-        exc_info=exc,
-    )
-    return error_response("server_error", hint)
+    """What a middleware raised, as the wire's JSON error (:func:`wire_error_response`); an
+    unexpected exception is also sent to ``got_request_exception``, as Django does."""
+    return wire_error_response(exc, request, report=True)
 
 
 def as_json(response: HttpResponseBase) -> HttpResponseBase:
@@ -366,7 +335,7 @@ def as_json(response: HttpResponseBase) -> HttpResponseBase:
     ):
         return response
     code = _CODE_OF_STATUS.get(response.status_code, "server_error")
-    replaced = error_response(code, status=response.status_code if code != "server_error" else 500)
+    replaced = error_response(code)
     for name, value in response.items():  # the middleware's headers (HSTS, CORS...) stay
         if name.lower() not in ("content-type", "content-length"):
             replaced[name] = value

@@ -14,36 +14,34 @@ is ``POPPY["AUTHENTICATE"]``, the same one the conversation endpoint uses.
 
 Every refusal is an ``APIException`` (:class:`PoppyAPIException`: its status, the wire's
 ``{"error", "error_description"}`` body as its detail, its ``WWW-Authenticate``), so DRF's
-own exception handling answers it in any ``APIView``; :func:`wire_error_response` is the one
-translation of an exception to the wire's JSON error, used by the endpoint and by
-:func:`exception_handler` (adds ``DPoP-Nonce`` and ``Cache-Control: no-store``, and answers a
-request without a Session Token, or with one sent as ``Bearer``, as the endpoint does).
+own exception handling answers it in any ``APIView``. :func:`exception_handler` answers this
+app's refusals with the one translation of an exception to the wire
+(:func:`~poppy_django.api.wire_errors.wire_error_response`, which the endpoint uses too:
+``DPoP-Nonce``, ``Cache-Control: no-store``), and a request without a Session Token, or with
+one sent as ``Bearer``, as the endpoint does.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from typing import Any, cast
 
-from django.core.exceptions import DisallowedHost, ImproperlyConfigured
-from django.http import Http404, HttpRequest
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from poppy_django.api.setup_problems import host_refusal, server_error_description
+from poppy_django.api.wire_errors import PoppyAPIException, wire_error_response
 from poppy_django.conf import poppy_settings
-from poppy_django.errors import PoppyError, error_response
+from poppy_django.errors import PoppyError
 from poppy_django.verifier import AuthRefusal, Principal, RequestInfo
 from poppy_django.verifier.public_url import public_url
 
 logger = logging.getLogger("poppy_django.rest_framework")
-#: The endpoint's failures are logged under the views' logger (as they always were).
-views_logger = logging.getLogger("poppy_django.views")
 
 #: The DRF request attribute a refusal is kept on, for ``authenticate_header``.
 REFUSAL_ATTR = "poppy_refusal"
@@ -72,26 +70,6 @@ class PoppyUser:
 
     def __str__(self) -> str:
         return self.get_username()
-
-
-class PoppyAPIException(exceptions.APIException):
-    """A refusal in the wire's shape as a DRF exception: a :class:`PoppyError`'s status, body
-    (the ``detail``), ``WWW-Authenticate`` (``auth_header``) and extra headers."""
-
-    def __init__(self, error: PoppyError) -> None:
-        body: dict[str, Any] = {"error": error.code}
-        if error.description:
-            body["error_description"] = error.description
-        body.update(error.extra)
-        super().__init__(detail=body, code=error.code)
-        self.status_code = error.status
-        self.error = error
-        if isinstance(error, AuthRefusal):
-            self.auth_header = error.www_authenticate
-
-    def response(self) -> HttpResponseBase:
-        """The wire's JSON answer (what :meth:`PoppyError.response` writes)."""
-        return self.error.response()
 
 
 class PoppyAuthenticationFailed(PoppyAPIException, exceptions.AuthenticationFailed):
@@ -211,77 +189,10 @@ def missing_token() -> PoppyAuthenticationFailed:
     return PoppyAuthenticationFailed(refusal)
 
 
-def wire_error_response(
-    exc: Exception, request: HttpRequest | Request | None = None
-) -> HttpResponseBase:
-    """Every failure as the wire's JSON error; anything unexpected is logged and a 500.
-
-    The one translation of an exception to the wire: the endpoint answers every exception
-    with it, :func:`exception_handler` the refusals of this app.
-    """
-    if isinstance(exc, PoppyError):
-        return exc.response()
-    if isinstance(exc, PoppyAPIException):
-        return exc.response()
-    if isinstance(exc, exceptions.Throttled):
-        seconds = getattr(exc, "wait", None)
-        wait = math.ceil(seconds) if seconds is not None else 1
-        return error_response(
-            "too_many_requests",
-            "Too many requests: try again later.",
-            headers={"Retry-After": str(max(1, wait))},
-        )
-    if isinstance(exc, exceptions.APIException):
-        return _api_exception_response(exc)
-    if isinstance(exc, DisallowedHost):
-        return error_response("invalid_request", host_refusal(exc))
-    if isinstance(exc, Http404):
-        return error_response("not_found", "There is nothing at this path.")
-    django_request = cast(HttpRequest | None, request)
-    method, path = (
-        (django_request.method, django_request.path) if django_request is not None else ("?", "?")
-    )
-    hint = server_error_description(exc)
-    views_logger.exception(
-        "poppy: %s %s failed%s", method, path, f": {hint}" if hint else "", exc_info=exc
-    )
-    return error_response("server_error", hint)
-
-
-def _api_exception_response(exc: exceptions.APIException) -> HttpResponseBase:
-    """A DRF exception (e.g. from a company's own permission class) in the wire's shape.
-
-    Its code is the ``error`` (``PermissionDenied(detail, code="client_blocked")``), its
-    detail the description, and its ``auth_header`` the ``WWW-Authenticate`` header.
-    """
-    detail = exc.detail
-    if isinstance(detail, dict) and isinstance(detail.get("error"), str):
-        code = str(detail["error"])
-        description = detail.get("error_description")
-    else:
-        codes = exc.get_codes()
-        code = codes if isinstance(codes, str) else exc.default_code
-        description = detail if isinstance(detail, str) else None
-    headers = {}
-    auth_header = getattr(exc, "auth_header", None)
-    if auth_header:
-        headers["WWW-Authenticate"] = str(auth_header)
-    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
-        headers.setdefault("WWW-Authenticate", "DPoP")
-    response = error_response(
-        str(code),
-        str(description) if description else None,
-        status=exc.status_code,
-        headers=headers,
-    )
-    if exc.status_code in (401, 403):
-        response["Cache-Control"] = "no-store"
-    return response
-
-
 def exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponseBase | None:
     """``REST_FRAMEWORK["EXCEPTION_HANDLER"]`` for a company's APIs: this app's refusals as
-    the endpoint answers them (:func:`wire_error_response`), everything else as DRF does.
+    the endpoint answers them (:func:`~poppy_django.api.wire_errors.wire_error_response`),
+    everything else as DRF does.
 
     A request a Poppy-authenticated view refuses for want of credentials (DRF's
     ``NotAuthenticated``) is the verifier's ``401 invalid_token`` with the DPoP challenge.
