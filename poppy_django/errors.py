@@ -10,15 +10,21 @@ from django.http import JsonResponse
 
 @dataclass(frozen=True)
 class ErrorCode:
-    """An error code the app answers with: its status, and whether the wire contract has it
-    (the conversation endpoint's codes, which its OpenAPI document lists)."""
+    """An error code the app answers with: its status, and whether the conversation wire's
+    contract has it (the endpoint's codes, which its OpenAPI document lists)."""
 
     status: int
     wire: bool = True
 
 
-#: Every error code the app answers with: the one table (statuses, the schema's enum).
+#: Every error code the app answers with, and the one place its status is written: what
+#: :func:`error_response` and :class:`PoppyError` answer, on the endpoint, the desk, the
+#: Operations and MCP APIs, the sign-in channels and feedback, and the service API's refusals.
+#: A code outside it comes only from a company's own code (a verifier's refusal, a DRF
+#: exception's ``code``); ``tests/wire/test_error_codes.py`` holds the package to it. The
+#: issuer's token endpoint answers OAuth's errors (RFC 6749 §5.2) from Authlib's classes.
 ERRORS: dict[str, ErrorCode] = {
+    # The conversation wire (its table in docs/rest-framework.md, the OpenAPI enum).
     "invalid_request": ErrorCode(400),
     "invalid_cursor": ErrorCode(400),
     "invalid_token": ErrorCode(401),
@@ -26,21 +32,41 @@ ERRORS: dict[str, ErrorCode] = {
     "use_dpop_nonce": ErrorCode(401),
     "sign_in_required": ErrorCode(403),
     "insufficient_scope": ErrorCode(403),
-    # Django's PermissionDenied on the endpoint's paths (PoppyEndpointMiddleware).
-    "forbidden": ErrorCode(403, wire=False),
     "not_found": ErrorCode(404),
     "conversation_not_found": ErrorCode(404),
     "method_not_allowed": ErrorCode(405),
     "conversation_closed": ErrorCode(409),
     "message_id_conflict": ErrorCode(409),
     "direct_conversation_open": ErrorCode(409),
-    # The desk's JSON API: an approval decided twice.
-    "action_decided": ErrorCode(409, wire=False),
     "cursor_expired": ErrorCode(410),
     "request_too_large": ErrorCode(413),
     "too_many_requests": ErrorCode(429),
     "server_error": ErrorCode(500),
     "not_implemented": ErrorCode(501),
+    # Django's PermissionDenied on the endpoint's paths (PoppyEndpointMiddleware).
+    "forbidden": ErrorCode(403, wire=False),
+    # The desk's JSON API: an approval decided twice.
+    "action_decided": ErrorCode(409, wire=False),
+    # An API (Operations, MCP) used without negotiating its extension (§3.3): the SDK's
+    # clients read the code and its ``extension``.
+    "extension_required": ErrorCode(403, wire=False),
+    # The Operations extension v1 (docs/operations-extension.md), as its clients read them.
+    "user_approval_required": ErrorCode(403, wire=False),
+    "operation_not_found": ErrorCode(404, wire=False),
+    "terms_changed": ErrorCode(409, wire=False),
+    # The company's own calls refused (operations.service.revise and settle, Python only):
+    # an operation no longer proposed, one whose outcome is not unknown.
+    "operation_not_proposed": ErrorCode(409, wire=False),
+    "operation_not_unknown": ErrorCode(409, wire=False),
+    # The sign-in channels (browser, Mediated Sign-In) and feedback (docs/channels.md).
+    "invalid_session": ErrorCode(400, wire=False),
+    "invalid_scope": ErrorCode(400, wire=False),
+    "invalid_browser_assertion": ErrorCode(400, wire=False),
+    "invalid_return_to": ErrorCode(400, wire=False),
+    "sign_in_not_found": ErrorCode(404, wire=False),
+    # The channels' and the SDK's name for a 429 (its Mediated Sign-In, feedback and MCP
+    # clients read it); the conversation wire's is ``too_many_requests``, so both stay.
+    "rate_limited": ErrorCode(429, wire=False),
 }
 
 #: The status of every error code.

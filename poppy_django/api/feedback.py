@@ -60,9 +60,7 @@ def _text(body: dict[str, Any], name: str, limit: int) -> str:
         or len(value) > limit
         or not _storable(value)
     ):
-        raise PoppyError(
-            "invalid_request", f"{name} is a text of 1 to {limit} characters.", status=400
-        )
+        raise PoppyError("invalid_request", f"{name} is a text of 1 to {limit} characters.")
     return value
 
 
@@ -107,7 +105,6 @@ def _admit(principal: Principal) -> None:
         raise PoppyError(
             "rate_limited",
             "Too many feedback reports from this Session; retry later.",
-            status=429,
             headers={"Retry-After": str(wait)},
         )
 

@@ -336,7 +336,6 @@ def _propose(
         raise PoppyError(
             "extension_required",
             "This tool proposes operations: list the operations extension, version 1.",
-            status=403,
             extra={"extension": negotiation.EXTENSION},
             headers={
                 "WWW-Authenticate": challenges(

@@ -215,7 +215,7 @@ def user_for_account(account_id: str) -> Any:
 
 
 def _refused(refusal: BrowserRefused) -> JsonResponse:
-    response = error_response(refusal.error, refusal.description, status=400)
+    response = error_response(refusal.error, refusal.description)
     response["Cache-Control"] = "no-store"
     return response
 

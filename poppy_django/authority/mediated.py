@@ -83,18 +83,14 @@ class CodeRequired:
 class MediatedRefused(Exception):
     """A request refused before or instead of checking credentials: a JSON error."""
 
-    def __init__(
-        self, error: str, description: str, status: int = 400, retry_after: int | None = None
-    ) -> None:
+    def __init__(self, error: str, description: str, retry_after: int | None = None) -> None:
         super().__init__(description)
-        self.error, self.description, self.status = error, description, status
+        self.error, self.description = error, description
         self.retry_after = retry_after
 
     def response(self) -> JsonResponse:
         headers = {"Retry-After": str(self.retry_after)} if self.retry_after else None
-        return no_store(
-            error_response(self.error, self.description, status=self.status, headers=headers)
-        )
+        return no_store(error_response(self.error, self.description, headers=headers))
 
 
 def fields() -> list[dict[str, Any]] | None:
@@ -145,7 +141,7 @@ def _caller(request: HttpRequest) -> tuple[Principal, Session]:
     """The verified caller and its Session at this authority (before the body is read)."""
     verifier = poppy_settings.AUTHENTICATE
     if verifier is None:
-        raise MediatedRefused("not_implemented", "No token verifier is configured.", 501)
+        raise MediatedRefused("not_implemented", "No token verifier is configured.")
     principal = verifier(request_info(request))
     if isinstance(principal, AuthRefusal):
         raise principal
@@ -169,7 +165,7 @@ def _json_body(request: HttpRequest) -> dict[str, Any]:
         raise MediatedRefused("invalid_request", "The body must be application/json.")
     length = request.headers.get("Content-Length", "")
     if (length.isdigit() and int(length) > MAX_BODY_BYTES) or len(request.body) > MAX_BODY_BYTES:
-        raise MediatedRefused("request_too_large", "The body is too large.", 413)
+        raise MediatedRefused("request_too_large", "The body is too large.")
     try:
         body = json.loads(request.body)
     except (ValueError, UnicodeDecodeError):
@@ -230,7 +226,7 @@ def _refuse_if_locked(keys: list[str]) -> None:
     if locked:
         wait = max(windows.retry_after(k, seconds=_window(), alias=_alias()) for k in locked)
         raise MediatedRefused(
-            "rate_limited", "Too many failed sign-in attempts; retry later.", 429, wait
+            "rate_limited", "Too many failed sign-in attempts; retry later.", retry_after=wait
         )
 
 
@@ -376,7 +372,7 @@ def mediated_code_view(request: HttpRequest, sign_in_id: str) -> JsonResponse:
         )
         if record is None:
             # Unknown, or another Session's: one answer for both.
-            raise MediatedRefused("sign_in_not_found", "No such sign-in in this Session.", 404)
+            raise MediatedRefused("sign_in_not_found", "No such sign-in in this Session.")
         if record.status != MediatedSignIn.Status.CODE_REQUIRED:
             return _status(record.status)
         if record.expires_at <= timezone.now():

@@ -52,12 +52,11 @@ def propose_response(
         raise exceptions.NotAuthenticated()
     try:
         if not options().enabled:
-            raise PoppyError("not_found", "This company does not offer operations.", status=404)
+            raise PoppyError("not_found", "This company does not offer operations.")
         if not negotiation.lists_operations(principal.client_id):
             raise PoppyError(
                 "extension_required",
                 "This API proposes operations: list the operations extension, version 1.",
-                status=403,
                 extra={"extension": negotiation.EXTENSION},
                 headers={
                     "WWW-Authenticate": 'DPoP error="extension_required", extension="operations"'

@@ -43,7 +43,7 @@ NOT_FOUND = "operation_not_found"
 
 
 def not_found() -> PoppyError:
-    return PoppyError(NOT_FOUND, "There is no such operation.", status=404)
+    return PoppyError(NOT_FOUND, "There is no such operation.")
 
 
 def proposes(tool: Tool, client_id: str) -> bool:
@@ -208,13 +208,10 @@ def confirm(principal: Principal, operation_id: str, body: Any) -> Operation:
             raise PoppyError(
                 "terms_changed",
                 "The operation has a newer revision: show it to the User.",
-                status=409,
                 extra={"operation": operation.to_wire()},
             )
         if approved_by == "standing_permission" and operation.user_approval_required:
-            raise PoppyError(
-                "user_approval_required", "This revision needs the User's approval.", status=403
-            )
+            raise PoppyError("user_approval_required", "This revision needs the User's approval.")
         operation.state = OperationState.IN_PROGRESS
         operation.confirmed_revision = operation.revision
         operation.approved_by = str(approved_by)
@@ -275,7 +272,6 @@ def revise(
             raise PoppyError(
                 "operation_not_proposed",
                 f"Only a proposed operation can be revised; this one is {operation.state}.",
-                status=409,
             )
         if arguments is not None:
             tool = registry.get(operation.agent_name).tool(operation.tool)
@@ -327,7 +323,6 @@ def settle(operation_id: str, *, succeeded: bool, summary: str, data: Any = None
                 "operation_not_unknown",
                 f"Only an operation whose outcome is unknown can be settled; this one is "
                 f"{operation.state}.",
-                status=409,
             )
         operation.state = OperationState.SUCCEEDED if succeeded else OperationState.FAILED
         operation.outcome_unknown = False
