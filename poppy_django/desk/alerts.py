@@ -1,0 +1,52 @@
+"""What every desk page is told about the queue: how many wait, and which, for its alerts.
+
+Every desk page re-reads this when the desk's live channel nudges it: the count goes in the
+tab's title, a conversation the page has not seen waiting before raises a browser
+notification (and a sound, if the staffer turned it on), and *next waiting* opens the one
+that has waited longest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from poppy_django.desk import queue, wording
+from poppy_django.models import Conversation, Status
+
+#: The waiting conversations a page is told about (the longest waiting first): enough for
+#: the alerts, not the queue.
+SHOWN = 20
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """One conversation waiting for a person, as an alert names it."""
+
+    id: str
+    who: str
+    said: str
+    since: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    count: int
+    waiting: list[Waiting]
+
+
+def summary() -> Summary:
+    """The waiting conversations (count, and the longest waiting first)."""
+    queued = Conversation.objects.filter(status=Status.QUEUED)
+    rows = queued.annotate(said=queue.last_said()).order_by("handoff_requested_at", "id")
+    return Summary(
+        count=queued.count(),
+        waiting=[
+            Waiting(
+                id=row.id,
+                who=wording.who(row.account_id, row.user_id),
+                said=wording.first_words(row.said),
+                since=row.handoff_requested_at.isoformat() if row.handoff_requested_at else "",
+            )
+            for row in rows[:SHOWN]
+        ],
+    )
