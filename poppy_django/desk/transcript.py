@@ -11,16 +11,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from poppy_django.desk import wording
 from poppy_django.models import Event, EventType
 
-#: A state change, in words (status, responder).
-_STATES: dict[tuple[str, str], str] = {
-    ("queued", "agent"): "Waiting for a person",
-    ("idle", "human"): "A person has the conversation",
-    ("working", "agent"): "The Company Agent is working",
-    ("idle", "agent"): "The Company Agent has the conversation",
-    ("working", "human"): "A person has the conversation",
-}
 _AUTHORIZATION = {
     "sign_in_required": "The User must sign in",
     "insufficient_scope": "The personal agent needs another permission",
@@ -75,10 +68,8 @@ def _describe(type: str, payload: Any, by: str) -> tuple[str, str, str, list[str
         return (*_message(payload.get("message") or {}, by), None)
     if type == EventType.STATE:
         status, responder = str(payload.get("status")), str(payload.get("responder"))
-        if status == "closed":
-            words = "Closed"
-        else:
-            words = _STATES.get((status, responder), f"{status} / {responder}")
+        # The queue's words (one vocabulary on every desk page and in the admin's list).
+        words = wording.status_label(status, responder).capitalize()
         if by:
             words += f" (by {by})"
         return "state", "State", words, [f"{status} · {responder}"], None

@@ -26,6 +26,7 @@ def desk_urls(admin_site: AdminSite) -> list[URLPattern]:
     return [
         path("desk/", wrap(views.queue_page), site, name=views.QUEUE),
         path("desk/stream/", wrap(views.queue_stream), site, name=views.QUEUE_STREAM),
+        path("desk/alerts.json", wrap(views.alerts_json), site, name=views.ALERTS),
         path(
             "desk/<str:conversation_id>/",
             wrap(views.conversation_page),

@@ -24,7 +24,7 @@ from django_eventstream.views import events as eventstream_events
 
 from poppy_django import service
 from poppy_django.conf import poppy_settings
-from poppy_django.desk import decisions, queue, transcript, wording
+from poppy_django.desk import alerts, decisions, queue, transcript, wording
 from poppy_django.desk.permissions import desk_permission
 from poppy_django.engine.broker_health import health
 from poppy_django.errors import PoppyError, error_response
@@ -48,6 +48,7 @@ CONVERSATION = "poppy_django_conversation_desk_conversation"
 EVENTS = "poppy_django_conversation_desk_events"
 CONVERSATION_STREAM = "poppy_django_conversation_desk_conversation_stream"
 ACTION = "poppy_django_conversation_desk_action"
+ALERTS = "poppy_django_conversation_desk_alerts"
 APPROVAL = "poppy_django_conversation_desk_approval"
 
 
@@ -58,11 +59,22 @@ def _url(admin_site: AdminSite, name: str, *args: Any) -> str:
 def _context(request: HttpRequest, admin_site: AdminSite, title: str) -> dict[str, Any]:
     return {
         **admin_site.each_context(request),
+        # The desk needs the page's width (the queue's columns, the transcript beside the
+        # conversation's panel), not the admin's model list beside it.
+        "is_nav_sidebar_enabled": False,
         "title": title,
         "opts": Conversation._meta,
         "queue_url": _url(admin_site, QUEUE),
+        "alerts_url": _url(admin_site, ALERTS),
+        "developer": is_developer(request),
         **_health(),
     }
+
+
+def is_developer(request: HttpRequest) -> bool:
+    """Whether the page shows what only a developer reads (worker commands, request ids,
+    the diagnostics panel): superusers only; staff read the desk in staff's words."""
+    return bool(getattr(request.user, "is_superuser", False))
 
 
 def _health() -> dict[str, Any]:
@@ -230,7 +242,9 @@ def events_json(request: HttpRequest, conversation_id: str, admin_site: AdminSit
     actions_html = render_to_string(
         "poppy_django/desk/action_log.html", {"actions": _action_log(conversation.id)}
     )
-    health_html = render_to_string("poppy_django/desk/health.html", _health())
+    health_html = render_to_string(
+        "poppy_django/desk/health.html", {**_health(), "developer": is_developer(request)}
+    )
     return JsonResponse(
         {
             "conversation": state(conversation),
@@ -249,6 +263,29 @@ def _action_log(conversation_id: str) -> list[ActionRecord]:
         ActionRecord.objects.filter(conversation_id=conversation_id)
         .select_related("operation")
         .order_by("-created_at")[:50]
+    )
+
+
+@require_GET
+@desk_permission
+def alerts_json(request: HttpRequest, admin_site: AdminSite) -> JsonResponse:
+    """What every desk page alerts on: how many conversations wait, the longest waiting
+    first (re-read when the live channel nudges)."""
+    found = alerts.summary()
+    return JsonResponse(
+        {
+            "waiting": found.count,
+            "conversations": [
+                {
+                    "id": item.id,
+                    "who": item.who,
+                    "said": item.said,
+                    "since": item.since,
+                    "url": _url(admin_site, CONVERSATION, item.id),
+                }
+                for item in found.waiting
+            ],
+        }
     )
 
 

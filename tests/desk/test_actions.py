@@ -233,7 +233,7 @@ def test_the_transcript_json_fills_gaps_after_a_seq(desk: Client, agent: Persona
     tail = desk.get(desk_url(conversation_id, "events.json"), {"after": last - 1}).json()
     (event,) = tail["events"]
     assert event["seq"] == last and event["request_id"] == request_id
-    assert "A person has the conversation" in event["html"] and "sam" in event["html"]
+    assert "With a person" in event["html"] and "sam" in event["html"]
     assert tail["conversation"]["assignee"] == "sam" and tail["has_more"] is False
     assert desk.get(desk_url(conversation_id, "events.json"), {"after": "x"}).status_code == 400
 

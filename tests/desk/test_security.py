@@ -32,6 +32,7 @@ def every_get(conversation_id: str) -> list[str]:
         DESK,
         f"{DESK}?partial=rows",
         f"{DESK}stream/",
+        f"{DESK}alerts.json",
         desk_url(conversation_id),
         desk_url(conversation_id, "events.json"),
         desk_url(conversation_id, "stream/"),

@@ -101,7 +101,7 @@ def test_state_changes_authorization_and_requests() -> None:
         == "Waiting for a person"
     )
     joined = describe(event("state", {"status": "idle", "responder": "human"}, {"by": "sam"}))
-    assert joined.text == "A person has the conversation (by sam)" and joined.kind == "state"
+    assert joined.text == "With a person (by sam)" and joined.kind == "state"
     assert describe(event("state", {"status": "closed", "responder": "agent"})).text == "Closed"
     auth = describe(event("authorization", {"error": "insufficient_scope", "scope": "poppy:write"}))
     assert auth.who == "Authorization request" and auth.details == [

@@ -81,9 +81,10 @@ def test_rows_name_who_and_the_last_words(desk: Client) -> None:
     rows = desk.get(DESK + "?partial=rows").content.decode()
     assert "account acct-2" in rows
     assert "user pairwise-use…" in rows
-    # The last message is the Company Agent's echo: its first words, cut at a word.
-    assert "You said: My tent arrived with a broken pole and I need a…" in rows
-    assert "You said: just browsing" in rows
+    # What the customer last said (not the Company Agent's echo of it), cut at a word.
+    assert "“My tent arrived with a broken pole and I need a new one…”" in rows
+    assert "“just browsing”" in rows
+    assert "You said:" not in rows
 
 
 def test_request_ids_stay_out_of_the_transcript(desk: Client, agent: PersonalAgent) -> None:
@@ -106,24 +107,35 @@ def test_a_turn_no_worker_took_up_is_shown(desk: Client, agent: PersonalAgent) -
         updated_at=timezone.now() - timedelta(minutes=5), lease_owner=None
     )
     assert events_json(desk, conversation_id)["conversation"]["stalled"] is True
+    # Staff read what it means for them; the command to run is for a developer.
     page = desk.get(DESK).content.decode()
     assert 'data-health="no-worker"' in page
-    assert "is a Celery worker running" in page
+    assert "tell your administrator" in page and "celery" not in page.lower()
+    assert "celery" not in events_json(desk, conversation_id)["health_html"].lower()
     rows = desk.get(DESK + "?partial=rows").content.decode()
-    assert "poppy-stalled" in rows and ">no worker</span>" in rows
+    assert "poppy-stalled" in rows and ">not answering</span>" in rows
+    developer = Client()
+    developer.force_login(User.objects.create_superuser("root-stalled", password=None))
+    page = developer.get(DESK).content.decode()
+    assert "is a Celery worker running" in page and "celery -A yourproject worker" in page
 
 
 def test_a_failing_broker_is_shown_on_the_desk(desk: Client, settings) -> None:
     settings.CELERY_BROKER_URL = "redis://:hunter2@broker.invalid:6379/0"
     settings.POPPY = {**settings.POPPY, "EXECUTOR": "poppy_django.engine.executors.CeleryExecutor"}
+    developer = Client()
+    developer.force_login(User.objects.create_superuser("root-broker", password=None))
     health.failed("cnv_test", ConnectionRefusedError(111, "Connection refused"))
     try:
         page = desk.get(DESK).content.decode()
+        technical = developer.get(DESK).content.decode()
     finally:
         health.succeeded()
-    assert 'data-health="broker"' in page
-    assert "redis://broker.invalid:6379/0" in page and "hunter2" not in page
-    assert "recovery sweep" in page
+    assert 'data-health="broker"' in page and "tell your administrator" in page
+    assert "broker.invalid" not in page and "sweep" not in page
+    assert 'data-health="broker"' in technical
+    assert "redis://broker.invalid:6379/0" in technical and "hunter2" not in technical
+    assert "recovery sweep" in technical
 
 
 # The admin ------------------------------------------------------------------------------

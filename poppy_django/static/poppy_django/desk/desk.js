@@ -9,7 +9,11 @@
  * Correlation (request ids): every action gets an id made here (crypto.randomUUID) before it
  * is sent, and a pending row. The server echoes the id on the events the action causes; a
  * pending row is settled only by its own id. An event carrying an id that no pending row of
- * this page made goes to the diagnostics panel and settles nothing.
+ * this page made goes to the diagnostics panel (superusers only) and settles nothing.
+ *
+ * Every nudge and every (re)connection is also told to the rest of the page as a DOM event
+ * on the document ("poppy:nudge", "poppy:live"): the alerts (desk-alerts.js) follow the
+ * same live feed without a connection of their own.
  */
 (function () {
   "use strict";
@@ -19,6 +23,11 @@
     return;
   }
   var live = root.querySelector("[data-live]");
+  var developer = root.hasAttribute("data-developer");
+
+  function tell(name, detail) {
+    document.dispatchEvent(new CustomEvent(name, { detail: detail }));
+  }
 
   function setLive(text, state) {
     if (live) {
@@ -64,6 +73,7 @@
         // First open: catch up with what happened since the page was rendered.
         // Reopen: fill the gap the disconnection left.
         handlers.opened(everOpened);
+        tell("poppy:live", { reopened: everOpened });
         everOpened = true;
       };
       source.onerror = function () {
@@ -79,6 +89,7 @@
         var data = parse(event.data);
         if (data) {
           handlers.nudge(data);
+          tell("poppy:nudge", data);
         }
       });
       source.addEventListener("poppy.delta", function (event) {
@@ -228,7 +239,7 @@
     function applyState(next) {
       var waitingChanged = next.handoff_requested_at !== state.handoff_requested_at;
       state = next;
-      ["status_label", "responder", "assignee"].forEach(function (name) {
+      ["status_label", "assignee"].forEach(function (name) {
         var cell = root.querySelector('[data-field="' + name + '"]');
         if (cell) {
           cell.textContent = next[name] || "—";
@@ -273,14 +284,16 @@
       var status = document.createElement("span");
       status.className = "poppy-request-status";
       status.textContent = " — sending…";
-      var rid = document.createElement("code");
-      rid.className = "poppy-rid";
-      rid.textContent = requestId.slice(0, 8);
-      rid.title = requestId;
       row.appendChild(title);
       row.appendChild(status);
-      row.appendChild(document.createTextNode(" "));
-      row.appendChild(rid);
+      if (developer) {
+        var rid = document.createElement("code");
+        rid.className = "poppy-rid";
+        rid.textContent = requestId.slice(0, 8);
+        rid.title = requestId;
+        row.appendChild(document.createTextNode(" "));
+        row.appendChild(rid);
+      }
       pendingList.insertBefore(row, pendingList.firstChild);
       pending[requestId] = { row: row, events: [], answered: false };
       return pending[requestId];
@@ -302,7 +315,7 @@
 
     function stray(requestId, seq, type, via) {
       var key = requestId + "/" + seq;
-      if (seenStray[key]) {
+      if (!diagnostics || seenStray[key]) {
         return;
       }
       seenStray[key] = true;
