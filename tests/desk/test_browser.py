@@ -1,12 +1,12 @@
-"""The desk in a real browser (Debian's headless Chromium, driven by Playwright) against a
-live uvicorn server on its own PostgreSQL database: a handoff handled end to end.
+"""The desk in a real browser (Debian's headless Chromium, driven by Playwright) against the
+example project in production mode (uvicorn, Celery, PostgreSQL, Redis: tests/desk/browser.py):
+a handoff handled end to end by one person. Two at once: test_team_browser.py.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,76 +14,47 @@ import httpx
 import pytest
 
 from tests.agents import PersonalAgent, company_messages, unique
-from tests.multiprocess.cluster import ROOT, Cluster, cluster
+from tests.desk.browser import (
+    ARTIFACTS,
+    CHROMIUM_ARGS,
+    Site,
+    Staff,
+    chromium,
+    production_site,
+    screenshot,
+)
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
-
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-ARTIFACTS = ROOT / "var" / "test-artifacts"
-PASSWORD = "desk-test-password"
-DESK = "/admin/poppy_django/conversation/desk/"
-SETTLED = ".poppy-request[data-state=settled]"
-
-
-def chromium() -> str:
-    for candidate in ("chromium", "chromium-browser"):
-        found = shutil.which(candidate)
-        if found:
-            return found
-    if Path("/usr/bin/chromium").exists():
-        return "/usr/bin/chromium"
-    pytest.skip("Chromium is not installed (scripts/ensure-browser.sh: apt-get install chromium)")
+pytestmark = [pytest.mark.browser, pytest.mark.multiprocess, pytest.mark.timeout(240)]
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[Cluster, str]]:
-    """One uvicorn process in embedded mode (in-process turns and fan-out) and a desk user."""
-    with cluster(tmp_path) as running:
-        running.env.pop("REDIS_URL")  # embedded: one process, no Celery, no Redis fan-out
-        running.manage(
-            "shell",
-            "-c",
-            "from django.contrib.auth.models import Permission, User\n"
-            f"u = User.objects.create_user('sam', password='{PASSWORD}', is_staff=True)\n"
-            "u.user_permissions.add(Permission.objects.get(codename='handle_conversations'))",
-        )
-        yield running, running.web("web")
+def server(tmp_path: Path) -> Iterator[Site]:
+    """The example project in production mode and a desk user, sam."""
+    with production_site(tmp_path) as site:
+        site.add_staff("sam")
+        yield site
 
 
 def settled(page, count: int) -> None:
     page.wait_for_function(
-        f"document.querySelectorAll('{SETTLED}').length >= {count}", timeout=15_000
+        f"document.querySelectorAll('.poppy-request[data-state=settled]').length >= {count}",
+        timeout=20_000,
     )
 
 
-def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> None:
+def test_a_support_agent_handles_a_handoff_live(server: Site) -> None:
     sync_api = pytest.importorskip("playwright.sync_api")
     executable = chromium()
-    running, base = server
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    running, base = server.cluster, server.base
     agent = PersonalAgent(user_id=unique("mp-user"))
 
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 960})
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
+        sam = Staff(browser, server, "sam")
+        page, errors = sam.page, sam.errors
         try:
             # Sign in to the admin and open the desk's queue.
-            page.goto(f"{base}/admin/login/?next={DESK}")
-            page.fill("#id_username", "sam")
-            page.fill("#id_password", PASSWORD)
-            page.click("input[type=submit]")
-            page.wait_for_url(f"**{DESK}")
-            page.wait_for_selector("[data-live][data-state=live]")
+            sam.sign_in()
 
             # A personal agent talks to the Company Agent, then asks for a person.
             started = agent.at(base).post("", agent.message("hello"))
@@ -101,7 +72,8 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
             assert "waiting for a person" in page.text_content(row)
             # Known by whom it is with and its last words, not only by its id.
             assert "user mp-user-" in page.text_content(f"{row} .poppy-who-link")
-            assert page.text_content(f"{row} .poppy-first-words").startswith("You said: hello")
+            # What the customer said, not the Company Agent's echo of it.
+            assert page.text_content(f"{row} .poppy-first-words").strip() == "“hello”"
             # How long they have waited, counted live in the row ("12 s", "3 min").
             page.wait_for_function(
                 f"/^\\d+ (s|min)$/.test(document.querySelector('{row} .poppy-waited')"
@@ -111,7 +83,6 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
                 "document.querySelector('[data-tabs] li:nth-child(2) .poppy-count')"
                 ".textContent === '1'"
             )
-            page.screenshot(path=str(ARTIFACTS / "desk-queue.png"))
 
             # The support agent opens it, joins and replies.
             page.click(f"{row} a")
@@ -172,14 +143,15 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
                 lambda events: "Monday" in str(company_messages(events)[-1].get("text")),
             )
             page.wait_for_selector(".poppy-kind-company:has-text('Monday to Friday')")
-            assert page.text_content("[data-field=responder]") == "agent"
+            assert page.text_content("[data-field=status_label]") == "agent idle"
             assert not page.is_disabled("button[data-action=join]")  # left: Join again
-            assert page.text_content("[data-diagnostics-count]") == "0"
+            # Staff read no developer's text: no diagnostics panel, no request ids.
+            assert page.locator("[data-diagnostics]").count() == 0
+            assert page.locator(".poppy-rid").count() == 0
             assert page.locator(".poppy-request[data-state=failed]").count() == 0
 
-            # The docs' picture (docs/img/desk.png) is refreshed from this one by hand: a
-            # test run leaves the checkout as it found it.
-            page.screenshot(path=str(ARTIFACTS / "desk.png"), full_page=True)
+            # The docs' picture (docs/img/desk.png; POPPY_DOCS_SCREENSHOTS=1 copies it there).
+            screenshot(page, "desk", full_page=True)
 
             # An action awaiting approval (as a tool with needs_approval=True records it):
             # Approve, and "Actions in this conversation" follows it to its outcome
@@ -209,7 +181,9 @@ def test_a_support_agent_handles_a_handoff_live(server: tuple[Cluster, str]) -> 
             page.wait_for_selector(f"#{first}.poppy-highlight")
             assert errors == [], json.dumps(errors)
         except Exception:
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "desk-failure.png"), full_page=True)
             raise
         finally:
+            sam.close()
             browser.close()

@@ -1,0 +1,190 @@
+"""The desk's browser harness: the example project as shipped, in production mode, and staff
+in Debian's Chromium (Playwright).
+
+Production mode is the cluster of the multiprocess tests (uvicorn with DEBUG off, a Celery
+worker, PostgreSQL, Redis for the broker and the live channels). The only difference from a
+deployment is network routing: a deployment's web server serves ``collectstatic``'s output
+at ``/static/``; here the browser context answers ``/static/`` from that same directory
+(``BrowserContext.route``), since uvicorn serves no static files.
+
+Each :class:`Staff` is one person: a browser context of their own (their own cookies, the
+notification permission granted as a person granting it would), signed in through the
+admin's login form. The page records every desktop notification it raises (the Notification
+API, wrapped before the page's scripts run; the real one is still called).
+
+Screenshots for the docs (:func:`screenshot`) go to ``var/test-artifacts/desk/``; with
+``POPPY_DOCS_SCREENSHOTS=1`` they are also copied into ``docs/img/`` under the same names,
+so ``make test`` leaves the checkout as it found it and refreshing the docs' pictures is one
+command (docs/contributing.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mimetypes
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.multiprocess.cluster import ROOT, Cluster, cluster
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = ROOT / "var" / "test-artifacts" / "desk"
+DOCS_IMG = ROOT / "docs" / "img"
+#: Set to 1 to copy the screenshots into docs/img (the docs' pictures).
+DOCS_SCREENSHOTS = "POPPY_DOCS_SCREENSHOTS"
+PASSWORD = "desk-test-password"
+DESK = "/admin/poppy_django/conversation/desk/"
+SETTLED = ".poppy-request[data-state=settled]"
+#: Runs before the page's scripts: every notification raised is recorded for the test.
+RECORD_NOTIFICATIONS = """
+(() => {
+  const Real = window.Notification;
+  if (!Real) { return; }
+  window.__poppyNotifications = [];
+  function Recorded(title, options) {
+    window.__poppyNotifications.push({ title: title, body: (options || {}).body || "",
+                                       tag: (options || {}).tag || "" });
+    return new Real(title, options);
+  }
+  Object.defineProperty(Recorded, "permission", { get: () => Real.permission });
+  Recorded.requestPermission = (...args) => Real.requestPermission(...args);
+  window.Notification = Recorded;
+})();
+"""
+
+
+def chromium() -> str:
+    for candidate in ("chromium", "chromium-browser"):
+        found = shutil.which(candidate)
+        if found:
+            return found
+    if Path("/usr/bin/chromium").exists():
+        return "/usr/bin/chromium"
+    pytest.skip("Chromium is not installed (scripts/ensure-browser.sh: apt-get install chromium)")
+
+
+@dataclass
+class Site:
+    """The example project running in production mode."""
+
+    cluster: Cluster
+    base: str
+    static_root: Path
+
+    def add_staff(self, username: str, *, superuser: bool = False) -> None:
+        """A staff account holding the desk permission (or a superuser)."""
+        make = "create_superuser" if superuser else "create_user"
+        self.cluster.manage(
+            "shell",
+            "-c",
+            "from django.contrib.auth.models import Permission, User\n"
+            f"u = User.objects.{make}('{username}', password='{PASSWORD}', is_staff=True)\n"
+            "u.user_permissions.add(Permission.objects.get(codename='handle_conversations'))",
+        )
+
+
+@contextlib.contextmanager
+def production_site(tmp: Path) -> Iterator[Site]:
+    """The example project as shipped: uvicorn (DEBUG off), a Celery worker, PostgreSQL,
+    Redis; its static files collected as a deployment collects them."""
+    with cluster(tmp) as running:
+        assert "REDIS_URL" in running.env and running.env.get("DJANGO_DEBUG", "0") == "0"
+        running.manage("collectstatic", "--noinput", "-v0")
+        running.worker("worker")
+        yield Site(running, running.web("web"), tmp / "static")
+
+
+def serve_static(site: Site, context: Any) -> None:
+    """Answer ``/static/`` from the collected files, as the deployment's web server would."""
+    prefix = f"{site.base}/static/"
+
+    def fulfil(route: Any) -> None:
+        relative = route.request.url[len(prefix) :].split("?")[0]
+        path = (site.static_root / relative).resolve()
+        if site.static_root.resolve() not in path.parents or not path.is_file():
+            route.fulfill(status=404, body="not found")
+            return
+        kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        route.fulfill(status=200, body=path.read_bytes(), content_type=kind)
+
+    context.route(f"{prefix}**", fulfil)
+
+
+class Staff:
+    """One person at the desk: a browser context of their own, signed in, one page."""
+
+    def __init__(
+        self, browser: Any, site: Site, username: str, *, width: int = 1440, height: int = 960
+    ) -> None:
+        self.site = site
+        self.username = username
+        self.context = browser.new_context(viewport={"width": width, "height": height})
+        self.context.grant_permissions(["notifications"], origin=site.base)
+        self.context.add_init_script(RECORD_NOTIFICATIONS)
+        serve_static(site, self.context)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.on("dialog", lambda dialog: dialog.accept())  # "Take over?", "Close?": yes
+
+    def sign_in(self) -> Staff:
+        page = self.page
+        page.goto(f"{self.site.base}/admin/login/?next={DESK}")
+        page.fill("#id_username", self.username)
+        page.fill("#id_password", PASSWORD)
+        page.click("input[type=submit]")
+        page.wait_for_url(f"**{DESK}")
+        self.live()
+        return self
+
+    def live(self) -> None:
+        """The page's scripts ran and its live stream is open."""
+        self.page.wait_for_selector("[data-live][data-state=live]", timeout=20_000)
+
+    def open(self, conversation_id: str) -> None:
+        self.page.goto(f"{self.site.base}{DESK}{conversation_id}/")
+        self.page.wait_for_selector("#poppy-desk[data-ready='1']")
+        self.live()
+
+    def notifications(self) -> list[dict[str, str]]:
+        return list(self.page.evaluate("window.__poppyNotifications || []"))
+
+    def settled(self, count: int) -> None:
+        self.page.wait_for_function(
+            f"document.querySelectorAll('{SETTLED}').length >= {count}", timeout=20_000
+        )
+
+    def fits(self) -> bool:
+        """Nothing runs off the page sideways."""
+        return bool(
+            self.page.evaluate(
+                "document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+            )
+        )
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def screenshot(page: Any, name: str, *, full_page: bool = False) -> Path:
+    """``var/test-artifacts/desk/<name>.png``; copied to ``docs/img/`` when asked."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=full_page)
+    if os.environ.get(DOCS_SCREENSHOTS) == "1":
+        shutil.copyfile(path, DOCS_IMG / path.name)
+    return path
