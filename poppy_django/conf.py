@@ -13,6 +13,7 @@ fails when one is missing.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
@@ -443,10 +444,42 @@ IMPORT_STRING_MAPS = _declared(imported_map)
 poppy_settings = PoppySettings()
 
 
+#: ``DEBUG`` as tests set it (``override_settings``, pytest-django's ``settings``), innermost last.
+_debug_overrides: list[bool] = []
+
+
 @receiver(setting_changed)
-def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
+def _reload_on_change(
+    *, setting: str, value: Any = None, enter: bool = True, **kwargs: Any
+) -> None:
     if setting == "POPPY":
         poppy_settings.reload()
+    elif setting == "DEBUG":
+        if enter:
+            _debug_overrides.append(bool(value))
+        elif _debug_overrides:
+            _debug_overrides.pop()
+
+
+def debug_configured() -> bool:
+    """``DEBUG`` as the project's settings set it, which a test run does not change.
+
+    Django's test runner and pytest-django run every test with ``DEBUG=False`` whatever the
+    settings say (``django.test.utils.setup_test_environment`` assigns it, with no signal).
+    What stands for "this project is in production" (the checks that would stop an
+    adopter's test run, the development authority's refusal) reads this instead: the settings
+    module's ``DEBUG`` or the live value, unless a test sets ``DEBUG`` itself, which
+    ``setting_changed`` reports. A production project is judged as before: its settings say
+    ``DEBUG = False``.
+    """
+    if _debug_overrides:
+        return _debug_overrides[-1]
+    if settings.DEBUG:
+        return True
+    module = getattr(settings, "SETTINGS_MODULE", None)
+    if not module:
+        return False  # settings.configure(): the live value is the project's
+    return getattr(importlib.import_module(module), "DEBUG", False) is True
 
 
 def hook(group: str, name: str) -> Callable[..., Any] | None:

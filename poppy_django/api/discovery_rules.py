@@ -289,16 +289,16 @@ def check_discovery(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     They are built as served at ``POPPY["BASE_URL"]``; without it they depend on each
     request's host, and the check waits for one to be set.
     """
-    from django.conf import settings
     from django.core import checks
     from django.core.exceptions import ImproperlyConfigured
 
     from poppy_django.addresses import configured_origin
     from poppy_django.api.discovery import poppy_document
     from poppy_django.checks import poppy_dict_problem
+    from poppy_django.conf import debug_configured
     from poppy_django.verifier import local_issuer
 
-    if settings.DEBUG or poppy_dict_problem() is not None:
+    if debug_configured() or poppy_dict_problem() is not None:
         return []  # development; or E004 says why
     origin = configured_origin()
     if not origin:

@@ -27,6 +27,7 @@ NEEDED_BEFORE = (
 
 def check_channels() -> list[Any]:
     from poppy_django.authority.conf import authority_settings
+    from poppy_django.conf import debug_configured
 
     options = authority_settings()
     problems: list[Any] = []
@@ -44,7 +45,7 @@ def check_channels() -> list[Any]:
                     id="poppy_authority.E004",
                 )
             )
-        if not settings.DEBUG and not settings.SESSION_COOKIE_SECURE:
+        if not debug_configured() and not settings.SESSION_COOKIE_SECURE:
             problems.append(
                 checks.Warning(
                     "Browser sessions are on with SESSION_COOKIE_SECURE off.",

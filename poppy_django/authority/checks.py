@@ -19,7 +19,6 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
@@ -31,7 +30,7 @@ def check_authority(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> 
     from poppy_django.authority import keys
     from poppy_django.authority.conf import authority_settings
     from poppy_django.authority.status import session_is_active
-    from poppy_django.conf import poppy_settings
+    from poppy_django.conf import debug_configured, poppy_settings
 
     try:
         authority_settings().validate()
@@ -49,7 +48,7 @@ def check_authority(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> 
                 id="poppy_authority.E002",
             )
         )
-    elif urlsplit(found).scheme != "https" and not settings.DEBUG:
+    elif urlsplit(found).scheme != "https" and not debug_configured():
         problems.append(
             checks.Warning(
                 f"The issuer {found} is not https: personal agents refuse it.",

@@ -31,7 +31,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from poppy_django import addresses
-from poppy_django.conf import poppy_settings
+from poppy_django.conf import debug_configured, poppy_settings
 
 ENV_KEY = "POPPY_DEV_SIGNING_KEY"
 KEY_FILE_NAME = "poppy-dev-signing-key.pem"
@@ -56,7 +56,7 @@ def allowed_without_debug() -> bool:
 
 def enabled() -> bool:
     """Whether development mode runs: configured, and DEBUG on or explicitly allowed without."""
-    return configured() and (bool(settings.DEBUG) or allowed_without_debug())
+    return configured() and (debug_configured() or allowed_without_debug())
 
 
 def disabled_reason() -> str:

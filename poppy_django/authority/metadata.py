@@ -10,7 +10,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
@@ -19,7 +18,7 @@ from django.views.decorators.http import require_safe
 from poppy_django import addresses
 from poppy_django.addresses import public_origin
 from poppy_django.authority.conf import authority_settings
-from poppy_django.conf import poppy_settings
+from poppy_django.conf import debug_configured, poppy_settings
 from poppy_django.errors import error_response
 
 POPPY_SCOPES = {
@@ -153,7 +152,7 @@ def metadata_view(request: HttpRequest, issuer_path: str = "") -> JsonResponse:
     if issuer_path.strip("/") != urlsplit(issuer()).path.strip("/"):
         return error_response("not_found")
     document = server_metadata(request)
-    if not is_https(document) and not settings.DEBUG:
+    if not is_https(document) and not debug_configured():
         # RFC 8414 metadata is https only and personal agents refuse anything else: say so
         # (check poppy_django.E302 names it too) instead of serving what none can use.
         return error_response(

@@ -38,7 +38,7 @@ from poppy_django.checks.production import (
     production_checks,
     production_mode_errors,
 )
-from poppy_django.conf import poppy_settings
+from poppy_django.conf import debug_configured, poppy_settings
 
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
@@ -83,7 +83,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
     errors.extend(text_errors())
     errors.extend(production_mode_errors())
     errors.extend(agent_errors())
-    if not settings.DEBUG:
+    if not debug_configured():
         errors.extend(production_checks())
     return errors
 

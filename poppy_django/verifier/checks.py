@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
-from poppy_django.conf import poppy_settings
+from poppy_django.conf import debug_configured, poppy_settings
 from poppy_django.verifier import local_issuer
 from poppy_django.verifier.options import ASYMMETRIC_ALGORITHMS, refused_algorithms
 
@@ -66,7 +66,7 @@ def check_dev_authority(app_configs: Any = None, **kwargs: Any) -> list[checks.C
                 id="poppy_django.E107",
             )
         ]
-    if settings.DEBUG:
+    if debug_configured():
         return []
     if isinstance(configured, dict) and configured.get("ALLOW_WITHOUT_DEBUG") is True:
         return [
@@ -92,7 +92,7 @@ def check_fake_verifier(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     from poppy_django.verifier import fake
 
     configured = _configured_verifier()
-    if settings.DEBUG or configured not in (FAKE_VERIFIER, fake.verify):
+    if debug_configured() or configured not in (FAKE_VERIFIER, fake.verify):
         return []
     return [
         checks.Error(
@@ -153,7 +153,7 @@ def check_dpop_verifier(app_configs: Any = None, **kwargs: Any) -> list[checks.C
         else:
             errors.extend(_cache_checks(options.replay_cache))
             url = options.jwks_url or ""
-            if url.startswith("http://") and not settings.DEBUG:
+            if url.startswith("http://") and not debug_configured():
                 errors.append(
                     checks.Warning(
                         "The issuer JWKS is fetched over plain http with DEBUG=False.",
@@ -184,7 +184,7 @@ def _cache_checks(alias: str) -> list[checks.CheckMessage]:
                 id="poppy_django.E106",
             )
         ]
-    if backend == _LOCAL_CACHE and not settings.DEBUG:
+    if backend == _LOCAL_CACHE and not debug_configured():
         return [
             checks.Warning(
                 f"The DPoP replay cache {alias!r} is per process (LocMemCache): a proof "
