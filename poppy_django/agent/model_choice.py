@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 from django.core.exceptions import ImproperlyConfigured
 
 from poppy_django.agent.model_api import AsyncTurnModel, TurnModel
@@ -10,6 +12,13 @@ from poppy_django.agent.scripted import ScriptedModel, load_script
 SCRIPTED = "scripted"
 #: ``"scripted:myapp.agent.SCRIPT"``: the scripted model with a project's rules.
 SCRIPTED_WITH_RULES = "scripted:"
+
+
+#: A model that answers every turn started in this context, whatever the settings name
+#: (:func:`poppy_django.testing.answer_turns` sets it: a test's own model).
+model_in_use: ContextVar[TurnModel | AsyncTurnModel | None] = ContextVar(
+    "poppy_model_in_use", default=None
+)
 
 
 def is_scripted(model_name: str) -> bool:

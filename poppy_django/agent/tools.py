@@ -80,6 +80,12 @@ class Tool:
     #: call, or ``bounds(arguments) -> bool``: only the calls within the company's bounds.
     standing_permission: bool | Callable[[dict[str, Any]], bool] = False
 
+    def __call__(self, ctx: ToolContext, /, **arguments: Any) -> Any:
+        """Call the function as written, its arguments validated as a model's call is (a test
+        calls a tool directly; :func:`poppy_django.testing.tool_context` builds ``ctx``).
+        Roles are not checked here: a turn checks them before it calls."""
+        return self.function(ctx, **self.validate(arguments))
+
     def allows_standing_permission(self, arguments: dict[str, Any]) -> bool:
         """Whether a proposal of this call may be confirmed under a standing permission."""
         allowed = self.standing_permission

@@ -36,6 +36,7 @@ from django.utils.deprecation import MiddlewareMixin
 from django.utils.module_loading import import_string
 
 from poppy_django.api.setup_problems import host_refusal
+from poppy_django.api.threads import on_request_thread
 from poppy_django.api.wire_errors import wire_error_response
 from poppy_django.conf import endpoint_prefix, poppy_settings
 from poppy_django.errors import error_response
@@ -96,7 +97,8 @@ class PoppyEndpointMiddleware:
         if self.is_async:
             return self._acall(request)
         if on_endpoint(request):
-            return as_json(async_to_sync(self._endpoint)(request))
+            with on_request_thread():
+                return as_json(async_to_sync(self._endpoint)(request))
         if (refused := _discovery_host_refused(request)) is not None:
             return refused
         response = self.get_response(request)

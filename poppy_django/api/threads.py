@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import ParamSpec, TypeVar
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
@@ -37,8 +38,31 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
+#: Set while a request is answered through Django's sync handler (a WSGI server, Django's
+#: test ``Client``): the request's own thread waits for the answer anyway.
+_on_request_thread: ContextVar[bool] = ContextVar("poppy_on_request_thread", default=False)
+
+
+@contextmanager
+def on_request_thread() -> Iterator[None]:
+    """Run the block's :func:`in_thread` work on the calling (request's) thread.
+
+    Django's sync views use the request thread's database connection: so do ours when
+    Django's sync handler calls them, which keeps a ``TestCase``'s transaction around what
+    a test's request writes (and SQLite's single writer uncontested).
+    """
+    token = _on_request_thread.set(True)
+    try:
+        yield
+    finally:
+        _on_request_thread.reset(token)
+
+
 async def in_thread(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run blocking (ORM) work off the event loop, returning its connection when done."""
+    """Run blocking (ORM) work off the event loop, returning its connection when done (on
+    the request's own thread and connection under :func:`on_request_thread`)."""
+    if _on_request_thread.get():
+        return await sync_to_async(function, thread_sensitive=True)(*args, **kwargs)
 
     def call() -> T:
         try:

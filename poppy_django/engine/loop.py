@@ -39,6 +39,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
@@ -507,11 +508,26 @@ class Engine:
 
 _engine: Engine | None = None
 _engine_lock = threading.Lock()
+#: An engine standing in for the process's in this context (:mod:`poppy_django.engine.inline`).
+_here: ContextVar[Engine | None] = ContextVar("poppy_engine_here", default=None)
+
+
+@contextlib.contextmanager
+def engine_here(engine: Engine) -> Iterator[Engine]:
+    """:func:`current` is ``engine`` in the block (and the tasks and threads it starts)."""
+    token = _here.set(engine)
+    try:
+        yield engine
+    finally:
+        _here.reset(token)
 
 
 def current() -> Engine:
     """This process's engine, started at first use (and again in a forked child)."""
     global _engine
+    standing_in = _here.get()
+    if standing_in is not None:
+        return standing_in
     engine = _engine
     if engine is not None and engine.pid == os.getpid():
         return engine

@@ -37,7 +37,7 @@ from typing import Any
 from django.db import connections, router, transaction
 
 from poppy_django import observe, signals
-from poppy_django.agent import memory
+from poppy_django.agent import memory, model_choice
 from poppy_django.agent.guard import TurnAbandoned, TurnGuard
 from poppy_django.agent.model_api import AsyncTurnModel, TurnInput, TurnModel
 from poppy_django.agent.model_choice import build_model
@@ -390,7 +390,11 @@ def _remember(conversation: Conversation, request: TurnRequest, reply: str | Non
 
 
 def model_for(agent_name: str) -> TurnModel | AsyncTurnModel:
-    """The model a setting names for this agent: no code change to switch."""
+    """The model a setting names for this agent: no code change to switch (a test's own
+    model, where one is in use)."""
+    in_use = model_choice.model_in_use.get()
+    if in_use is not None:
+        return in_use
     return build_model(poppy_settings.MODELS.get(agent_name, poppy_settings.MODEL))
 
 
