@@ -21,19 +21,18 @@ class CompanyAgent:
     instructions: str = "You are the company's support agent. Be brief and accurate."
     tools: list[Tool] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        names = [tool.name for tool in self.tools]
-        duplicated = {name for name in names if names.count(name) > 1}
-        if duplicated:
-            raise ImproperlyConfigured(f"Agent {self.name!r} has duplicate tools: {duplicated}.")
-
     def tool(self, name: str) -> Tool | None:
         return next((tool for tool in self.tools if tool.name == name), None)
 
     @property
     def personal_agent_tools(self) -> list[Tool]:
-        """The personal-agent gate: only tools that declare a personal-agent role."""
-        return [tool for tool in self.tools if tool.offered_to_personal_agents]
+        """The personal-agent gate: only tools that declare a personal-agent role, and never
+        one declared wrongly (checks E401-E404 name it), nor a second tool of one name."""
+        offered: dict[str, Tool] = {}
+        for tool in self.tools:
+            if tool.offered_to_personal_agents and tool.usable:
+                offered.setdefault(tool.name, tool)
+        return list(offered.values())
 
 
 _agents: dict[str, CompanyAgent] = {}

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from poppy_django.agent.tool_problems import ToolProblem, declaration_problems
 from poppy_django.verifier import Actor
 
 ToolKind = Literal["read", "action"]
@@ -35,9 +36,13 @@ class Component:
         return {"name": self.name, "props": self.props, "fallback_text": self.fallback_text}
 
 
-@dataclass
+@dataclass(repr=False)
 class ToolContext:
-    """What a tool knows about the turn calling it."""
+    """What a tool knows about the turn calling it.
+
+    Its ``repr`` names no actor, role or page context: a tool that hands its context on
+    (to a reply, a log line, a result turned to text) shows nothing of the User.
+    """
 
     actor: Actor
     roles: frozenset[str]
@@ -54,6 +59,9 @@ class ToolContext:
 
     def emit_component(self, name: str, props: dict[str, Any], fallback_text: str) -> None:
         self.components.append(Component(name, props, fallback_text))
+
+    def __repr__(self) -> str:
+        return "<ToolContext>"
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,18 @@ class Tool:
     #: ``user_approval_required`` false) instead of approving each revision. True for every
     #: call, or ``bounds(arguments) -> bool``: only the calls within the company's bounds.
     standing_permission: bool | Callable[[dict[str, Any]], bool] = False
+    #: Whether a docstring or ``description=`` says what it does (else W401).
+    described: bool = True
+
+    @functools.cached_property
+    def problems(self) -> list[ToolProblem]:
+        """What is wrong with it as declared (the checks' E401-E404, W401-W402)."""
+        return declaration_problems(self)
+
+    @property
+    def usable(self) -> bool:
+        """No error among its problems: a turn may offer it."""
+        return not any(problem.stops_the_tool for problem in self.problems)
 
     def __call__(self, ctx: ToolContext, /, **arguments: Any) -> Any:
         """Call the function as written, its arguments validated as a model's call is (a test
@@ -146,8 +166,6 @@ def tool(
     become the tool's typed input (validated before the call, advertised to LLMs as JSON
     Schema).
     """
-    if kind not in ("read", "action"):
-        raise ValueError(f"A tool's kind is 'read' or 'action', not {kind!r}.")
     if needs_approval and kind != "action":
         raise ValueError("Only action tools can need approval.")
     if operation and kind != "action":
@@ -157,17 +175,19 @@ def tool(
 
     def decorate(function: Callable[..., Any]) -> Tool:
         tool_name = name or function.__name__
+        docstring = inspect.getdoc(function)
         return Tool(
             name=tool_name,
             kind=kind,
             roles=tuple(roles),
             function=function,
-            description=description or inspect.getdoc(function) or tool_name,
+            description=description or docstring or tool_name,
             input_model=_input_model(tool_name, function),
             summary=summary,
             needs_approval=needs_approval,
             operation=operation,
             standing_permission=standing_permission,
+            described=bool(description or docstring),
         )
 
     return decorate
@@ -176,8 +196,14 @@ def tool(
 def _input_model(tool_name: str, function: Callable[..., Any]) -> type[BaseModel]:
     hints = inspect.get_annotations(function, eval_str=True)
     fields: dict[str, Any] = {}
-    parameters = list(inspect.signature(function).parameters.values())[1:]  # skip ctx
+    try:
+        parameters = list(inspect.signature(function).parameters.values())[1:]  # skip ctx
+    except (TypeError, ValueError):
+        parameters = []  # E401 says why
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     for parameter in parameters:
+        if parameter.kind not in named:
+            continue  # *args, **kwargs: E402 (never fields the model must fill)
         annotation = hints.get(parameter.name, Any)
         default = ... if parameter.default is inspect.Parameter.empty else parameter.default
         fields[parameter.name] = (annotation, default)

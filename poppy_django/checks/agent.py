@@ -1,9 +1,11 @@
-"""The Company Agent: a registered agent and models that can be built (E007, W006)."""
+"""The Company Agent: a registered agent, its tools as declared (E401-E404, W401-W402) and
+models that can be built (E007, W006)."""
 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
@@ -12,6 +14,9 @@ from poppy_django.checks.poppy_dict import Messages, check_id
 from poppy_django.conf import (
     poppy_settings,
 )
+
+if TYPE_CHECKING:
+    from poppy_django.agent.registry import CompanyAgent
 
 
 def agent_errors() -> Messages:
@@ -31,6 +36,7 @@ def agent_errors() -> Messages:
                 id=check_id("E007"),
             )
         )
+    errors.extend(tool_errors(agents.values()))
     models = poppy_settings.raw("MODELS") or {}
     if not isinstance(models, Mapping):
         return errors
@@ -44,6 +50,18 @@ def agent_errors() -> Messages:
     names = {str(poppy_settings.raw("MODEL")), *map(str, models.values())}
     errors.extend(_model_errors(sorted(names)))
     return errors
+
+
+def tool_errors(agents: Iterable[CompanyAgent]) -> Messages:
+    """E401-E404, W401-W402: each registered agent's tools as declared, one message each."""
+    from poppy_django.agent.tool_problems import agent_problems
+
+    levels = {"E": checks.Error, "W": checks.Warning}
+    return [
+        levels[problem.code[0]](problem.message, hint=problem.hint, id=check_id(problem.code))
+        for agent in agents
+        for problem in agent_problems(agent)
+    ]
 
 
 def _model_errors(names: list[str]) -> Messages:

@@ -301,6 +301,17 @@ def test_the_tutorial_works_as_written(reader: Reader) -> None:
     assert_shown(blocks["check-output"], output)
     assert "WARNING" not in output
 
+    # 5b: the reader's own tests, with the testing kit, by both runners (SQLite, IMMEDIATE),
+    # no extra flags: each runs the page's tests and passes.
+    reader.apply_file(blocks["adopter-tests"])
+    tests = len(re.findall(r"\n    def test_", blocks["adopter-tests"]))
+    output = reader.shell(blocks["adopter-test-run"])
+    assert f"Ran {tests} tests" in output and "\nOK" in output, output
+    reader.shell(blocks["adopter-pytest-install"])
+    reader.apply_file(blocks["adopter-pytest-ini"])
+    output = reader.shell(blocks["adopter-pytest-run"])
+    assert f"{tests} passed" in output, output
+
     # 5-6 in development: uvicorn, in-process turns, SQLite; the admin's files are served.
     reader.serve(blocks["serve-dev"])
     assert http_get(f"http://127.0.0.1:{port}/static/admin/css/base.css") == 200
@@ -321,6 +332,9 @@ def test_the_tutorial_works_as_written(reader: Reader) -> None:
         row = connection.execute("SELECT day, account FROM bakery_cakereservation").fetchall()
     assert row == [("friday", "customer-7")]
     reader.stop_all()
+    # The reader's own tests on PostgreSQL too (the test database beside theirs).
+    output = reader.shell(blocks["adopter-test-run"] + " --noinput")
+    assert f"Ran {tests} tests" in output and "\nOK" in output, output
 
     # 8: the project's own authorization server; a personal agent signs in through it,
     # with poppy_chat and with raw HTTP.
