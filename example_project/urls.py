@@ -1,7 +1,8 @@
 from django.apps import apps
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
-from django.urls import URLPattern, URLResolver, include, path
+from django.urls import URLPattern, URLResolver, include, path, reverse_lazy
 from drf_spectacular.views import SpectacularJSONAPIView
 
 from example_project.shop import api
@@ -43,6 +44,20 @@ if apps.is_installed("poppy_django.authority") and serves_oauth():
     urlpatterns += [
         path("account/session", web.session_page, name="account-session"),
         path("account/orders", web.orders_page, name="account-orders"),
+        # The account's own pages (Django's, login_required): a person's login only, never a
+        # personal agent's browser; a password change ends the account's agent sign-ins.
+        path(
+            "account/password",
+            auth_views.PasswordChangeView.as_view(
+                success_url=reverse_lazy("account-password-done")
+            ),
+            name="account-password",
+        ),
+        path(
+            "account/password/done",
+            auth_views.PasswordChangeDoneView.as_view(),
+            name="account-password-done",
+        ),
     ]
 # The admin's and the desk's static files under uvicorn too (DEBUG only; production
 # serves them with collectstatic behind the web server).

@@ -6,10 +6,13 @@ signed with a key of the client's published JWKS, bound to one Session: ``iss`` 
 client_id, ``sub`` the pairwise User, ``aud`` this endpoint's exact URL, ``session_id``,
 ``return_to``, ``exp`` at most 60 seconds after ``iat``, and a ``jti`` used once.
 
-A valid one logs the browser in to a fresh Django session (the old one is flushed: no
-fixation) that carries the Session's state (:mod:`poppy_django.authority.website` reads it
-on every request): a signed-in Session's account is the Django user, a signed-out Session
-browses as a visitor. The answer is ``303`` to ``return_to``, which must be an ``https`` URL
+A valid one gives the browser a fresh Django session (the old one is flushed: no fixation)
+that carries the Session it joined, and nothing else: the browser is **not** logged in to
+Django. :mod:`poppy_django.authority.website` reads the Session's current sign-in state and
+scopes on every request, and only views that opt in (``poppy_scope_required``) see its
+account's user; everywhere else (the authority's consent, device and connection pages, the
+admin, the desk, the company's own ``login_required`` pages) the browser is a visitor. The
+answer is ``303`` to ``return_to``, which must be an ``https`` URL
 on an allowed host. Anything else is ``400`` with a JSON error, no cookie set, nothing
 changed; the ``jti`` is spent only by an assertion that is accepted.
 """
@@ -24,9 +27,8 @@ from urllib.parse import urlsplit
 
 import jwt
 from authlib.oauth2 import OAuth2Error
-from django.conf import settings
-from django.contrib.auth import get_user_model, login
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.middleware.csrf import rotate_token
 from django.urls import NoReverseMatch
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
@@ -37,7 +39,7 @@ from poppy_django.authority.assertions import ALGORITHMS
 from poppy_django.authority.clients import client_for, client_key
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.models import Client, Session
-from poppy_django.authority.website import STATE_KEY, state_of
+from poppy_django.authority.website import STATE_KEY, state_of, user_for_account
 from poppy_django.errors import error_response
 from poppy_django.verifier import replay
 
@@ -205,29 +207,20 @@ def verify_assertion(
     return session, return_to, jti, exp
 
 
-def user_for_account(account_id: str) -> Any:
-    """The Django user of a signed-in Session's account (``USER_FOR_ACCOUNT``), or None."""
-    hook = authority_settings().USER_FOR_ACCOUNT
-    if hook is not None:
-        return hook(account_id)
-    model = get_user_model()
-    return model._default_manager.filter(**{model.USERNAME_FIELD: account_id}).first()
-
-
 def _refused(refusal: BrowserRefused) -> JsonResponse:
     response = error_response(refusal.error, refusal.description)
     response["Cache-Control"] = "no-store"
     return response
 
 
-def _log_in(request: HttpRequest, session: Session) -> None:
-    """A fresh Django session for this browser: the account's user, or a visitor."""
-    user = user_for_account(session.account_id or "") if session.signed_in else None
-    if session.signed_in and (user is None or not getattr(user, "is_active", False)):
-        raise BrowserRefused("invalid_session", "The Session's account has no user here.")
+def _join(request: HttpRequest, session: Session) -> None:
+    """A fresh Django session for this browser that stands for ``session`` (no login)."""
+    if session.signed_in:
+        user = user_for_account(session.account_id or "")
+        if user is None or not getattr(user, "is_active", False):
+            raise BrowserRefused("invalid_session", "The Session's account has no user here.")
     request.session.flush()  # whatever this browser was before: a new key, nothing kept
-    if user is not None:
-        login(request, user, backend=settings.AUTHENTICATION_BACKENDS[0])
+    rotate_token(request)  # and a new CSRF secret, as a login would give
     request.session[STATE_KEY] = state_of(session)
     # A cookie without a lifetime of its own: it lives as long as the Session lets it.
     request.session.set_expiry(0)
@@ -254,7 +247,7 @@ def browser_session_view(request: HttpRequest) -> HttpResponse:
             alias=str(authority_settings().REPLAY_CACHE),
         ):
             raise _invalid("jti (already used)")
-        _log_in(request, session)
+        _join(request, session)
     except BrowserRefused as refusal:
         logger.info("Browser assertion refused: %s", refusal.description)
         return _refused(refusal)

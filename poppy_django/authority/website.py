@@ -1,19 +1,23 @@
 """The company's website in a personal agent's browser session: ``request.poppy``.
 
-:mod:`poppy_django.authority.browser` logs the agent's browser in to a Django session that
-carries its Poppy Session (this module's :data:`STATE_KEY`). Add
+:mod:`poppy_django.authority.browser` gives the agent's browser a Django session that
+carries its Poppy Session (this module's :data:`STATE_KEY`) and **no Django login**. Add
 :class:`BrowserSessionMiddleware` after Django's ``AuthenticationMiddleware``: on every
-request it looks the Session up again, so a sign-out, a revoked sign-in, an ended Session or
-a blocked client ends that browser session at its next request (the Django session is
-flushed: the browser is a stranger again), and it sets ``request.poppy``:
+request it looks the Session up again and sets ``request.poppy``:
 
 - ``None`` for every browser that did not join through a Poppy Session (people browsing,
   staff): the site's own rules apply unchanged;
-- a :class:`BrowserSession` otherwise, with the Session's current ``signed_in``,
-  ``account_id`` and ``scopes`` (empty while signed out: scopes count only signed in).
+- a :class:`BrowserSession` otherwise, with the Session's sign-in state, ``account_id`` and
+  ``scopes`` as they are *now* (empty while signed out): a Session that signs in after its
+  browser joined is signed in at that browser's next request, one that signs out or narrows
+  its scopes likewise; an ended Session or a blocked client ends the browser session (the
+  Django session is flushed: the browser is a stranger again).
 
-Company views gate what a personal agent may do with :func:`poppy_scope_required`, or read
-``request.poppy`` (:func:`poppy_browser`) themselves.
+Least privilege, as DRF's per-view ``authentication_classes``: ``request.user`` stays the
+anonymous user for a Poppy browser, so the authority's consent, device and connection pages,
+the admin, the desk and the company's own ``login_required`` pages never open to it. Only a
+view that opts in with :func:`poppy_scope_required` authenticates it: there, with the
+scopes it names granted, ``request.user`` is the signed-in Session's account's user.
 """
 
 from __future__ import annotations
@@ -24,14 +28,17 @@ from functools import wraps
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
-from django.contrib.auth import SESSION_KEY, logout
+from django.contrib.auth import SESSION_KEY, get_user_model, logout
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.http.response import HttpResponseBase
 
+from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.models import Session
 
 #: Where the Django session keeps the Poppy Session it stands for.
 STATE_KEY = "_poppy_browser_session"
+#: The attribute :func:`poppy_scope_required` marks an opted-in view with (its scopes).
+OPT_IN_ATTRIBUTE = "poppy_browser_scopes"
 
 
 @dataclass(frozen=True)
@@ -51,33 +58,39 @@ class BrowserSession:
 
 
 def state_of(session: Session) -> dict[str, Any]:
-    """What the Django session keeps of a Poppy Session when its browser joins."""
+    """What the Django session keeps of a Poppy Session when its browser joins: which
+    Session, never its sign-in state (read again on every request)."""
     return {
         "session_id": session.session_id,
         "client_id": session.client.client_id,
         "user_id": session.user_id,
-        "signed_in": session.signed_in,
-        "account_id": session.account_id if session.signed_in else None,
     }
 
 
 def _current(state: dict[str, Any]) -> BrowserSession | None:
-    """The Session behind ``state``, or None when it no longer stands as it joined."""
+    """The Session behind ``state`` as it is now, or None when it no longer stands."""
     session = (
         Session.objects.select_related("client")
-        .filter(session_id=state.get("session_id"))
-        .only("ended_at", "grant_id", "account_id", "scope", "client__status", "client__client_id")
+        .filter(session_id=state.get("session_id"), user_id=state.get("user_id"))
+        .only(
+            "session_id",
+            "user_id",
+            "ended_at",
+            "grant_id",
+            "account_id",
+            "scope",
+            "client__status",
+            "client__client_id",
+        )
         .first()
     )
     if session is None or not session.active or session.client.client_id != state.get("client_id"):
         return None
-    signed_in = bool(state.get("signed_in"))
-    if signed_in and not (session.signed_in and session.account_id == state.get("account_id")):
-        return None  # signed out (or signed in again elsewhere): this browser is done
+    signed_in = session.signed_in
     return BrowserSession(
         session_id=session.session_id,
         client_id=session.client.client_id,
-        user_id=str(state.get("user_id", "")),
+        user_id=session.user_id,
         signed_in=signed_in,
         account_id=session.account_id if signed_in else None,
         scopes=frozenset(session.scope.split()) if signed_in else frozenset(),
@@ -93,19 +106,58 @@ def apply_browser_session(request: HttpRequest) -> None:
     state = store.get(STATE_KEY)
     if not isinstance(state, dict):
         return
+    if store.get(SESSION_KEY) is not None:
+        # Someone logged in on the site's own pages since: a person's login, no Poppy browser.
+        del store[STATE_KEY]
+        return
     current = _current(state)
     if current is None:
         logout(request)  # flushes the Django session: the cookie stands for nothing now
         return
-    if current.signed_in != (store.get(SESSION_KEY) is not None):
-        # Someone logged in or out on the site's own pages since: no Poppy browser any more.
-        del store[STATE_KEY]
-        return
     request.poppy = current  # type: ignore[attr-defined]
 
 
+def user_for_account(account_id: str) -> Any:
+    """The Django user of a signed-in Session's account (``USER_FOR_ACCOUNT``), or None."""
+    hook = authority_settings().USER_FOR_ACCOUNT
+    if hook is not None:
+        return hook(account_id)
+    model = get_user_model()
+    return model._default_manager.filter(**{model.USERNAME_FIELD: account_id}).first()
+
+
+def _refused(scopes: frozenset[str]) -> HttpResponseForbidden:
+    return HttpResponseForbidden(
+        "Your personal agent's session does not have the permission "
+        f"({' '.join(sorted(scopes))}) to see this page.",
+        content_type="text/plain; charset=utf-8",
+    )
+
+
+def authenticate_opted_in(request: HttpRequest, view: Callable[..., Any]) -> HttpResponse | None:
+    """For a view that opted in: ``403`` without its scopes, else ``request.user`` is the
+    signed-in Session's account's user. Every other view keeps the anonymous user."""
+    visit = poppy_browser(request)
+    scopes = getattr(view, OPT_IN_ATTRIBUTE, None)
+    if visit is None or scopes is None:
+        return None
+    if not visit.has_scopes(*scopes):
+        return _refused(scopes)
+    if visit.signed_in:
+        user = user_for_account(visit.account_id or "")
+        if user is not None and getattr(user, "is_active", False):
+            request.user = user
+
+            async def auser() -> Any:
+                return user
+
+            request.auser = auser
+    return None
+
+
 class BrowserSessionMiddleware:
-    """Sets ``request.poppy`` (place after ``AuthenticationMiddleware``); sync and async."""
+    """Sets ``request.poppy`` (place after ``AuthenticationMiddleware``) and authenticates a
+    Poppy browser for the views that opt in; sync and async."""
 
     sync_capable = True
     async_capable = True
@@ -130,6 +182,16 @@ class BrowserSessionMiddleware:
         response: Awaitable[HttpResponseBase] = self.get_response(request)
         return await response
 
+    def process_view(
+        self,
+        request: HttpRequest,
+        view_func: Callable[..., Any],
+        view_args: tuple[Any, ...],
+        view_kwargs: dict[str, Any],
+    ) -> HttpResponse | None:
+        """Default deny: the account's user only for a view marked by the opt-in."""
+        return authenticate_opted_in(request, view_func)
+
 
 def poppy_browser(request: HttpRequest) -> BrowserSession | None:
     """The Poppy Session this browser browses in, or None (needs the middleware)."""
@@ -140,10 +202,12 @@ def poppy_browser(request: HttpRequest) -> BrowserSession | None:
 def poppy_scope_required(
     *scopes: str,
 ) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
-    """A view a personal agent's browser may see only with ``scopes`` granted (else 403).
+    """The opt-in: a personal agent's browser may see this view, as the signed-in Session's
+    account's user, only with ``scopes`` granted (else ``403``).
 
     Requests from browsers that did not join through a Poppy Session are not affected: the
-    view's own rules (``login_required``, permissions) apply to them as always.
+    view's own rules (``login_required``, permissions) apply to them as always. The mark
+    survives decorators that use ``functools.wraps``, in either order.
     """
 
     def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -151,13 +215,10 @@ def poppy_scope_required(
         def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             visit = poppy_browser(request)
             if visit is not None and not visit.has_scopes(*scopes):
-                return HttpResponseForbidden(
-                    "Your personal agent's session does not have the permission "
-                    f"({' '.join(scopes)}) to see this page.",
-                    content_type="text/plain; charset=utf-8",
-                )
+                return _refused(frozenset(scopes))
             return view(request, *args, **kwargs)
 
+        setattr(wrapped, OPT_IN_ATTRIBUTE, frozenset(scopes))
         return wrapped
 
     return decorator

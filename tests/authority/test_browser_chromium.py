@@ -176,4 +176,4 @@ def test_chromium_follows_the_handoff_and_the_page_sees_the_sessions_scopes(
     assert cookie["secure"] and cookie["httpOnly"] and cookie["sameSite"] == "Lax"
     assert cookie["expires"] == -1  # a session cookie: no lifetime of its own
     assert "A-1" in seen["orders"] and "B-1" not in seen["orders"]
-    assert "browsing as a visitor" in seen["after"] and "acct-1" not in seen["after"]
+    assert "browses as a visitor" in seen["after"] and "acct-1" not in seen["after"]

@@ -1,0 +1,327 @@
+"""Least privilege on every channel, against the example project as shipped (issue 43).
+
+Acme runs as :mod:`tests.authority.shipped` starts it (production mode: uvicorn over TLS, a
+Celery worker, PostgreSQL, Redis; no setting overridden). A personal agent built from the
+SDK's public clients signs in with a narrow scope, then uses the browser it controls, joined
+to its Session, to try for more: every escalation is refused, while the pages that opt in
+still see the Session's account with the Session's scopes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import jwt
+import pytest
+from personal_agent_protocol import DeviceSignInClient, DirectSignInClient, DiscoveryClient
+from personal_agent_protocol.accounts import AccountTokenClient, AccountTokenContext
+from personal_agent_protocol.demo.kit import AgentIdentity, PersonalAgentHost
+from personal_agent_protocol.reactor import build_pap_reactor
+from reactor import PluginManifest  # type: ignore[import-untyped]
+
+from tests.authority.driver import AcmeUser
+from tests.authority.sdk_agent import TENANT, RealClock, SdkAgent, UserBrowser
+from tests.authority.shipped import ORIGIN, PASSWORD, ShippedAcme, shipped_acme
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
+ATLAS = AgentIdentity(domain="atlas.example", name="Atlas")
+PLAIN = AgentIdentity(domain="plain.example", name="Plain", extensions=())
+STAFF = "staff-1"
+_CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+_MAKE_STAFF = (
+    "from django.contrib.auth.models import User; "
+    f"User.objects.create_superuser({STAFF!r}, password={PASSWORD!r})"
+)
+
+
+@pytest.fixture(scope="module")
+def acme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShippedAcme]:
+    with shipped_acme(Path(tmp_path_factory.mktemp("acme")), [ATLAS, PLAIN]) as running:
+        running.manage("shell", "-c", _MAKE_STAFF)
+        yield running
+        problems = running.log_problems()
+    assert not problems, "\n".join(problems[:40])
+
+
+class Agent(SdkAgent):
+    """A personal agent (``identity``) built from the SDK's public clients."""
+
+    def __init__(self, acme: ShippedAcme, identity: AgentIdentity = ATLAS) -> None:
+        self.acme = acme
+        http = acme.client()
+        browser = UserBrowser()
+        host = PersonalAgentHost(identity, RealClock(), browser=browser)  # type: ignore[arg-type]
+        reactor, _ = build_pap_reactor(
+            http_client=http,
+            address_resolver=acme.resolve,
+            plugins=[(PluginManifest(name=f"{identity.domain}-host", version="1"), host)],
+        )
+        super().__init__(
+            identity,
+            reactor,
+            http,
+            DiscoveryClient(reactor=reactor),
+            AcmeUser(acme.client, ORIGIN, PLAIN, password=PASSWORD),
+            browser,
+        )
+
+    async def authorization_url(self, user: str, session: Any, scopes: tuple[str, ...]) -> str:
+        """Direct Sign-In begun for ``scopes``: the consent page's URL."""
+        direct = DirectSignInClient(reactor=self.reactor, http_client=self.http)
+        await direct.begin(
+            authorization_endpoint=self.metadata.authorization_endpoint,
+            token_endpoint=self.metadata.token_endpoint,
+            issuer=self.metadata.issuer,
+            client_id=self.identity.client_id,
+            redirect_uri=self.identity.metadata["redirect_uris"][0],
+            scopes=scopes,
+            tenant_id=TENANT,
+            pairwise_user_id=user,
+            session_id=session.session_id,
+        )
+        return str(self.browser.urls[-1])
+
+    async def join(self, user: str, session_id: str) -> httpx.AsyncClient:
+        """The agent's own browser (a cookie jar of its own) joined to ``session_id``."""
+        now = int(time.time())
+        claims = {
+            "iss": self.identity.client_id,
+            "sub": user,
+            "aud": f"{ORIGIN}/poppy/browser-session",
+            "session_id": session_id,
+            "return_to": f"{ORIGIN}/account/session",
+            "iat": now,
+            "exp": now + 60,
+            "jti": base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("="),
+        }
+        assertion = jwt.encode(
+            claims,
+            self.identity.private_key,
+            algorithm="ES256",
+            headers={"typ": "poppy-browser+jwt", "kid": self.identity.kid},
+        )
+        browser = self.acme.client()
+        joined = await browser.post(
+            f"{ORIGIN}/poppy/browser-session",
+            content=urlencode({"assertion": assertion}).encode(),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert joined.status_code == 303, joined.text
+        return browser
+
+    async def signed_in(self, user: str, account: str, scopes: tuple[str, ...]) -> Any:
+        """A Session signed in to ``account`` for ``scopes`` (Device Sign-In, approved by the
+        account's person on Acme's page); its last poll."""
+        session = await self.session(user)
+        return await self.device_sign_in(user, session, account, scopes)
+
+    def account_tokens(self, user: str) -> AccountTokenContext:
+        return AccountTokenContext(
+            token_endpoint=self.metadata.token_endpoint,
+            issuer=self.metadata.issuer,
+            client_id=self.identity.client_id,
+            tenant_id=TENANT,
+            pairwise_user_id=user,
+            revocation_endpoint=self.metadata.revocation_endpoint,
+        )
+
+    async def sign_out(self, user: str, reference: Any) -> None:
+        tokens = AccountTokenClient(reactor=self.reactor, http_client=self.http)
+        assert (await tokens.revoke(reference, context=self.account_tokens(user))).revoked
+
+
+async def post_form(
+    browser: httpx.AsyncClient, path: str, form: list[tuple[str, str]]
+) -> httpx.Response:
+    """A form post with a CSRF token the browser holds (read from Acme's login page)."""
+    page = await browser.get(f"{ORIGIN}/account/login")
+    found = _CSRF.search(page.text)
+    assert found, page.text
+    return await browser.post(
+        ORIGIN + path,
+        content=urlencode([("csrfmiddlewaretoken", found.group(1)), *form]).encode(),
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Origin": ORIGIN,
+            "Referer": f"{ORIGIN}/account/login",
+        },
+    )
+
+
+def to_login(response: httpx.Response) -> bool:
+    """Sent to a login page: the browser is nobody there."""
+    return response.status_code == 302 and "login" in response.headers["location"]
+
+
+def test_the_joined_browser_cannot_approve_its_own_sign_in_for_more_scopes(
+    acme: ShippedAcme,
+) -> None:
+    user = "usr_lp_more_scopes_000001"
+
+    async def scenario() -> dict[str, Any]:
+        atlas = Agent(acme)
+        await atlas.discover()
+        polled = await atlas.signed_in(user, "acct-1", ("poppy:read",))
+        browser = await atlas.join(user, polled.token.session_id)
+        seen: dict[str, Any] = {"orders_page": await browser.get(f"{ORIGIN}/account/orders")}
+        # Device Sign-In for orders:read, approved by the agent's own browser.
+        device = DeviceSignInClient(reactor=atlas.reactor, http_client=atlas.http)
+        started = await device.begin(
+            device_authorization_endpoint=atlas.metadata.device_authorization_endpoint,
+            token_endpoint=atlas.metadata.token_endpoint,
+            issuer=atlas.metadata.issuer,
+            client_id=ATLAS.client_id,
+            scopes=("poppy:read", "orders:read"),
+            tenant_id=TENANT,
+            pairwise_user_id=user,
+            session_id=polled.token.session_id,
+            organization=atlas.company.document.organization,
+            poppy_domains=atlas.metadata.poppy_domains,
+        )
+        code = started.user_code
+        seen["device_page"] = await browser.get(f"{ORIGIN}/device?user_code={code}")
+        seen["device_approve"] = await post_form(
+            browser,
+            "/device",
+            [("user_code", code), ("decision", "approve")]
+            + [("scope", s) for s in ("poppy:read", "orders:read")],
+        )
+        await asyncio.sleep(started.poll_interval)
+        seen["device_poll"] = await device.poll(started.reference)
+        # Direct Sign-In for orders:read: the consent page in the agent's own browser.
+        url = await atlas.authorization_url(user, polled.token, ("poppy:read", "orders:read"))
+        seen["consent_page"] = await browser.get(url)
+        seen["consent_approve"] = await browser.post(
+            url,
+            content=urlencode({"decision": "approve", "scope": "orders:read"}).encode(),
+            headers={"Content-Type": "application/x-www-form-urlencoded", "Origin": ORIGIN},
+        )
+        seen["api_orders"] = await atlas.transport.request(
+            "GET", f"{ORIGIN}/api/orders", token=polled.token, **atlas.who(user)
+        )
+        return seen
+
+    seen = asyncio.run(scenario())
+    # The page that opts in (poppy:read) shows the Session's account.
+    assert seen["orders_page"].status_code == 200 and "A-1" in seen["orders_page"].text
+    assert to_login(seen["device_page"]) and to_login(seen["device_approve"])
+    assert seen["device_poll"].status == "pending"
+    assert to_login(seen["consent_page"])
+    assert seen["consent_approve"].status_code in (302, 403)
+    assert (
+        not seen["consent_approve"]
+        .headers.get("location", "")
+        .startswith(ATLAS.metadata["redirect_uris"][0])
+    )
+    assert seen["api_orders"].status_code == 403  # orders:read was never granted
+
+
+def test_the_joined_browser_cannot_approve_another_clients_sign_in(acme: ShippedAcme) -> None:
+    user = "usr_lp_other_client_0001"
+
+    async def scenario() -> httpx.Response:
+        atlas, plain = Agent(acme), Agent(acme, PLAIN)
+        await atlas.discover()
+        await plain.discover()
+        polled = await atlas.signed_in(user, "acct-1", ("poppy:read",))
+        browser = await atlas.join(user, polled.token.session_id)
+        other_session = await plain.session("usr_lp_plain_user_000001")
+        url = await plain.authorization_url(
+            "usr_lp_plain_user_000001", other_session, ("poppy:read", "orders:read")
+        )
+        return await browser.get(url)
+
+    assert to_login(asyncio.run(scenario()))
+
+
+def test_the_joined_browser_cannot_disconnect_the_accounts_other_agents(
+    acme: ShippedAcme,
+) -> None:
+    user, other_user = "usr_lp_disconnect_000001", "usr_lp_disconnect_000002"
+
+    async def scenario() -> tuple[httpx.Response, httpx.Response, Any]:
+        atlas, plain = Agent(acme), Agent(acme, PLAIN)
+        await atlas.discover()
+        await plain.discover()
+        polled = await atlas.signed_in(user, "acct-2", ("poppy:read",))
+        other = await plain.signed_in(other_user, "acct-2", ("poppy:read",))
+        browser = await atlas.join(user, polled.token.session_id)
+        page = await browser.get(f"{ORIGIN}/account/agents")
+        done = await post_form(browser, "/account/agents", [("client_id", PLAIN.client_id)])
+        renewed = await plain.session(other_user, other.token.session_id)
+        return page, done, renewed
+
+    page, done, renewed = asyncio.run(scenario())
+    assert to_login(page) and to_login(done)
+    assert renewed.signed_in is True  # Plain is still connected
+
+
+def test_a_staff_accounts_joined_browser_is_nobody_in_the_admin_desk_and_account_pages(
+    acme: ShippedAcme,
+) -> None:
+    user = "usr_lp_staff_00000000001"
+
+    async def scenario() -> dict[str, httpx.Response]:
+        atlas = Agent(acme)
+        await atlas.discover()
+        polled = await atlas.signed_in(user, STAFF, ("poppy:read",))
+        browser = await atlas.join(user, polled.token.session_id)
+        return {
+            path: await browser.get(ORIGIN + path)
+            for path in (
+                "/admin/",
+                "/admin/auth/user/",
+                "/admin/poppy_django/conversation/desk/",
+                "/account/password",
+                "/account/session",
+            )
+        }
+
+    pages = asyncio.run(scenario())
+    for path in ("/admin/", "/admin/auth/user/", "/admin/poppy_django/conversation/desk/"):
+        assert to_login(pages[path]), (path, pages[path].status_code)
+        assert "/admin/login/" in pages[path].headers["location"]
+    assert to_login(pages["/account/password"])
+    session = pages["/account/session"]
+    assert 'data-signed-in="true"' in session.text and f"<strong>{STAFF}</strong>" in session.text
+
+
+def test_a_browser_joined_signed_out_follows_its_sessions_sign_in_and_sign_out(
+    acme: ShippedAcme,
+) -> None:
+    user = "usr_lp_follows_000000001"
+
+    async def scenario() -> list[httpx.Response]:
+        atlas = Agent(acme)
+        await atlas.discover()
+        session = await atlas.session(user)
+        browser = await atlas.join(user, session.session_id)
+        pages = [await browser.get(f"{ORIGIN}/account/session")]
+        polled = await atlas.device_sign_in(user, session, "acct-1", ("poppy:read",))
+        pages += [
+            await browser.get(f"{ORIGIN}/account/session"),
+            await browser.get(f"{ORIGIN}/account/orders"),
+        ]
+        await atlas.sign_out(user, polled.account_token_reference)
+        pages += [
+            await browser.get(f"{ORIGIN}/account/session"),
+            await browser.get(f"{ORIGIN}/account/orders"),
+        ]
+        return pages
+
+    visitor, signed_in, orders, signed_out, orders_after = asyncio.run(scenario())
+    assert 'data-signed-in="false"' in visitor.text
+    assert 'data-signed-in="true"' in signed_in.text
+    assert 'data-scopes="poppy:read"' in signed_in.text
+    assert orders.status_code == 200 and "A-1" in orders.text
+    assert 'data-signed-in="false"' in signed_out.text
+    assert orders_after.status_code == 403 and "A-1" not in orders_after.text
