@@ -502,9 +502,9 @@ def seed(agents: list[Agent], sizes: list[int]) -> float:
     """
     from django.db import transaction
 
+    from poppy_django import ids
     from poppy_django.models import AgentThread, AgentThreadEntry, Event
     from poppy_django.models import Conversation as Row
-    from poppy_django.store import ids
 
     started = time.perf_counter()
     for agent in agents:

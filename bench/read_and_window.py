@@ -44,10 +44,11 @@ def main() -> None:
 
     from django.db import connection
 
+    from poppy_django import ids
     from poppy_django.agent import memory
     from poppy_django.conf import poppy_settings
     from poppy_django.models import AgentThread, AgentThreadEntry
-    from poppy_django.store import ids, reading
+    from poppy_django.store import reading
 
     if connection.vendor != "postgresql":
         raise SystemExit("the one-statement read is PostgreSQL's: set DATABASE_URL")

@@ -26,9 +26,8 @@ def setup_django() -> None:
 def conversation_with(messages: int) -> Conversation:
     """A new conversation holding ``messages`` company messages written by a person
     (:func:`poppy_django.service.post_message`), its row read back after."""
-    from poppy_django import service
+    from poppy_django import ids, service
     from poppy_django.models import Conversation
-    from poppy_django.store import ids
 
     conversation = Conversation.objects.create(
         id=ids.new_conversation_id(), client_id="bench-client", user_id="bench-user"

@@ -1,8 +1,9 @@
-"""Where the endpoint is and who issues its tokens: origin, endpoint URL and issuer.
+"""Where the endpoint is: its public origin and URL.
 
-Parsed here only, from ``POPPY["BASE_URL"]``, ``["PATH"]``, ``["ISSUER"]`` (and the request
-when there is one, and an issuer app's :mod:`~poppy_django.verifier.local_issuer` registration),
-so discovery, the issuer and the verifier cannot disagree — and none imports another for it.
+Parsed here only, from ``POPPY["BASE_URL"]``, ``["PATH"]`` and ``["ISSUER"]`` (and the
+request when there is one), so discovery, the issuer and the verifier cannot disagree — and
+none imports another for it. Who issues the tokens accepted here is
+:func:`poppy_django.verifier.local_issuer.token_issuer`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from urllib.parse import urlsplit
 from django.http import HttpRequest
 
 from poppy_django.conf import endpoint_prefix, poppy_settings
-from poppy_django.verifier import local_issuer
 
 #: The development server's origin (``runserver``'s), used when ``BASE_URL`` is unset.
 DEFAULT_DEV_ORIGIN = "http://127.0.0.1:8000"
@@ -51,16 +51,12 @@ def public_origin(request: HttpRequest) -> str:
     return f"{scheme}://{netloc}"
 
 
+def is_endpoint_path(path_info: str) -> bool:
+    """Whether a path (below the script prefix) is the endpoint's or under it."""
+    endpoint = endpoint_prefix()  # the same value the URLconf mounts the endpoint at
+    return path_info == endpoint or path_info.startswith(endpoint + "/")
+
+
 def endpoint_url(origin: str) -> str:
     """The conversation endpoint at a public origin: origin + ``POPPY["PATH"]``."""
     return origin.rstrip("/") + endpoint_prefix()
-
-
-def token_issuer() -> str | None:
-    """The ``iss`` Session Tokens accepted here carry: ``POPPY["ISSUER"]``, else the default
-    of the issuer app installed in this project (its development mode: the public origin),
-    else None (unknown: the verifier refuses to start without it)."""
-    if poppy_settings.ISSUER:
-        return poppy_settings.ISSUER
-    local = local_issuer.registered()
-    return local.default_issuer() if local is not None else None

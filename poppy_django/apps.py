@@ -9,11 +9,22 @@ class PoppyDjangoConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        """Wire the parts into the core: the checks, the log redaction, recovery, and the
+        seams the desk, the MCP server and the Operations extension register (each reads
+        its own settings when asked). Imported here because Django imports this module
+        before the models are ready."""
         from django.core.signals import request_started
 
+        # Here, not at the top: Django imports this module before the models are ready.
         from poppy_django import checks, observe
+        from poppy_django.desk import seams as desk
         from poppy_django.engine import executors
+        from poppy_django.mcp import seams as mcp
+        from poppy_django.operations import seams as operations
 
         checks.register()
+        desk.register()
+        mcp.register()
+        operations.register()
         observe.withhold_user_text_in_logs()
         request_started.connect(executors.recover_on_request, dispatch_uid="poppy_recovery")

@@ -14,7 +14,7 @@ the limit it answers 413 and tells Django the client went away, so the rest is n
 Every other path is passed through untouched.
 
 It also runs each endpoint request on a request thread lent from a pool
-(:func:`poppy_django.api.threads.lent_request_thread`) instead of the two threads Django's
+(:func:`poppy_django.threads.lent_request_thread`) instead of the two threads Django's
 handler starts and joins for every request.
 
 It also speaks the ASGI **lifespan** protocol, which Django's handler refuses (uvicorn then
@@ -29,10 +29,10 @@ from typing import Any
 
 from django.conf import settings
 
-from poppy_django.api.middleware import is_endpoint_path
-from poppy_django.api.threads import lent_request_thread
+from poppy_django.addresses import is_endpoint_path
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
+from poppy_django.threads import lent_request_thread
 
 Scope = dict[str, Any]
 Message = Mapping[str, Any]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -23,8 +23,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
-if TYPE_CHECKING:
-    from poppy_django.verifier.options import TokenOptions
+from poppy_django.token_options import TokenOptions, parse_options
+from poppy_django.unknown_keys import unknown_keys
 
 #: The default wording of everything the app writes on the company's behalf.
 DEFAULT_TEXTS: dict[str, str] = {
@@ -204,15 +204,6 @@ class Setting(Generic[T]):
 
 def _wrong(name: str, expected: str, value: Any) -> ImproperlyConfigured:
     return ImproperlyConfigured(f"{name} must be {expected}, not {value!r}.")
-
-
-def unknown_keys(label: str, given: Iterable[Any], known: Iterable[str]) -> str | None:
-    """The one wording of an unknown-key error (settings, sub-dicts, system checks), or None."""
-    allowed = list(known)
-    unknown = sorted(str(key) for key in set(given) - set(allowed))
-    if not unknown:
-        return None
-    return f"Unknown {label} key(s): {', '.join(unknown)}. Known: {', '.join(allowed)}."
 
 
 def text(name: str, value: Any) -> str:
@@ -420,8 +411,6 @@ class PoppySettings(TypedSettings):
     @functools.cached_property
     def token_options(self) -> TokenOptions:
         """``TOKENS`` parsed and checked (the one place it is): the default verifier's options."""
-        from poppy_django.verifier.options import parse_options
-
         return parse_options(self.TOKENS)
 
     @functools.cached_property

@@ -17,10 +17,10 @@ from django.apps import apps
 from django.db import transaction
 from django.utils import timezone
 
-from poppy_django import observe, signals
+from poppy_django import ids, observe, signals
 from poppy_django.conf import hook, poppy_settings
 from poppy_django.models import Conversation, Responder, Status
-from poppy_django.store import event_log, ids
+from poppy_django.store import event_log
 
 logger = logging.getLogger(__name__)
 

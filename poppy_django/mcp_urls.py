@@ -11,7 +11,7 @@ import re
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import re_path
 
-from poppy_django.api import mcp
+from poppy_django.mcp import server as mcp
 
 app_name = "poppy_mcp"
 

@@ -11,7 +11,7 @@ from typing import Any
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from poppy_django.store import ids
+from poppy_django import ids
 
 
 class Status(models.TextChoices):
@@ -312,8 +312,7 @@ class ActionRecord(models.Model):
         if self.error:
             outcome["error"] = self.error
         if self.status == ActionStatus.OPERATION_PROPOSED:
-            from poppy_django.operations.models import Operation
-
+            # The Operations extension's reverse relation (its model points at this record).
             operation = Operation.objects.filter(action_record=self).first()
             if operation is not None:
                 outcome["operation"] = operation.to_wire()
@@ -357,7 +356,8 @@ class FeedbackReport(models.Model):
         return self.task
 
 
-# The Operations extension's models live with it; imported here so Django finds them.
+# The Operations extension's models live with it; imported here because Django loads an
+# app's models from its models module (the one upward import the layers contract allows).
 from poppy_django.operations.models import Operation, OperationRevision  # noqa: E402
 
 __all__ = [

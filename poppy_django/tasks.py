@@ -32,6 +32,16 @@ from celery.signals import (
     worker_shutting_down,
 )
 
+from poppy_django.conf import poppy_settings
+from poppy_django.engine import heap
+from poppy_django.engine import loop as engine
+from poppy_django.engine.executors import run_turns_task
+from poppy_django.engine.maintenance import prune_by_retention, reap
+from poppy_django.engine.recovery import sweeper
+
+# The Operations extension's task, registered wherever Celery finds this module.
+from poppy_django.operations.perform import perform_operation_task
+
 logger = logging.getLogger(__name__)
 
 #: The pools whose worker processes run the turn engine.
@@ -41,28 +51,15 @@ SUPPORTED_POOLS = ("prefork", "threads", "solo")
 _per_child = False
 
 
-@shared_task(name="poppy_django.run_turns", acks_late=True, reject_on_worker_lost=True)
-def run_turns_task(conversation_id: str) -> None:
-    """Hand the conversation to this process's engine once it has a place; a duplicate
-    delivery finds the lease taken and ends at once."""
-    from poppy_django.engine import loop as engine
-
-    engine.current().submit(conversation_id)
-
-
 @shared_task(name="poppy_django.reap")
 def reap_task() -> int:
     """Re-dispatch orphaned conversations (only needed with ``SWEEP_SECONDS = None``)."""
-    from poppy_django.store.maintenance import reap
-
     return len(reap())
 
 
 @shared_task(name="poppy_django.prune")
 def prune_task() -> int:
     """Prune events past ``POPPY["RETENTION_SECONDS"]``; schedule it hourly or daily."""
-    from poppy_django.store.maintenance import prune_by_retention
-
     report = prune_by_retention()
     return report.events if report else 0
 
@@ -102,13 +99,8 @@ def _check_pool(sender: Any = None, **kwargs: Any) -> None:
 @worker_process_init.connect
 def _start_engine(**kwargs: Any) -> None:
     """A prefork child (or the solo worker) starts its engine now, not at its first turn."""
-    from poppy_django.engine import loop as engine
-
     engine.current()
     if _per_child:
-        from poppy_django.engine import heap
-        from poppy_django.engine.recovery import sweeper
-
         heap.settle()
         sweeper.start()
 
@@ -117,8 +109,6 @@ def _start_engine(**kwargs: Any) -> None:
 def _start_recovery(**kwargs: Any) -> None:
     if _per_child:
         return  # each child sweeps with its own engine, and settles its own heap
-    from poppy_django.engine import heap
-    from poppy_django.engine.recovery import sweeper
 
     heap.settle()
     sweeper.start()
@@ -126,8 +116,6 @@ def _start_recovery(**kwargs: Any) -> None:
 
 @worker_shutting_down.connect
 def _stop_recovery(**kwargs: Any) -> None:
-    from poppy_django.engine.recovery import sweeper
-
     sweeper.stop(wait=False)
 
 
@@ -150,23 +138,16 @@ def _finish_child_turns(**kwargs: Any) -> None:
     """
     if not _per_child:
         return
-    from poppy_django.engine.recovery import sweeper
 
     sweeper.stop(wait=False)
     _drain_engine()
 
 
 def _drain_engine() -> None:
-    from poppy_django.conf import poppy_settings
-    from poppy_django.engine import loop as engine
-
     running = engine.running()
     if running is not None:
         running.drain(timeout=poppy_settings.TURN_TIMEOUT_SECONDS + 5)
         engine.stop(wait=False)
 
-
-# The Operations extension's task, registered wherever Celery finds this module.
-from poppy_django.operations.tasks import perform_operation_task  # noqa: E402
 
 __all__ = ["perform_operation_task", "prune_task", "reap_task", "run_turns_task"]

@@ -57,7 +57,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from poppy_django.conf import unknown_keys
+from poppy_django.unknown_keys import unknown_keys
 
 #: Token algorithms the verifier can check. HMAC and ``none`` are deliberately absent.
 ASYMMETRIC_ALGORITHMS = frozenset(

@@ -13,7 +13,7 @@ import hashlib
 import json
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import transaction
 
@@ -22,6 +22,25 @@ from poppy_django.agent.guard import TurnGuard
 from poppy_django.agent.tools import ActionFailed, Tool, ToolContext
 from poppy_django.conf import poppy_settings
 from poppy_django.models import ActionRecord, ActionStatus
+
+
+class Proposer(Protocol):
+    """What a part that plugs in (the Operations extension) answers for a consequential
+    call: whether it proposes instead of acting, and the proposal."""
+
+    def proposes(self, tool: Tool, ctx: ToolContext) -> bool: ...
+
+    def propose(self, tool: Tool, record: ActionRecord, ctx: ToolContext) -> ActionRecord: ...
+
+
+#: The registered proposer (the Operations extension registers one from ``ready()``).
+_proposer: Proposer | None = None
+
+
+def register_proposer(proposer: Proposer | None) -> None:
+    """Called from ``AppConfig.ready()`` (a later call replaces it; None removes it)."""
+    global _proposer
+    _proposer = proposer
 
 
 @dataclass(frozen=True)
@@ -63,27 +82,10 @@ def propose(
         return _decide(record, ActionStatus.REJECTED)
     if tool.needs_approval:
         return _decide(record, ActionStatus.AWAITING_APPROVAL)
-    if _proposes_operation(tool, ctx):
-        from poppy_django.operations.conversation import propose_in_turn
-
-        return propose_in_turn(tool, record, ctx)
+    proposer = _proposer
+    if proposer is not None and proposer.proposes(tool, ctx):
+        return proposer.propose(tool, record, ctx)
     return execute(tool, record, ctx, guard)
-
-
-def _proposes_operation(tool: Tool, ctx: ToolContext) -> bool:
-    """With the Operations extension on and negotiated, a flagged action is proposed instead."""
-    from poppy_django.models import Conversation
-    from poppy_django.operations.options import enabled
-    from poppy_django.operations.service import proposes
-
-    if not enabled():
-        return False
-    client_id = (
-        Conversation.objects.filter(pk=ctx.conversation_id)
-        .values_list("client_id", flat=True)
-        .first()
-    )
-    return client_id is not None and proposes(tool, client_id)
 
 
 def _decide(record: ActionRecord, status: ActionStatus) -> ActionRecord:

@@ -37,6 +37,7 @@ def build_model(model_name: str) -> TurnModel | AsyncTurnModel:
     if model_name.startswith(SCRIPTED_WITH_RULES):
         return ScriptedModel(load_script(model_name.removeprefix(SCRIPTED_WITH_RULES)))
     try:
+        # The llm extra (pydantic-ai) is optional: imported only for a model that needs it.
         from pydantic_ai.exceptions import UserError
 
         from poppy_django.agent.llm import PydanticAIModel

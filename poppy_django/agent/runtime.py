@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from poppy_django import observe
+from poppy_django import ids, observe
 from poppy_django.agent import actions, model_api, registry
 from poppy_django.agent.guard import TurnAbandoned, TurnGuard
 from poppy_django.agent.model_api import (
@@ -38,7 +38,6 @@ from poppy_django.agent.tools import (
 )
 from poppy_django.conf import poppy_settings
 from poppy_django.models import ActionStatus, AuthorizationError
-from poppy_django.store import ids
 from poppy_django.verifier import Actor, Principal
 
 logger = logging.getLogger(__name__)
@@ -199,8 +198,8 @@ async def run_turn(
     request: TurnRequest,
     model_for: Callable[[str], TurnModel | AsyncTurnModel],
     emit_text: Callable[[str], None],
-    guard: TurnGuard | None = None,
-    run_sync: RunSync | None = None,
+    guard: TurnGuard,
+    run_sync: RunSync,
 ) -> TurnOutcome:
     """Run the model for one turn; every failure becomes an outcome, never an exception.
 
@@ -208,13 +207,9 @@ async def run_turn(
     longer registered, a model that cannot be built, a tool that raises. Cancellation (the
     turn's time limit) is not a failure here: it propagates to the caller.
 
-    ``run_sync`` runs blocking work off the loop (the engine's database threads by default).
+    ``guard`` refuses what the turn still tries once abandoned; ``run_sync`` runs blocking
+    work off the loop (the engine's database threads).
     """
-    guard = guard or TurnGuard()
-    if run_sync is None:
-        from poppy_django.engine import loop as engine
-
-        run_sync = engine.current().run_sync
     pieces: list[str] = []
 
     def write(piece: str) -> None:

@@ -16,6 +16,7 @@ fields of the ``auth`` object next to ``issuer``), ``EXTRA`` ({}: extra top-leve
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,8 +24,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
-from poppy_django import addresses
 from poppy_django.addresses import configured_origin, endpoint_url, public_origin
+from poppy_django.api.feedback import discovery_entry as feedback_entry
 from poppy_django.conf import poppy_settings, unknown_keys
 from poppy_django.errors import error_response
 from poppy_django.verifier import local_issuer
@@ -36,8 +37,29 @@ DEFAULT_PROTOCOL_VERSION = "0.2"
 JWKS_PATH = "/.well-known/jwks.json"
 DISCOVERY_KEYS = frozenset({"PROTOCOL_VERSION", "ORGANIZATION", "AUTH", "EXTRA", "APIS"})
 
+#: An entry a part that plugs in adds to ``poppy.json`` (None while it is off), given the
+#: request discovery answers (or None).
+Entry = Callable[[HttpRequest | None], Mapping[str, Any] | None]
+#: The parts' ``apis`` entries (the MCP server) and ``extensions`` (Operations), by name,
+#: registered from ``AppConfig.ready()``.
+_api_entries: dict[str, Entry] = {}
+_extension_entries: dict[str, Entry] = {}
 
-def _origin(request: HttpRequest | None) -> str:
+
+def register_api(name: str, entry: Entry) -> None:
+    """Add ``entry`` to ``poppy.json``'s ``apis`` while it gives one (a later call under the
+    same name replaces it)."""
+    _api_entries[name] = entry
+
+
+def register_extension(name: str, entry: Entry) -> None:
+    """Offer the protocol extension ``name`` (§3.3) in ``poppy.json``'s ``extensions``
+    while ``entry`` gives one."""
+    _extension_entries[name] = entry
+
+
+def document_origin(request: HttpRequest | None) -> str:
+    """The public origin the document speaks for: the request's, else ``BASE_URL``'s."""
     if request is not None:
         return public_origin(request)
     configured = configured_origin()
@@ -48,7 +70,7 @@ def _origin(request: HttpRequest | None) -> str:
 
 def protocol_entry(request: HttpRequest | None = None) -> dict[str, str]:
     """``{"type": "poppy", "endpoint": <url>}`` for ``poppy.json``'s ``agent.protocols``."""
-    return {"type": PROTOCOL_TYPE, "endpoint": endpoint_url(_origin(request))}
+    return {"type": PROTOCOL_TYPE, "endpoint": endpoint_url(document_origin(request))}
 
 
 def _options() -> dict[str, Any]:
@@ -70,15 +92,15 @@ def poppy_document(request: HttpRequest | None = None) -> dict[str, Any]:
     """The whole ``poppy.json``: protocol_version, organization, auth.issuer, agent protocols."""
     options = _options()
     auth: dict[str, Any] = {**_issuer_capabilities(request), **dict(options.get("AUTH") or {})}
-    found = addresses.token_issuer()
+    found = local_issuer.token_issuer()
     if found:
         auth["issuer"] = found
     local = local_issuer.issuing()
     if local is not None and local.serves_wellknown_jwks() and not poppy_settings.ISSUER:
-        auth.setdefault("jwks_uri", _origin(request) + JWKS_PATH)
+        auth.setdefault("jwks_uri", document_origin(request) + JWKS_PATH)
     organization = dict(options.get("ORGANIZATION") or {})
     # The document speaks for the host serving it: agents refuse another domain here.
-    organization.setdefault("domain", urlsplit(_origin(request)).hostname)
+    organization.setdefault("domain", urlsplit(document_origin(request)).hostname)
     document: dict[str, Any] = {
         **dict(options.get("EXTRA") or {}),
         "protocol_version": str(options.get("PROTOCOL_VERSION") or DEFAULT_PROTOCOL_VERSION),
@@ -89,10 +111,10 @@ def poppy_document(request: HttpRequest | None = None) -> dict[str, Any]:
     if options.get("APIS"):
         document["apis"] = [_api_entry(dict(api), request) for api in options["APIS"]]
     document.update(_channel_entries(request))
-    from poppy_django.api import mcp
-
-    if mcp.enabled():  # the MCP server of the Company Agent's tools
-        document.setdefault("apis", []).append(mcp.discovery_entry(request))
+    for api_entry in _api_entries.values():
+        entry = api_entry(request)
+        if entry is not None:
+            document.setdefault("apis", []).append(dict(entry))
     extensions = _extensions(request)
     if extensions:
         document["extensions"] = {**dict(document.get("extensions") or {}), **extensions}
@@ -102,8 +124,6 @@ def poppy_document(request: HttpRequest | None = None) -> dict[str, Any]:
 def _channel_entries(request: HttpRequest | None) -> dict[str, Any]:
     """The optional channels that are on: ``web`` (browser sessions, the issuer app's) and
     ``feedback``."""
-    from poppy_django.api.feedback import discovery_entry as feedback_entry
-
     local = local_issuer.registered()
     entries: dict[str, Any] = dict(local.discovery_channels(request)) if local else {}
     feedback = feedback_entry(request)
@@ -113,20 +133,16 @@ def _channel_entries(request: HttpRequest | None) -> dict[str, Any]:
 
 
 def _extensions(request: HttpRequest | None) -> dict[str, Any]:
-    """The protocol extensions this company offers (§3.3): Operations v1 when it is on."""
-    from poppy_django.operations import negotiation, options
-
-    opts = options.options()
-    if not opts.enabled:
-        return {}
-    return {negotiation.EXTENSION: negotiation.discovery_entry(f"{_origin(request)}/{opts.path}")}
+    """The protocol extensions this company offers (§3.3), those registered that are on."""
+    found = {name: extension(request) for name, extension in _extension_entries.items()}
+    return {name: dict(entry) for name, entry in found.items() if entry is not None}
 
 
 def _api_entry(api: dict[str, Any], request: HttpRequest | None) -> dict[str, Any]:
     """A company API accepting Session Tokens; a path-only ``url`` gets the public origin."""
     url = str(api.get("url", ""))
     if url.startswith("/"):
-        api["url"] = _origin(request) + url
+        api["url"] = document_origin(request) + url
     return api
 
 

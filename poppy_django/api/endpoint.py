@@ -40,10 +40,10 @@ from rest_framework.views import APIView
 
 from poppy_django import observe
 from poppy_django.api.serializers import wire_error
-from poppy_django.api.threads import in_thread
 from poppy_django.api.wire_errors import wire_error_response
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError, error_response
+from poppy_django.threads import in_thread
 
 logger = logging.getLogger("poppy_django.views")
 

@@ -35,10 +35,11 @@ from django.urls import Resolver404, resolve
 from django.utils.deprecation import MiddlewareMixin
 from django.utils.module_loading import import_string
 
+from poppy_django.addresses import is_endpoint_path
 from poppy_django.api.setup_problems import host_refusal
-from poppy_django.api.threads import on_request_thread
 from poppy_django.api.wire_errors import wire_error_response
-from poppy_django.conf import endpoint_prefix, poppy_settings
+from poppy_django.conf import poppy_settings
+from poppy_django.threads import on_request_thread
 from poppy_django.errors import error_response
 
 _CODE_OF_STATUS = {
@@ -52,12 +53,6 @@ _CODE_OF_STATUS = {
 Handler = Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]]
 AsyncHandler = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
 AsyncHook = Callable[..., Awaitable[HttpResponseBase | None]]
-
-
-def is_endpoint_path(path_info: str) -> bool:
-    """Whether a path (below the script prefix) is the endpoint's or under it."""
-    endpoint = endpoint_prefix()  # the same value the URLconf mounts the endpoint at
-    return path_info == endpoint or path_info.startswith(endpoint + "/")
 
 
 def on_endpoint(request: HttpRequest) -> bool:

@@ -21,9 +21,10 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail, ValidationError
 
+from poppy_django import ids
 from poppy_django.errors import STATUS_OF, PoppyError
 from poppy_django.models import Sender
-from poppy_django.store import ids, reading
+from poppy_django.store import reading
 from poppy_django.store.wire import InboundMessage
 
 #: Deeper JSON than this is refused: far beyond any real use, and well inside the depth

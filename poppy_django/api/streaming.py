@@ -18,9 +18,9 @@ from typing import Any
 from django.http import StreamingHttpResponse
 
 from poppy_django import fanout
-from poppy_django.api.threads import in_thread, release_request_thread
 from poppy_django.conf import poppy_settings
 from poppy_django.store import reading
+from poppy_django.threads import in_thread, release_request_thread
 
 
 def event_frame(event: dict[str, Any]) -> str:

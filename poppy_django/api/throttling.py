@@ -26,7 +26,7 @@ from rest_framework.throttling import ScopedRateThrottle
 
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
-from poppy_django.store.process_cache import shared_cache, shared_redis
+from poppy_django.process_cache import shared_cache, shared_redis
 from poppy_django.verifier import Principal
 
 logger = logging.getLogger("poppy_django.throttling")

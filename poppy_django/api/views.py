@@ -29,7 +29,8 @@ from poppy_django.api.serializers import MessageBodySerializer, StartBodySeriali
 from poppy_django.api.streaming import event_stream_response
 from poppy_django.api.throttling import Slot, waiting_slots
 from poppy_django.conf import poppy_settings
-from poppy_django.store import conversations, reading, wire
+from poppy_django.service import conversations
+from poppy_django.store import ownership, reading, wire
 from poppy_django.verifier import Principal
 
 
@@ -60,7 +61,7 @@ def _write_message(
         return write(), 0
     with transaction.atomic():
         answer = write()
-        conversation = conversations.get_owned(principal, answer.conversation_id)
+        conversation = ownership.get_owned(principal, answer.conversation_id)
         return answer, reading.after_seq(conversation, request.query_params.get("cursor"))
 
 
@@ -140,10 +141,10 @@ class MessagesView(EndpointView):
         except Exception:
             # The wire answers an unknown or foreign conversation before a bad query or
             # body. A valid request skips this read: the write checks ownership itself.
-            conversations.get_owned(principal, conversation_id)
+            ownership.get_owned(principal, conversation_id)
             raise
         if wait is not None:
-            conversations.get_owned(principal, conversation_id)  # before a waiting slot's 429
+            ownership.get_owned(principal, conversation_id)  # before a waiting slot's 429
         return _record(
             request,
             principal,
@@ -162,7 +163,7 @@ class _ActionView(EndpointView):
 
     def post(self, request: Request, conversation_id: str) -> Response:
         principal = principal_of(request)
-        conversations.get_owned(principal, conversation_id)
+        ownership.get_owned(principal, conversation_id)
         self.body(request)  # only malformed JSON is refused; the content is ignored
         answer = self.operation(principal, conversation_id)
         return Response(answer.body, status=answer.status_code)

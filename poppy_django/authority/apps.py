@@ -20,6 +20,7 @@ class AuthorityConfig(AppConfig):
     def ready(self) -> None:
         from django.core import checks
 
+        # Here, not at the top: Django imports this module before the models are ready.
         from poppy_django.authority import development, keys, tokens
         from poppy_django.authority.checks import check_authority
         from poppy_django.authority.status import session_is_active
@@ -45,13 +46,18 @@ class AuthorityConfig(AppConfig):
         )
 
 
+# The helpers below import when called: the OAuth side needs the authority's extra
+# (Authlib), and the models are not ready when Django imports this module. No cycle: none of
+# these modules imports this one.
+
+
 def _discovery_auth(request: object) -> dict[str, object]:
     """The sign-in methods and scopes of poppy.json, when the OAuth side is installed."""
     if not serves_oauth():
         return {}
     from django.http import HttpRequest
 
-    from poppy_django.authority.metadata import auth_capabilities
+    from poppy_django.authority.capabilities import auth_capabilities
 
     return auth_capabilities(request if isinstance(request, HttpRequest) else None)
 

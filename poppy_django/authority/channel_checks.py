@@ -18,6 +18,9 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
+from poppy_django.authority.conf import authority_settings
+from poppy_django.conf import debug_configured
+
 MIDDLEWARE = "poppy_django.authority.website.BrowserSessionMiddleware"
 NEEDED_BEFORE = (
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -26,9 +29,6 @@ NEEDED_BEFORE = (
 
 
 def check_channels() -> list[Any]:
-    from poppy_django.authority.conf import authority_settings
-    from poppy_django.conf import debug_configured
-
     options = authority_settings()
     problems: list[Any] = []
     if options.BROWSER_SESSIONS:

@@ -22,16 +22,17 @@ from urllib.parse import urlsplit
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
+from poppy_django.authority import keys
+from poppy_django.authority.channel_checks import check_channels
+from poppy_django.authority.conf import authority_settings
+from poppy_django.authority.status import session_is_active
+from poppy_django.conf import debug_configured, poppy_settings
+from poppy_django.verifier.local_issuer import token_issuer
+
 STATUS_CALLABLE = "poppy_django.authority.status.session_is_active"
 
 
 def check_authority(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> list[Any]:
-    from poppy_django.addresses import token_issuer
-    from poppy_django.authority import keys
-    from poppy_django.authority.conf import authority_settings
-    from poppy_django.authority.status import session_is_active
-    from poppy_django.conf import debug_configured, poppy_settings
-
     try:
         authority_settings().validate()
     except ImproperlyConfigured as exc:
@@ -71,6 +72,4 @@ def check_authority(app_configs: Iterable[Any] | None = None, **kwargs: Any) -> 
                 id="poppy_authority.W002",
             )
         )
-    from poppy_django.authority.channel_checks import check_channels
-
     return problems + check_channels()

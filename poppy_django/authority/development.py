@@ -29,9 +29,12 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
 
 from poppy_django import addresses
+from poppy_django.authority.models import RevokedSession
 from poppy_django.conf import debug_configured, poppy_settings
+from poppy_django.verifier.sessions import revoked
 
 ENV_KEY = "POPPY_DEV_SIGNING_KEY"
 KEY_FILE_NAME = "poppy-dev-signing-key.pem"
@@ -111,11 +114,6 @@ def revoke(session_id: str) -> bool:
     process's status cache is then told (:func:`poppy_django.verifier.sessions.revoked`).
     False when it was already revoked.
     """
-    from django.db import transaction
-
-    from poppy_django.authority.models import RevokedSession
-    from poppy_django.verifier.sessions import revoked
-
     require_enabled()
     _, created = RevokedSession.objects.get_or_create(session_id=session_id)
     transaction.on_commit(lambda: revoked(session_id))  # every process, before returning

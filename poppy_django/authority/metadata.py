@@ -20,6 +20,7 @@ from poppy_django.addresses import public_origin
 from poppy_django.authority.conf import authority_settings
 from poppy_django.conf import debug_configured, poppy_settings
 from poppy_django.errors import error_response
+from poppy_django.verifier import local_issuer
 
 POPPY_SCOPES = {
     "poppy:read": "Read your account through the personal agent",
@@ -31,11 +32,11 @@ DEVICE_CODE = "urn:ietf:params:oauth:grant-type:device_code"
 
 def issuer() -> str:
     """This authority's identifier, compared exactly by agents: the one the verifier expects
-    (:func:`poppy_django.addresses.token_issuer`), which must be known here.
+    (:func:`poppy_django.verifier.local_issuer.token_issuer`), which must be known here.
 
     ``POPPY["ISSUER"]``; in development mode without it, the public origin.
     """
-    configured = addresses.token_issuer()
+    configured = local_issuer.token_issuer()
     if not configured:
         raise ImproperlyConfigured('The authority needs POPPY["ISSUER"] (its https URL).')
     return configured
@@ -76,21 +77,6 @@ def domains(request: HttpRequest | None) -> list[str]:
     organization = (poppy_settings.DISCOVERY or {}).get("ORGANIZATION") or {}
     domain = organization.get("domain") or urlsplit(origin(request)).hostname
     return [str(domain).lower()]
-
-
-def auth_capabilities(request: HttpRequest | None) -> dict[str, Any]:
-    """The ``auth`` object of poppy.json (without ``issuer``, which discovery adds)."""
-    custom = dict(authority_settings().CUSTOM_SCOPES or {})
-    offered = list(scopes())
-    capabilities: dict[str, Any] = {"direct": {"scopes": offered}, "device": {"scopes": offered}}
-    from poppy_django.authority.mediated import discovery_entry
-
-    mediated = discovery_entry(request)
-    if mediated is not None:
-        capabilities["mediated"] = mediated
-    if custom:
-        capabilities["custom_scopes"] = custom
-    return capabilities
 
 
 def metadata_document(request: HttpRequest | None) -> dict[str, Any]:

@@ -18,12 +18,12 @@ from typing import Any
 
 import jwt
 
-from poppy_django import addresses
 from poppy_django.authority import development
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.keys import ALGORITHM, jwks_of, signing_key
 from poppy_django.authority.models import Session
 from poppy_django.conf import poppy_settings
+from poppy_django.verifier import local_issuer
 
 TOKEN_TYPE = "at+jwt"
 
@@ -122,7 +122,7 @@ def mint_development_token(
     """
     development.require_enabled()
     claims = TokenClaims(
-        issuer=addresses.token_issuer() or development.DEFAULT_ORIGIN,
+        issuer=local_issuer.token_issuer() or development.DEFAULT_ORIGIN,
         audience=audience or development.default_audience(),
         client_id=client_id,
         user_id=user,

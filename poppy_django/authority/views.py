@@ -29,6 +29,7 @@ from poppy_django.authority.proofs import verify_token_request_proof
 from poppy_django.authority.tokens import issue_session_token
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
+from poppy_django.verifier import resources
 
 JWT_BEARER = metadata.JWT_BEARER
 FORM_TYPE = "application/x-www-form-urlencoded"
@@ -105,9 +106,7 @@ def _audience(request: HttpRequest, resource: str | None) -> list[str]:
     company serves: its MCP server, whose tokens are then good there and nowhere else."""
     if not resource:
         return metadata.token_audience(request)
-    from poppy_django.api import mcp
-
-    if resource not in mcp.resources(request):
+    if resources.serving(resource, request) is None:
         raise InvalidTargetError("Session Tokens are not issued for this resource.")
     return [resource]
 
@@ -126,12 +125,11 @@ def _proof_key_or_bearer(request: HttpRequest, resource: str | None) -> str | No
     Anything else needs a proof (``invalid_dpop_proof``), after ``invalid_target`` for a
     resource this authority serves no token for.
     """
-    from poppy_django.api import mcp
-
     if not resource:
         return _proof_key(request)
     _audience(request, resource)  # invalid_target unless it is the MCP server
-    if mcp.supports_dpop():
+    served = resources.serving(resource, request)
+    if served is None or served.dpop():
         return _proof_key(request)
     return None
 

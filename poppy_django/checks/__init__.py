@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core import checks
 
 from poppy_django.checks.agent import agent_errors
+from poppy_django.checks.discovery import check_discovery
 from poppy_django.checks.poppy_dict import (
     Messages,
     check_id,
@@ -39,6 +40,11 @@ from poppy_django.checks.production import (
     production_mode_errors,
 )
 from poppy_django.conf import debug_configured, poppy_settings
+from poppy_django.verifier.checks import (
+    check_dev_authority,
+    check_dpop_verifier,
+    check_fake_verifier,
+)
 
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
@@ -92,12 +98,6 @@ def check_auth(app_configs: Any = None, **kwargs: Any) -> Messages:
     """The auth checks (E1xx, W1xx), once the POPPY dict is readable (else E004 says why)."""
     if poppy_dict_problem() is not None:
         return []
-    from poppy_django.verifier.checks import (
-        check_dev_authority,
-        check_dpop_verifier,
-        check_fake_verifier,
-    )
-
     auth_checks: tuple[Callable[..., Messages], ...] = (
         check_dev_authority,
         check_dpop_verifier,
@@ -107,14 +107,11 @@ def check_auth(app_configs: Any = None, **kwargs: Any) -> Messages:
 
 
 def register() -> None:
-    """Called from ``PoppyDjangoConfig.ready()``: the core, the auth and the desk checks."""
-    from poppy_django.api.discovery_rules import check_discovery
-    from poppy_django.desk.checks import check_channel_manager
-
+    """Called from ``PoppyDjangoConfig.ready()``: the core's and the verifier's checks (the
+    desk and the issuer app register theirs)."""
     checks.register(check_settings, checks.Tags.compatibility)
     checks.register(check_discovery, checks.Tags.compatibility)
     checks.register(check_auth, checks.Tags.security)
-    checks.register(check_channel_manager, checks.Tags.security)
     checks.register(check_broker, checks.Tags.compatibility, deploy=True)
 
 

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
+from poppy_django.agent import registry
+from poppy_django.agent.model_choice import SCRIPTED, build_model, is_scripted
 from poppy_django.checks.poppy_dict import Messages, check_id
-from poppy_django.conf import (
-    poppy_settings,
-)
+from poppy_django.conf import poppy_settings
 
 if TYPE_CHECKING:
     from poppy_django.agent.registry import CompanyAgent
@@ -21,8 +21,6 @@ if TYPE_CHECKING:
 
 def agent_errors() -> Messages:
     """E007: the agent POPPY["AGENT"] names is not registered; W006: a model cannot be built."""
-    from poppy_django.agent import registry
-
     errors: Messages = []
     agents = registry.registered()
     name = poppy_settings.raw("AGENT")
@@ -65,8 +63,6 @@ def tool_errors(agents: Iterable[CompanyAgent]) -> Messages:
 
 
 def _model_errors(names: list[str]) -> Messages:
-    from poppy_django.agent.model_choice import SCRIPTED, build_model, is_scripted
-
     errors: Messages = []
     for model_name in names:
         if model_name == SCRIPTED:

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
+from poppy_django.api.discovery import DISCOVERY_KEYS
 from poppy_django.conf import (
     DEFAULT_TEXTS,
     DEFAULTS,
@@ -94,8 +95,6 @@ def poppy_dict_problem() -> checks.CheckMessage | None:
 
 def unknown_sub_keys() -> Messages:
     """E004 for typos inside the dict-valued settings, which would be silently ignored."""
-    from poppy_django.api.discovery import DISCOVERY_KEYS
-
     known: dict[str, Iterable[str]] = {
         "DISCOVERY": DISCOVERY_KEYS,
         "TEXTS": DEFAULT_TEXTS,

@@ -6,48 +6,18 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
-from django.core.exceptions import ImproperlyConfigured
 
 from poppy_django.checks.poppy_dict import Messages, check_id, poppy_dict_problem
-from poppy_django.conf import (
-    poppy_settings,
+from poppy_django.conf import poppy_settings
+from poppy_django.engine.broker_health import (
+    CELERY_EXECUTOR,
+    THREAD_EXECUTOR,
+    celery_broker_url,
+    consequence,
+    executor_is,
+    redacted,
 )
-
-CELERY_EXECUTOR = "poppy_django.executors.CeleryExecutor"
-
-
-THREAD_EXECUTOR = "poppy_django.executors.ThreadExecutor"
-
-
-def executor_is(path: str) -> bool:
-    """Whether ``POPPY["EXECUTOR"]`` is (a subclass of) the class at ``path``."""
-    raw = poppy_settings.raw("EXECUTOR")
-    if raw == path:
-        return True
-    try:
-        configured = poppy_settings.EXECUTOR
-    except ImproperlyConfigured:
-        return False  # E001
-    from django.utils.module_loading import import_string
-
-    target = import_string(path)
-    return isinstance(configured, type) and issubclass(configured, target)
-
-
-def celery_broker_url() -> str | None:
-    """The broker Celery would use: ``CELERY_BROKER_URL`` (setting or environment), else the
-    current Celery app's ``broker_url``."""
-    for name in ("CELERY_BROKER_URL", "BROKER_URL"):
-        value = getattr(settings, name, None)
-        if value:
-            return str(value)
-    try:
-        from celery import current_app
-
-        url = current_app.conf.broker_url
-    except Exception:  # no Celery app configured in this process
-        return None
-    return str(url) if url else None
+from poppy_django.observe import describe_failure
 
 
 def _fanout_is_redis() -> bool:
@@ -131,9 +101,6 @@ def check_broker(app_configs: Any = None, **kwargs: Any) -> Messages:
     if not url:
         return []  # E006
     from celery import current_app
-
-    from poppy_django.engine.broker_health import consequence, redacted
-    from poppy_django.observe import describe_failure
 
     try:
         with current_app.connection_for_write(url, connect_timeout=BROKER_CHECK_TIMEOUT) as conn:

@@ -1,6 +1,6 @@
 """A system check: the live channels are closed to non-staff only with the desk's manager.
 
-Registered in ``PoppyDjangoConfig.ready()`` with the app's other checks.
+Registered by :mod:`poppy_django.desk.seams` from ``PoppyDjangoConfig.ready()``.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
 
+from poppy_django.desk.channels import DeskChannelManager
+
 CHANNEL_MANAGER = "poppy_django.desk.channels.DeskChannelManager"
 
 
 def check_channel_manager(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Warn when django-eventstream would let anyone read ``poppy-desk`` through its views."""
-    from poppy_django.desk.channels import DeskChannelManager
-
     name = getattr(settings, "EVENTSTREAM_CHANNELMANAGER_CLASS", None)
     try:
         configured = import_string(name) if name else None

@@ -22,7 +22,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_eventstream.views import events as eventstream_events
 
-from poppy_django import service
+from poppy_django import ids, service
 from poppy_django.conf import poppy_settings
 from poppy_django.desk import alerts, decisions, queue, transcript, wording
 from poppy_django.desk.permissions import desk_permission
@@ -30,7 +30,7 @@ from poppy_django.engine.broker_health import health
 from poppy_django.errors import PoppyError, error_response
 from poppy_django.fanout import conversation_channel, desk_channel
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Event, Status
-from poppy_django.store import event_log, ids
+from poppy_django.store import event_log
 
 #: A browser-made request id (``crypto.randomUUID()`` or the page's fallback).
 REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")

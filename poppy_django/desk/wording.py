@@ -12,6 +12,7 @@ from datetime import datetime
 from django.db.models import Exists, OuterRef
 from django.utils import formats, timezone
 
+from poppy_django.engine.recovery import orphans
 from poppy_django.models import Conversation, Responder, Status
 
 WAITING = "waiting for a person"
@@ -61,22 +62,16 @@ def stalled_annotation() -> Exists:
     ``working`` with no live lease that long was never taken up, or its worker died and no
     other took over: either way no worker is running turns (or none reaches the database).
     """
-    from poppy_django.engine.recovery import orphans
-
     return Exists(Conversation.objects.filter(orphans(), pk=OuterRef("pk")))
 
 
 def stalled_count() -> int:
     """How many conversations wait for a worker none has taken them up (the sweep's query)."""
-    from poppy_django.engine.recovery import orphans
-
     return Conversation.objects.filter(orphans()).count()
 
 
 def stalled(conversation_id: str) -> bool:
     """:func:`stalled_annotation` for one conversation."""
-    from poppy_django.engine.recovery import orphans
-
     return Conversation.objects.filter(orphans(), pk=conversation_id).exists()
 
 

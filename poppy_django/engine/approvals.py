@@ -20,7 +20,7 @@ from typing import Any
 
 from django.db import connections, router, transaction
 
-from poppy_django import observe
+from poppy_django import ids, observe
 from poppy_django.agent import actions, memory, registry
 from poppy_django.agent.outcomes import format_action
 from poppy_django.agent.tools import Tool, ToolContext
@@ -35,7 +35,7 @@ from poppy_django.models import (
     Event,
     Status,
 )
-from poppy_django.store import event_log, ids, statements
+from poppy_django.store import event_log, statements
 from poppy_django.verifier import Actor
 
 logger = logging.getLogger("poppy_django.approvals")

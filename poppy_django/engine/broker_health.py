@@ -18,6 +18,9 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
 from poppy_django.conf import poppy_settings
 from poppy_django.observe import describe_failure
 
@@ -26,6 +29,42 @@ logger = logging.getLogger("poppy_django.turns")
 
 #: Seconds between two warnings while dispatches keep failing.
 REPORT_INTERVAL = 60.0
+
+
+#: The executors' public paths, as ``POPPY["EXECUTOR"]`` names them.
+CELERY_EXECUTOR = "poppy_django.executors.CeleryExecutor"
+THREAD_EXECUTOR = "poppy_django.executors.ThreadExecutor"
+
+
+def executor_is(path: str) -> bool:
+    """Whether ``POPPY["EXECUTOR"]`` is (a subclass of) the class at ``path``."""
+    raw = poppy_settings.raw("EXECUTOR")
+    if raw == path:
+        return True
+    try:
+        configured = poppy_settings.EXECUTOR
+    except ImproperlyConfigured:
+        return False  # E001
+    from django.utils.module_loading import import_string
+
+    target = import_string(path)
+    return isinstance(configured, type) and issubclass(configured, target)
+
+
+def celery_broker_url() -> str | None:
+    """The broker Celery would use: ``CELERY_BROKER_URL`` (setting or environment), else the
+    current Celery app's ``broker_url``."""
+    for name in ("CELERY_BROKER_URL", "BROKER_URL"):
+        value = getattr(settings, name, None)
+        if value:
+            return str(value)
+    try:
+        from celery import current_app
+
+        url = current_app.conf.broker_url
+    except Exception:  # no Celery app configured in this process
+        return None
+    return str(url) if url else None
 
 
 def redacted(url: str | None) -> str:
@@ -43,8 +82,6 @@ def redacted(url: str | None) -> str:
 
 def broker() -> str:
     """The broker this process dispatches to, credentials removed, or the executor's name."""
-    from poppy_django.checks.production import CELERY_EXECUTOR, celery_broker_url, executor_is
-
     if executor_is(CELERY_EXECUTOR):
         return f"the Celery broker {redacted(celery_broker_url())}"
     return f"the executor {poppy_settings.raw('EXECUTOR')}"

@@ -15,6 +15,8 @@ import logging
 import threading
 from typing import Any
 
+from celery import shared_task
+
 from poppy_django.conf import poppy_settings
 from poppy_django.engine import loop as engine
 from poppy_django.engine.recovery import sweeper
@@ -66,8 +68,14 @@ class CeleryExecutor:
 
     @staticmethod
     def dispatch(conversation_id: str) -> None:
-        from poppy_django.tasks import run_turns_task
-
         # One try, no publish retries (Celery's default retries took 1.7 s of the request
         # with the broker down): a dispatch that fails costs nothing, the sweep answers it.
         run_turns_task.apply_async((conversation_id,), retry=False)
+
+
+@shared_task(name="poppy_django.run_turns", acks_late=True, reject_on_worker_lost=True)
+def run_turns_task(conversation_id: str) -> None:
+    """Hand the conversation to this process's engine once it has a place; a duplicate
+    delivery finds the lease taken and ends at once. (Celery finds it through
+    :mod:`poppy_django.tasks`; its name is what queued messages carry.)"""
+    engine.current().submit(conversation_id)

@@ -18,7 +18,9 @@ from typing import ParamSpec, TypeVar
 from asgiref.sync import async_to_sync, sync_to_async
 
 from poppy_django.engine import leases
-from poppy_django.engine.loop import Engine, Heartbeat, engine_here
+from poppy_django.engine.heartbeat import Heartbeat
+from poppy_django.engine.loop import Engine, engine_here
+from poppy_django.engine.turns import answer
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -57,9 +59,7 @@ class InlineEngine(Engine):
 def answer_inline(conversation_id: str) -> InlineEngine:
     """Answer everything unanswered in the conversation now, on this thread; returns the
     engine used (its ``deltas_written``). Never call it from a running event loop."""
-    from poppy_django.engine.turns import answer
-
     engine = InlineEngine()
     with engine_here(engine):
-        async_to_sync(answer)(conversation_id)
+        async_to_sync(answer)(engine, conversation_id)
     return engine

@@ -135,14 +135,21 @@ def reap() -> list[str]:
     executor = poppy_settings.EXECUTOR
     for conversation_id in orphaned:
         executor.dispatch(conversation_id)
-    _reap_operations()
+    _reap_parts()
     return orphaned
 
 
-def _reap_operations() -> None:
-    """Re-dispatch confirmed operations no worker holds (the Operations extension)."""
-    from poppy_django.operations import options, perform
+#: What the parts that plug in re-dispatch when reaped, by name (the Operations extension:
+#: confirmed operations no worker holds), registered from ``AppConfig.ready()``.
+_reapers: dict[str, Callable[[], object]] = {}
 
-    if options.enabled():
-        for operation_id in perform.orphaned():
-            perform.dispatch_now(operation_id)
+
+def register_reaper(name: str, reap_part: Callable[[], object]) -> None:
+    """Call ``reap_part()`` after each reap's conversations (a later call under the same name
+    replaces it); it checks its own settings."""
+    _reapers[name] = reap_part
+
+
+def _reap_parts() -> None:
+    for reap_part in list(_reapers.values()):
+        reap_part()

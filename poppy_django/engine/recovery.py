@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.db import close_old_connections, connection, transaction
@@ -25,6 +26,7 @@ from django.utils import timezone
 
 from poppy_django.conf import poppy_settings
 from poppy_django.engine import leases
+from poppy_django.engine import loop as engine
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Status
 
 logger = logging.getLogger("poppy_django.recovery")
@@ -62,8 +64,6 @@ def sweep(stop: threading.Event | None = None) -> list[str]:
     """Take up orphaned conversations until none is left, each in a place of this process's
     engine (waiting for one while all are taken); their ids. Returns once they are in
     flight, not answered: a crashed worker's hundreds of turns are taken up at once."""
-    from poppy_django.engine import loop as engine
-
     running = engine.current()
     taken: list[str] = []
     while stop is None or not stop.is_set():
@@ -83,16 +83,24 @@ def sweep(stop: threading.Event | None = None) -> list[str]:
         logger.warning("poppy: taking up %s, left without a writer", conversation_id)
         taken.append(conversation_id)
         running.start(conversation_id, owner)
-    _recover_operations(stop)
+    _recover_parts(stop)
     return taken
 
 
-def _recover_operations(stop: threading.Event | None) -> None:
-    """Confirmed operations whose worker died are performed again (at most once in all)."""
-    from poppy_django.operations import options, perform
+#: What the parts that plug in take up at each sweep, by name (the Operations extension:
+#: confirmed operations whose worker died), registered from ``AppConfig.ready()``.
+_recoveries: dict[str, Callable[[threading.Event | None], object]] = {}
 
-    if options.enabled():
-        perform.recover(stop)
+
+def register_recovery(name: str, recover: Callable[[threading.Event | None], object]) -> None:
+    """Run ``recover(stop)`` after each sweep's conversations (a later call under the same
+    name replaces it); it checks its own settings."""
+    _recoveries[name] = recover
+
+
+def _recover_parts(stop: threading.Event | None) -> None:
+    for recover in list(_recoveries.values()):
+        recover(stop)
 
 
 class Sweeper:

@@ -14,9 +14,9 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from poppy_django.api.threads import in_thread
 from poppy_django.conf import poppy_settings
 from poppy_django.models import Conversation
+from poppy_django.threads import in_thread
 
 logger = logging.getLogger("poppy_django.fanout")
 

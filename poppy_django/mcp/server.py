@@ -50,7 +50,8 @@ from poppy_django.agent.tools import ToolContext
 from poppy_django.api.rest_framework import request_info
 from poppy_django.conf import poppy_settings, unknown_keys
 from poppy_django.errors import PoppyError, error_response
-from poppy_django.verifier import AuthRefusal, Principal
+from poppy_django.operations import negotiation, options, service
+from poppy_django.verifier import AuthRefusal, Principal, local_issuer
 from poppy_django.verifier import dpop as dpop_verifier
 
 PROTOCOL_VERSION = "2025-06-18"
@@ -199,7 +200,7 @@ def protected_resource_metadata(request: HttpRequest) -> HttpResponse:
     """``GET /.well-known/oauth-protected-resource/{PATH}`` (RFC 9728)."""
     if not enabled() or request.method not in ("GET", "HEAD"):
         return error_response("not_found")
-    issuer = addresses.token_issuer()
+    issuer = local_issuer.token_issuer()
     document: dict[str, Any] = {
         "resource": resource_url(request),
         "authorization_servers": [issuer] if issuer else [],
@@ -330,8 +331,6 @@ def _propose(
     request: HttpRequest, principal: Principal, tool_name: str, arguments: dict[str, Any]
 ) -> dict[str, Any]:
     """A consequential tool answers with an Operation (Operations §4.2), never acting."""
-    from poppy_django.operations import negotiation, options, service
-
     if not options.enabled() or not negotiation.lists_operations(principal.client_id):
         raise PoppyError(
             "extension_required",

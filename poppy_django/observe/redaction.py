@@ -13,6 +13,8 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from poppy_django.addresses import is_endpoint_path
+
 #: Loggers outside the package whose records about the app's work can carry an exception
 #: raised with a User's text in it: Django's request logger (a view's unexpected exception)
 #: and Celery's task tracer (a task that raised).
@@ -183,12 +185,10 @@ class WithholdUserText(logging.Filter):
 
 def _about_the_app(record: logging.LogRecord) -> bool:
     """Whether a ``django.request`` record is about a request the app served."""
-    from poppy_django.api.middleware import on_endpoint
-
     request = getattr(record, "request", None)
     if request is None or not hasattr(request, "path_info"):
         return False
-    if on_endpoint(request):
+    if is_endpoint_path(request.path_info):
         return True
     match = getattr(request, "resolver_match", None)
     return str(getattr(getattr(match, "func", None), "__module__", "")).startswith("poppy_django.")

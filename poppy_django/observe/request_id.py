@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from contextvars import ContextVar
 
-from poppy_django.store import ids
+from poppy_django import ids
 
 #: The id of the HTTP request being served (``X-Request-ID`` when the caller sent a valid
 #: one), attached to every moment logged while serving it.

@@ -10,14 +10,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import transaction
-
+from poppy_django import ids
 from poppy_django.agent.outcomes import format_action
-from poppy_django.agent.tools import Tool, ToolContext
 from poppy_django.conf import poppy_settings
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Status
 from poppy_django.operations.models import Operation, OperationState
-from poppy_django.store import event_log, ids
+from poppy_django.store import event_log
 
 logger = logging.getLogger(__name__)
 
@@ -28,37 +26,6 @@ _RECORD_STATUS = {
     OperationState.CANCELLED: ActionStatus.REJECTED,
     OperationState.EXPIRED: ActionStatus.REJECTED,
 }
-
-
-def propose_in_turn(tool: Tool, record: ActionRecord, ctx: ToolContext) -> ActionRecord:
-    """A turn's call of a consequential tool: an Operation proposed, linked to its record.
-
-    The turn's reply then carries the operation (``message.operation``); nothing runs until
-    the User confirms it at the operations endpoint.
-    """
-    from poppy_django.operations import service
-
-    conversation = Conversation.objects.get(pk=ctx.conversation_id)
-    with transaction.atomic():
-        locked = ActionRecord.objects.select_for_update().get(pk=record.pk)
-        if locked.status != ActionStatus.PENDING:
-            return locked
-        operation = service.propose(
-            client_id=conversation.client_id,
-            user_id=conversation.user_id,
-            account_id=conversation.account_id,
-            agent_name=conversation.agent_name,
-            tool=tool,
-            arguments=locked.arguments,
-            actor=ctx.actor,
-            roles=ctx.roles,
-            conversation_id=conversation.id,
-        )
-        if operation.action_record_id is None:
-            Operation.objects.filter(pk=operation.pk).update(action_record=locked)
-        locked.status = ActionStatus.OPERATION_PROPOSED
-        locked.save(update_fields=["status", "updated_at"])
-    return locked
 
 
 def settle_action_record(operation: Operation) -> None:

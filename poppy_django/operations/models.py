@@ -13,7 +13,9 @@ from typing import Any
 
 from django.db import models
 
-from poppy_django.store import ids
+from poppy_django import addresses, ids
+from poppy_django.operations.options import options
+from poppy_django.verifier import local_issuer
 
 
 class OperationState(models.TextChoices):
@@ -160,11 +162,8 @@ class OperationRevision(models.Model):
 
 def page_url(operation_id: str) -> str | None:
     """The operation's page on the website (``POPPY["OPERATIONS"]["PAGE_PATH"]``), if any."""
-    from poppy_django import addresses
-    from poppy_django.operations.options import options
-
     path = options().page_path
-    issuer = addresses.token_issuer()
+    issuer = local_issuer.token_issuer()
     origin = addresses.configured_origin() or (addresses.origin_of(issuer) if issuer else None)
     if path is None or origin is None:
         return None

@@ -29,6 +29,7 @@ from poppy_django.errors import PoppyError
 from poppy_django.operations import service
 from poppy_django.operations.models import Operation, OperationState
 from poppy_django.operations.options import options
+from poppy_django.operations.views import settled
 from poppy_django.verifier import Principal
 
 TEMPLATE = "poppy_django/operation_page.html"
@@ -153,7 +154,5 @@ async def operation_page(request: HttpRequest, operation_id: str) -> HttpRespons
     response, confirmed = await sync_to_async(_handle)(request, operation_id)
     wait = options().confirm_wait_seconds
     if confirmed is not None and wait > 0:
-        from poppy_django.operations.views import settled
-
         await settled(confirmed, wait)  # the page it redirects to shows the outcome
     return response

@@ -1,9 +1,9 @@
 """Performing confirmed operations in workers: at most once, whatever happens to a worker.
 
-:func:`perform` is a plain function (the Celery task :func:`poppy_django.operations.tasks.
-perform_operation_task` calls it; so can any executor). It holds the operation's row lock
-for the whole performance and runs the action tool in the same transaction that moves the
-operation to ``succeeded``/``failed`` and posts the outcome to its conversation:
+:func:`perform` is a plain function (the Celery task :func:`perform_operation_task` calls
+it; so can any executor). It holds the operation's row lock for the whole performance
+and runs the action tool in the same transaction that moves the operation to
+``succeeded``/``failed`` and posts the outcome to its conversation:
 
 - a worker that dies mid-action leaves nothing: PostgreSQL rolls the transaction back (the
   tool's database effects included), the row is unlocked and still ``in_progress``;
@@ -22,6 +22,7 @@ import logging
 import threading
 from datetime import timedelta
 
+from celery import shared_task
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
@@ -30,6 +31,7 @@ from poppy_django.agent import registry
 from poppy_django.agent.actions import jsonable
 from poppy_django.agent.tools import ActionFailed, ToolContext
 from poppy_django.conf import poppy_settings
+from poppy_django.engine.executors import ThreadExecutor
 from poppy_django.operations import OutcomeUnknown, conversation
 from poppy_django.operations.models import Operation, OperationState
 from poppy_django.verifier import Actor
@@ -63,14 +65,10 @@ def dispatch_now(operation_id: str) -> None:
 
 
 def _dispatch(operation_id: str) -> None:
-    from poppy_django.engine.executors import ThreadExecutor
-
     if poppy_settings.EXECUTOR is ThreadExecutor:
         # In-process: on the engine's database threads, like the turns' sync work.
         ThreadExecutor.start().database.submit(_perform_closing, operation_id)
         return
-    from poppy_django.operations.tasks import perform_operation_task
-
     perform_operation_task.delay(operation_id)
 
 
@@ -211,3 +209,10 @@ def recover(stop: threading.Event | None = None) -> list[str]:
         if perform(operation_id):
             performed.append(operation_id)
     return performed
+
+
+@shared_task(name="poppy_django.perform_operation", acks_late=True, reject_on_worker_lost=True)
+def perform_operation_task(operation_id: str) -> bool:
+    """Perform a confirmed operation (a duplicate delivery finds it done). Celery finds it
+    through :mod:`poppy_django.tasks`; its name is what queued messages carry."""
+    return perform(operation_id)

@@ -28,14 +28,14 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from poppy_django import ids
 from poppy_django.agent import registry
-from poppy_django.agent.runtime import roles_of
+from poppy_django.agent.runtime import resolve_actor, roles_of
 from poppy_django.agent.tools import Tool
 from poppy_django.errors import PoppyError
-from poppy_django.operations import negotiation
+from poppy_django.operations import conversation, negotiation, perform
 from poppy_django.operations.models import Operation, OperationRevision, OperationState
 from poppy_django.operations.options import options
-from poppy_django.store import ids
 from poppy_django.verifier import Actor, Principal
 
 APPROVERS = ("user", "standing_permission")
@@ -120,8 +120,6 @@ def propose_for(
     """
     from pydantic import ValidationError
 
-    from poppy_django.agent.runtime import resolve_actor
-
     tool = registry.get(agent_name).tool(tool_name)
     if tool is None or tool.kind != "action":
         raise PoppyError("not_found", f"There is no action {tool_name!r}.")
@@ -184,8 +182,6 @@ def read(principal: Principal, operation_id: str) -> Operation:
 
 def confirm(principal: Principal, operation_id: str, body: Any) -> Operation:
     """Confirm ``body["revision"]`` as approved by ``body["approved_by"]``: at most once."""
-    from poppy_django.operations import perform
-
     with transaction.atomic():
         operation = _lock_owned(principal, operation_id)
         if operation.state != OperationState.PROPOSED:
@@ -298,8 +294,6 @@ def revise(
             revised_by=by,
         )
         if operation.conversation_id is not None:
-            from poppy_django.operations import conversation
-
             conversation.post_revision(operation)
     return operation
 
@@ -312,8 +306,6 @@ def settle(operation_id: str, *, succeeded: bool, summary: str, data: Any = None
     Only such an operation can be settled (``409 operation_not_unknown`` otherwise): one a
     worker is performing, or one already final, is not the company's to overwrite.
     """
-    from poppy_django.operations import perform
-
     with transaction.atomic():
         operation = Operation.objects.select_for_update().filter(pk=operation_id).first()
         if operation is None:
@@ -344,6 +336,4 @@ def settle(operation_id: str, *, succeeded: bool, summary: str, data: Any = None
 
 def _settle_action_record(operation: Operation) -> None:
     """The proposing turn's action record follows the operation to its end (for the desk)."""
-    from poppy_django.operations import conversation
-
     conversation.settle_action_record(operation)

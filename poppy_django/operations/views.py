@@ -19,12 +19,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from poppy_django.api.endpoint import EndpointView, WaitingResponse
-from poppy_django.api.threads import in_thread
 from poppy_django.api.views import principal_of
 from poppy_django.operations import service
 from poppy_django.operations.models import FINAL_STATES, Operation, OperationState
 from poppy_django.operations.options import options
 from poppy_django.operations.schema import operations_schema
+from poppy_django.threads import in_thread
 
 #: How often a confirm's answer looks for the worker's outcome while it waits.
 POLL_SECONDS = 0.1

@@ -1,6 +1,6 @@
 """The company's side: the Python API the support desk (or your own code) calls on a
 conversation. The personal agent's side, behind the endpoint, is
-:mod:`poppy_django.store.conversations`.
+:mod:`poppy_django.service.conversations`.
 
 Every function takes a conversation id, works in one transaction under the conversation's
 lock, and accepts ``request_id`` (echoed on the events it causes, for the desk's
@@ -19,11 +19,12 @@ from typing import Any
 
 from django.db import transaction
 
-from poppy_django import handoff, observe, signals
-from poppy_django.engine import dispatch, turns
+from poppy_django import handoff, ids, observe, signals
+from poppy_django.engine import dispatch, transitions
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event, EventType, Responder, Status
-from poppy_django.store import conversations, event_log, ids
+from poppy_django.service import conversations
+from poppy_django.store import event_log
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ def human_left(conversation_id: str, *, by: str = "", request_id: str | None = N
     conversation.assignee = ""
     conversation.handoff_requested_at = None
     conversation.save(update_fields=["assignee", "handoff_requested_at", "updated_at"])
-    unanswered = bool(turns.pending_messages(conversation))
+    unanswered = bool(transitions.pending_messages(conversation))
     status = Status.WORKING if unanswered else Status.IDLE
     event_log.set_state(
         conversation, status=status, responder=Responder.AGENT, meta=_meta(request_id, by)

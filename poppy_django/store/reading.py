@@ -13,13 +13,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from poppy_django import fanout
-from poppy_django.api.threads import in_thread, release_request_thread
+from poppy_django import fanout, ids
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event
-from poppy_django.store import ids, instances, statements
-from poppy_django.store.conversations import OWNER_FIELDS, owned
+from poppy_django.store import instances, statements
+from poppy_django.store.ownership import OWNER_FIELDS, owned
+from poppy_django.threads import in_thread, release_request_thread
 from poppy_django.verifier import Principal
 
 #: A JSON read stays within 1 MiB: a page ends early rather than grow past it.

@@ -11,7 +11,7 @@ import hashlib
 import math
 import time
 
-from poppy_django.store.process_cache import shared_cache
+from poppy_django.process_cache import shared_cache
 
 PREFIX = "poppy:window:"
 

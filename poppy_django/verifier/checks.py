@@ -15,8 +15,8 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
 from poppy_django.conf import debug_configured, poppy_settings
-from poppy_django.verifier import local_issuer
-from poppy_django.verifier.options import ASYMMETRIC_ALGORITHMS, refused_algorithms
+from poppy_django.token_options import ASYMMETRIC_ALGORITHMS, refused_algorithms
+from poppy_django.verifier import dpop, fake, local_issuer
 
 DPOP_VERIFIER = "poppy_django.verifier.dpop.verify"
 FAKE_VERIFIER = "poppy_django.verifier.fake.verify"
@@ -42,8 +42,6 @@ def _uses_dpop_verifier() -> bool:
     configured = _configured_verifier()
     if configured == DPOP_VERIFIER:
         return True
-    from poppy_django.verifier import dpop
-
     return configured is dpop.verify
 
 
@@ -89,8 +87,6 @@ def check_dev_authority(app_configs: Any = None, **kwargs: Any) -> list[checks.C
 
 def check_fake_verifier(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """E108: the fake verifier (:mod:`poppy_django.verifier.fake`) trusts any header it is sent."""
-    from poppy_django.verifier import fake
-
     configured = _configured_verifier()
     if debug_configured() or configured not in (FAKE_VERIFIER, fake.verify):
         return []

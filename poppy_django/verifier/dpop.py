@@ -1,7 +1,7 @@
 """The default verifier: DPoP-bound JWT Session Tokens (RFC 9449, RFC 7638, RFC 6750).
 
 ``POPPY = {"AUTHENTICATE": "poppy_django.verifier.dpop.verify", "ISSUER": ..., "TOKENS": {...}}``
-(sub-keys in :mod:`poppy_django.verifier.options`). A request is accepted only when:
+(sub-keys in :mod:`poppy_django.token_options`). A request is accepted only when:
 
 - ``Authorization: DPoP <token>`` (a Bearer token is refused: a DPoP-bound token sent as
   Bearer could be a stolen one) and one ``DPoP`` proof, both within their size limits;
@@ -48,12 +48,11 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from poppy_django import addresses
 from poppy_django.conf import poppy_settings
+from poppy_django.token_options import TokenOptions
 from poppy_django.verifier import local_issuer, nonces, replay, sessions
 from poppy_django.verifier.jwk import JWKError, PublicKey, b64url, public_key_for, thumbprint
 from poppy_django.verifier.jwks import KeySource, RemoteKeys, StaticKeys
-from poppy_django.verifier.options import TokenOptions
 from poppy_django.verifier.principal import AuthRefusal, Principal, RequestInfo
 
 logger = logging.getLogger("poppy_django.auth")
@@ -694,8 +693,9 @@ def key_source(options: TokenOptions) -> KeySource:
 
 
 def _issuer() -> str:
-    """:func:`poppy_django.addresses.token_issuer`, required: the verifier cannot run without."""
-    found = addresses.token_issuer()
+    """:func:`~poppy_django.verifier.local_issuer.token_issuer`, required: the verifier
+    cannot run without."""
+    found = local_issuer.token_issuer()
     if found:
         return found
     local = local_issuer.registered()

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from django.apps import apps
 
+from poppy_django.conf import poppy_settings
+from poppy_django.verifier.principal import Principal
+
 if TYPE_CHECKING:
     from django.http import HttpRequest
-
-    from poppy_django.verifier.principal import Principal
 
 
 @dataclass(frozen=True)
@@ -80,3 +81,13 @@ def issuing() -> LocalIssuer | None:
     """The registered issuer when it issues tokens here (it has a key, its mode may run)."""
     issuer = registered()
     return issuer if issuer is not None and issuer.refusal() is None else None
+
+
+def token_issuer() -> str | None:
+    """The ``iss`` Session Tokens accepted here carry: ``POPPY["ISSUER"]``, else the default
+    of the issuer app installed in this project (its development mode: the public origin),
+    else None (unknown: the verifier refuses to start without it)."""
+    if poppy_settings.ISSUER:
+        return poppy_settings.ISSUER
+    local = registered()
+    return local.default_issuer() if local is not None else None

@@ -4,7 +4,7 @@
 receive the same proof at once cannot both accept it. Entries expire when the proof would be
 refused as stale anyway, so the cache never grows beyond one window of traffic. On a Redis
 cache the check is one ``SET NX EX`` on the process's client
-(:func:`poppy_django.store.process_cache.shared_redis`), the same command and key Django's ``add``
+(:func:`poppy_django.process_cache.shared_redis`), the same command and key Django's ``add``
 would send.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 
-from poppy_django.store.process_cache import shared_cache, shared_redis
+from poppy_django.process_cache import shared_cache, shared_redis
 
 PREFIX = "poppy:dpop:jti:"
 

@@ -31,6 +31,8 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from poppy_django.fanout.bus import namespace
+
 logger = logging.getLogger("poppy_django.auth")
 
 #: Where a process acknowledges a revocation: this prefix and the publisher's nonce.
@@ -52,8 +54,6 @@ _stop = threading.Event()
 def channel() -> str:
     """The pub/sub channel revocations are published on, in this deployment's namespace
     (pub/sub is server-wide: another deployment on the same Redis server never hears it)."""
-    from poppy_django.fanout.bus import namespace
-
     return f"{namespace()}:session-revoked"
 
 

@@ -44,7 +44,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from poppy_django.conf import poppy_settings
-from poppy_django.store.process_cache import shared_cache
+from poppy_django.process_cache import shared_cache
 from poppy_django.verifier import revocations
 from poppy_django.verifier.principal import Principal
 

@@ -20,8 +20,8 @@ from poppy_django.agent.llm import PydanticAIModel
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.scripted import ScriptedModel
 from poppy_django.conf import DEFAULT_TEXTS
+from poppy_django.engine import deltas, transitions, turns
 from poppy_django.engine import loop as engine
-from poppy_django.engine import turns
 from poppy_django.models import Conversation, Status
 from tests.agents import PersonalAgent, messages
 from tests.waiting import eventually
@@ -210,7 +210,7 @@ def test_text_deltas_of_a_tick_go_out_together_each_message_joined_in_order():
     message), the consecutive pieces of each message joined: one publish a tick, not one
     a token. A flush sends what waits at once and says when it is out."""
     batches: list[list[tuple[str, str, str]]] = []
-    publisher = engine.DeltaPublisher(batches.append, tick=3600)  # only a flush sends
+    publisher = deltas.DeltaPublisher(batches.append, tick=3600)  # only a flush sends
     try:
         for conversation, message, piece in [
             ("c1", "m1", "Hel"),
@@ -244,7 +244,7 @@ def test_the_desk_gets_a_conversation_s_pieces_joined_once_a_desk_tick():
         readers.append(deltas)
         arrived.release()
 
-    publisher = engine.DeltaPublisher(to_readers, 0, desk.append, desk_tick=3600)
+    publisher = deltas.DeltaPublisher(to_readers, 0, desk.append, desk_tick=3600)
     try:
         for piece in ("Hel", "lo"):
             publisher.publish("c1", "m1", piece)
@@ -265,7 +265,7 @@ def test_a_streamed_reply_is_published_in_fewer_messages_than_pieces(
 
     sent: list[list[tuple[str, str, str]]] = []
     committed: list[int] = []
-    publish, commit = publishing.publish_deltas_to_readers, turns.commit
+    publish, commit = publishing.publish_deltas_to_readers, transitions.commit
 
     def recorded(deltas: list[tuple[str, str, str]]) -> None:
         sent.append(list(deltas))
@@ -276,7 +276,7 @@ def test_a_streamed_reply_is_published_in_fewer_messages_than_pieces(
         return commit(*args, **kwargs)
 
     monkeypatch.setattr(publishing, "publish_deltas_to_readers", recorded)
-    monkeypatch.setattr(turns, "commit", committing)
+    monkeypatch.setattr(transitions, "commit", committing)
     pieces = [f"piece{n} " for n in range(40)]
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:

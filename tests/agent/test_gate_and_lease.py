@@ -13,7 +13,7 @@ from poppy_django.agent import CompanyAgent, ToolContext, register, tool
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.registry import get as get_agent
 from poppy_django.agent.runtime import TurnOutcome
-from poppy_django.engine import leases, turns
+from poppy_django.engine import leases, transitions, turns
 from poppy_django.models import Conversation, Event
 from tests.agents import PersonalAgent
 from tests.turn_control import dispatch_lost
@@ -62,9 +62,9 @@ def test_a_worker_whose_lease_was_taken_writes_nothing(agent: PersonalAgent):
     with dispatch_lost():
         agent.send(conversation_id, "second")
     assert leases.acquire(conversation_id, "worker-a")
-    slot = turns.claim(conversation_id, "worker-a")
-    assert isinstance(slot, turns.TurnSlot)
-    request = turns.prepare(slot)
+    slot = transitions.claim(conversation_id, "worker-a")
+    assert isinstance(slot, transitions.TurnSlot)
+    request = transitions.prepare(slot)
     # worker-a stalls past its lease; worker-b takes the conversation over.
     Conversation.objects.filter(pk=conversation_id).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
@@ -72,11 +72,11 @@ def test_a_worker_whose_lease_was_taken_writes_nothing(agent: PersonalAgent):
     assert leases.acquire(conversation_id, "worker-b")
     before = Event.objects.filter(conversation_id=conversation_id).count()
     with pytest.raises(turns.LeaseLost):
-        turns.commit(request, TurnOutcome(text="late reply"), "worker-a")
+        transitions.commit(request, TurnOutcome(text="late reply"), "worker-a")
     assert Event.objects.filter(conversation_id=conversation_id).count() == before
     # worker-b answers the same messages, under the same stable reply id.
-    again = turns.claim(conversation_id, "worker-b")
-    assert isinstance(again, turns.TurnSlot) and again.message_id == request.message_id
+    again = transitions.claim(conversation_id, "worker-b")
+    assert isinstance(again, transitions.TurnSlot) and again.message_id == request.message_id
 
 
 class SlowModel:

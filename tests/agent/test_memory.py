@@ -8,7 +8,7 @@ import pytest
 
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.scripted import ScriptedModel
-from poppy_django.engine import turns
+from poppy_django.engine import loop, turns
 from poppy_django.models import AgentThread, AgentThreadEntry, Conversation
 from tests.agents import PersonalAgent, messages
 from tests.turn_control import dispatch_lost, engine_queries
@@ -100,7 +100,7 @@ def seeded_turn(agent: PersonalAgent, entries: int) -> tuple[list[str], list[dic
     """The queries of one turn run here, in a thread of ``entries`` earlier entries."""
     with dispatch_lost():
         conversation_id = agent.start("hello").json()["conversation_id"]
-        turns.run_turns(conversation_id)
+        loop.run_turns(conversation_id)
         thread = AgentThread.objects.get(conversation_id=conversation_id)
         # Earlier turns' entries, as their turns would have left them.
         AgentThreadEntry.objects.bulk_create(
@@ -110,7 +110,7 @@ def seeded_turn(agent: PersonalAgent, entries: int) -> tuple[list[str], list[dic
         AgentThread.objects.filter(pk=thread.pk).update(last_position=entries)
         agent.send(conversation_id, "and now?")
         with engine_queries() as run:
-            turns.run_turns(conversation_id)
+            loop.run_turns(conversation_id)
     assert messages(agent.settled(conversation_id))[-1]["text"] == "You said: and now?"
     return run, RecordingModel.seen[-1]
 

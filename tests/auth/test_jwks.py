@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from poppy_django.client import DPoPKey
+from poppy_django.token_options import parse_options
 from poppy_django.verifier import AuthRefusal, dpop
 from poppy_django.verifier.jwks import RemoteKeys
-from poppy_django.verifier.options import parse_options
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import ENDPOINT_URL, ISSUER, NOW, Issuer, proof, request_info
 

@@ -22,7 +22,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from poppy_django.client import DPoPKey
-from poppy_django.store.process_cache import shared_cache
+from poppy_django.process_cache import shared_cache
 from poppy_django.verifier import Principal, dpop, sessions
 from poppy_django.verifier.sessions import CACHE_ALIAS
 from tests.auth.conftest import dpop_poppy

@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.core.cache import caches
 
+from poppy_django import process_cache
 from poppy_django.authority.keys import jwks_of_file
-from poppy_django.store import process_cache
 from poppy_django.verifier import dpop
 from tests.authority import network
 from tests.authority.driver import PASSWORD

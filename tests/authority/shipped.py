@@ -279,7 +279,7 @@ _OPERATOR_SHELL = """
 import json
 import sys
 from datetime import timedelta
-from poppy_django.store.maintenance import prune_events
+from poppy_django.engine.maintenance import prune_events
 from poppy_django.operations import service
 from poppy_django.operations.models import Operation, OperationState
 

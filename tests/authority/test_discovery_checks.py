@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from poppy_django.api.discovery_rules import check_discovery
+from poppy_django.checks.discovery import check_discovery
 from tests.authority.sdk_agent import DOMAIN, ORIGIN
 
 API = {"type": "openapi", "url": "/api/schema", "description": "Your orders."}

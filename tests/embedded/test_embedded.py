@@ -15,9 +15,9 @@ from django.utils import timezone
 from poppy_django.agent.scripted import ScriptedModel
 from poppy_django.engine import loop as engine
 from poppy_django.engine.executors import ThreadExecutor
-from poppy_django.engine.turns import run_turns
+from poppy_django.engine.loop import run_turns
+from poppy_django.engine.maintenance import reap
 from poppy_django.models import Conversation, Status
-from poppy_django.store.maintenance import reap
 from tests.agents import PersonalAgent, kinds, messages
 from tests.multiprocess.cluster import free_port
 from tests.turn_control import dispatch_lost

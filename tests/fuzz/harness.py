@@ -23,10 +23,10 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec
 from hypothesis import HealthCheck, settings
 
-from poppy_django import addresses
 from poppy_django.authority import development, keys
 from poppy_django.client import DPoPKey
 from poppy_django.models import Conversation, Event, MessageReceipt
+from poppy_django.verifier import local_issuer
 from tests.agents import PersonalAgent
 from tests.fuzz.strategies import Credentials
 
@@ -132,7 +132,7 @@ def _forged_proof(key: DPoPKey, token: str, method: str, url: str, how: Credenti
 def _token(key: DPoPKey, claims: dict[str, Any], header: dict[str, Any], signer: Any) -> bytes:
     now = int(time.time())
     payload = {
-        "iss": addresses.token_issuer(),
+        "iss": local_issuer.token_issuer(),
         "aud": development.default_audience(),
         "iat": now,
         "nbf": now,

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
+from poppy_django import process_cache
 from poppy_django.api import throttling
 from poppy_django.client import DPoPKey
-from poppy_django.store import process_cache
-from poppy_django.store.process_cache import shared_cache, shared_redis
+from poppy_django.process_cache import shared_cache, shared_redis
 from poppy_django.verifier import dpop, replay
 from tests.agents import PersonalAgent
 from tests.auth.conftest import dpop_poppy

@@ -21,9 +21,9 @@ from personal_agent_protocol.demo.sockets import served_over_tls
 from personal_agent_protocol.operations import OperationsClient, approve, operation_page
 
 from example_project.shop.models import Order
-from poppy_django.api.threads import in_thread
 from poppy_django.operations import service
 from poppy_django.operations.models import Operation
+from poppy_django.threads import in_thread
 from tests.authority.channels import ChannelAgent
 from tests.authority.driver import PASSWORD
 from tests.authority.sdk_agent import DOMAIN, ORIGIN, TENANT, World

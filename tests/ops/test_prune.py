@@ -11,8 +11,8 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from poppy_django import service
+from poppy_django.engine.maintenance import parse_duration, prune_by_retention
 from poppy_django.models import Event
-from poppy_django.store.maintenance import parse_duration, prune_by_retention
 from tests.agents import PersonalAgent
 from tests.turn_control import dispatch_lost
 

@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from poppy_django.engine.maintenance import orphaned_conversations
 from poppy_django.models import Conversation
-from poppy_django.store.maintenance import orphaned_conversations
 from tests.agents import PersonalAgent, messages
 from tests.turn_control import dispatch_lost
 

@@ -8,7 +8,7 @@ from django.urls import resolve
 
 from poppy_django.conf import DEFAULTS, PoppySettings, Setting, endpoint_prefix, poppy_settings
 from poppy_django.engine.executors import ThreadExecutor
-from poppy_django.verifier.options import DEFAULT_CLAIMS
+from poppy_django.token_options import DEFAULT_CLAIMS
 
 
 def test_every_default_has_exactly_one_typed_attribute():

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from poppy_django.engine import loop as engine
-from poppy_django.engine import turns
 from poppy_django.fanout import publishing
 from poppy_django.models import Conversation
 from tests.agents import PersonalAgent, kinds
@@ -48,7 +47,7 @@ def test_a_turn_is_a_claim_and_a_commit(
 ):
     with dispatch_lost():
         conversation_id = agent.start("hello").json()["conversation_id"]
-        turns.run_turns(conversation_id)  # the first turn creates the agent thread
+        engine.run_turns(conversation_id)  # the first turn creates the agent thread
         assert agent.send(conversation_id, "and now?").status_code == 202
         nudges.clear()
         with engine_queries() as sql:
@@ -61,12 +60,12 @@ def test_a_turn_is_a_claim_and_a_commit(
                 return submit(function, *args, **kwargs)
 
             monkeypatch.setattr(database, "submit", counted)
-            turns.run_turns(conversation_id)
+            engine.run_turns(conversation_id)
             monkeypatch.undo()
     # The lease, the approvals, the claim and the turn's request in one job (the lease and the
     # claim in one transaction); the commit and
     # its moment in another: two hops from the loop to a database thread and back.
-    assert jobs == ["_begin", "_commit_and_finish"]
+    assert jobs == ["begin", "commit_and_finish"]
     assert sql.count("BEGIN") == sql.count("COMMIT") == 2
     conversation_writes = [
         s
@@ -120,7 +119,7 @@ def test_a_first_turn_stays_within_its_statements(agent: PersonalAgent):
     with dispatch_lost():
         conversation_id = agent.start("hello").json()["conversation_id"]
         with engine_queries() as sql:
-            turns.run_turns(conversation_id)
+            engine.run_turns(conversation_id)
     assert kinds(agent.read(conversation_id).json()["events"])[-2:] == [
         ("message", "company"),
         ("state", "idle", "agent"),

@@ -12,8 +12,7 @@ import pytest
 from django.db import connection
 from django.db.backends.utils import CursorWrapper
 
-from poppy_django import service
-from poppy_django.store import ids
+from poppy_django import ids, service
 from tests.agents import PersonalAgent
 from tests.wire.wire_support import add_company_messages, assert_error, quiet_start
 

@@ -1,4 +1,4 @@
-"""Request threads (poppy_django.api.threads): lent to an endpoint request from a pool, and
+"""Request threads (poppy_django.threads): lent to an endpoint request from a pool, and
 given back by a waiting reader (asgiref internals: fails loudly when an asgiref release
 changes how thread-sensitive contexts keep their thread).
 """
@@ -15,7 +15,7 @@ import pytest
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core.signals import request_started
 
-from poppy_django.api.threads import lent_request_thread, release_request_thread, request_threads
+from poppy_django.threads import lent_request_thread, release_request_thread, request_threads
 from tests.agents import ENDPOINT
 from tests.threaded_server import serve
 

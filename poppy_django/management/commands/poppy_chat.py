@@ -37,8 +37,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from poppy_django.addresses import DEFAULT_DEV_ORIGIN, endpoint_url
+from poppy_django.conf import poppy_settings
 from poppy_django.verifier import local_issuer
 
+# The client extra (httpx) is optional: without it the command says which extra to install.
 try:
     import httpx
 
@@ -189,8 +191,6 @@ class Command(BaseCommand):
             raise CommandError(f"Give --token: {exc}") from exc
 
     def _default_url(self) -> str:
-        from poppy_django.conf import poppy_settings
-
         base = poppy_settings.BASE_URL or DEFAULT_DEV_ORIGIN
         return endpoint_url(base)
 
@@ -205,8 +205,6 @@ class Command(BaseCommand):
     def _register(self, identity: ClientIdentity) -> None:
         """Pre-register the client as staff would on the admin's Clients form: registered,
         allowed, with its JWKS stored, so the authority never fetches its metadata."""
-        from poppy_django.verifier import local_issuer
-
         local = local_issuer.registered()
         if local is None or local.register_client is None:
             raise CommandError("--register needs poppy_django.authority in INSTALLED_APPS.")

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from poppy_django.store.maintenance import PruneReport, parse_duration, prune_events
+from poppy_django.engine.maintenance import PruneReport, parse_duration, prune_events
 
 
 class Command(BaseCommand):

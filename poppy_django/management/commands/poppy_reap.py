@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from poppy_django.store.maintenance import reap
+from poppy_django.engine.maintenance import reap
 
 
 class Command(BaseCommand):
