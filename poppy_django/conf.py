@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar, overload
 
 from django.conf import settings

@@ -39,8 +39,8 @@ from poppy_django.addresses import is_endpoint_path
 from poppy_django.api.setup_problems import host_refusal
 from poppy_django.api.wire_errors import wire_error_response
 from poppy_django.conf import poppy_settings
-from poppy_django.threads import on_request_thread
 from poppy_django.errors import error_response
+from poppy_django.threads import on_request_thread
 
 _CODE_OF_STATUS = {
     400: "invalid_request",
