@@ -1,4 +1,4 @@
-"""``PoppyBodyLimit``: the endpoint's body limit, enforced before Django reads a body.
+"""``PoppyBodyLimit``: every channel's body limit, enforced before Django reads a body.
 
 Django's ASGI handler reads a request's whole body (spooling it to a temporary file past
 ``FILE_UPLOAD_MAX_MEMORY_SIZE``) before any middleware or view runs, so a view cannot refuse
@@ -7,11 +7,15 @@ project's ``asgi.py``::
 
     application = PoppyBodyLimit(get_asgi_application())
 
-On the endpoint's paths it answers ``413 request_too_large`` (JSON, ``Connection: close``)
-without calling Django when ``Content-Length`` declares more than ``POPPY["MAX_BODY_BYTES"]``,
-and counts a body sent without a length (chunked) as it arrives: at the first byte over
-the limit it answers 413 and tells Django the client went away, so the rest is never read.
-Every other path is passed through untouched.
+On the endpoint's paths (limit ``POPPY["MAX_BODY_BYTES"]``) and the other channels' routes
+(``POPPY["BODY_LIMITS"]``, by route: MCP, operations, feedback, Mediated Sign-In, browser
+sessions, the authority's token and sign-in pages; :func:`route_kind` tells which) it
+answers ``413 request_too_large`` (JSON, ``Connection: close``) without calling Django when
+``Content-Length`` declares more than the route's limit, and counts a body sent without a
+length (chunked) as it arrives: at the first byte over the limit it answers 413 and tells
+Django the client went away, so the rest is never read. A body that has not arrived whole
+within ``POPPY["BODY_READ_SECONDS"]`` is answered ``408 request_timeout`` the same way: a
+client that never finishes is not waited on. Every other path is passed through untouched.
 
 It also runs each endpoint request on a request thread lent from a pool
 (:func:`poppy_django.threads.lent_request_thread`) instead of the two threads Django's
@@ -24,13 +28,16 @@ shutdown are acknowledged, so servers start quietly with their default ``--lifes
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from django.conf import settings
+from django.urls import Resolver404, resolve
 
 from poppy_django.addresses import is_endpoint_path
-from poppy_django.conf import poppy_settings
+from poppy_django.conf import DEFAULTS, poppy_settings
 from poppy_django.errors import error_response
 from poppy_django.threads import lent_request_thread
 
@@ -42,10 +49,41 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Longer than any byte count this process could hold: refused without parsing it.
 _MAX_LENGTH_DIGITS = 18
+#: URL namespace (and route name) -> the route kind whose limit applies (``BODY_LIMITS``).
+_KINDS: dict[tuple[str | None, str | None], str] = {
+    ("poppy_mcp", "server"): "mcp",
+    ("poppy_operations", None): "operations",
+    ("poppy_django", "feedback"): "feedback",
+    ("poppy_authority", "mediated"): "sign_in",
+    ("poppy_authority", "mediated-code"): "sign_in",
+    ("poppy_authority", "browser-session"): "browser_session",
+    ("poppy_authority", None): "authority",
+}
+
+
+def route_kind(path_info: str) -> str | None:
+    """``"endpoint"``, a ``BODY_LIMITS`` key, or None for a path no limit here covers."""
+    if is_endpoint_path(path_info):
+        return "endpoint"
+    try:
+        match = resolve(path_info)
+    except Resolver404:
+        return None
+    namespace = match.namespaces[0] if match.namespaces else None
+    return _KINDS.get((namespace, match.url_name)) or _KINDS.get((namespace, None))
+
+
+def body_limit(kind: str) -> int:
+    """The most bytes a body of a ``kind`` route may have."""
+    if kind == "endpoint":
+        return poppy_settings.MAX_BODY_BYTES
+    limits = {**DEFAULTS["BODY_LIMITS"], **poppy_settings.BODY_LIMITS}
+    return int(limits[kind])
 
 
 class PoppyBodyLimit:
-    """ASGI middleware: endpoint bodies over the limit are refused before they are read."""
+    """ASGI middleware: channel bodies over their limit, or too slow to arrive, are refused
+    before they are read."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -54,16 +92,21 @@ class PoppyBodyLimit:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
             return
-        if scope["type"] != "http" or not is_endpoint_path(_path_info(scope)):
+        kind = route_kind(_path_info(scope)) if scope["type"] == "http" else None
+        if kind is None:
             await self.app(scope, receive, send)
             return
-        limit: int = poppy_settings.MAX_BODY_BYTES
+        limit = body_limit(kind)
         declared = _declared_length(scope)
         if declared is not None and declared > limit:
-            await _refuse(send, limit)
+            await _refuse(send, "request_too_large", f"Bodies are limited to {limit} bytes.")
+            return
+        limited = _counting(receive, send, limit, float(poppy_settings.BODY_READ_SECONDS))
+        if kind != "endpoint":
+            await self.app(scope, *limited)
             return
         async with lent_request_thread():
-            await self.app(scope, *_counting(receive, send, limit))
+            await self.app(scope, *limited)
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
@@ -77,23 +120,36 @@ async def _lifespan(receive: Receive, send: Send) -> None:
             return
 
 
-def _counting(receive: Receive, send: Send, limit: int) -> tuple[Receive, Send]:
-    """A receive that stops the body at the limit, and a send that then stays quiet."""
+def _counting(receive: Receive, send: Send, limit: int, seconds: float) -> tuple[Receive, Send]:
+    """A receive that stops the body at the limit or the deadline, and a send that then
+    stays quiet."""
     received = 0
     refused = False
+    complete = False
+    deadline = time.monotonic() + seconds
+
+    async def refuse(code: str, description: str) -> Message:
+        nonlocal refused
+        refused = True
+        await _refuse(send, code, description)
+        # The application stops as for a client that left (Django: RequestAborted).
+        return {"type": "http.disconnect"}
 
     async def limited_receive() -> Message:
-        nonlocal received, refused
+        nonlocal received, complete
         if refused:
             return {"type": "http.disconnect"}
-        message = await receive()
+        if complete:  # the body is in: what follows is only a disconnect, waited for freely
+            return await receive()
+        try:
+            message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            return await refuse("request_timeout", "The body did not arrive in time.")
         if message["type"] == "http.request":
             received += len(message.get("body", b""))
+            complete = not message.get("more_body", False)
             if received > limit:
-                refused = True
-                await _refuse(send, limit)
-                # The application stops as for a client that left (Django: RequestAborted).
-                return {"type": "http.disconnect"}
+                return await refuse("request_too_large", f"Bodies are limited to {limit} bytes.")
         return message
 
     async def guarded_send(message: Message) -> None:
@@ -124,12 +180,13 @@ def _declared_length(scope: Scope) -> int | None:
     return None
 
 
-async def _refuse(send: Send, limit: int) -> None:
-    body = error_response("request_too_large", f"Bodies are limited to {limit} bytes.").content
+async def _refuse(send: Send, code: str, description: str) -> None:
+    response = error_response(code, description)
+    body = response.content
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": response.status_code,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),

@@ -75,6 +75,18 @@ DEFAULTS: dict[str, Any] = {
     ],
     # Request body limit in bytes (wire: 1 MiB).
     "MAX_BODY_BYTES": 1024 * 1024,
+    # The other channels' body limits in bytes, by route (poppy_django.asgi.PoppyBodyLimit);
+    # a dict given here is merged over these.
+    "BODY_LIMITS": {
+        "mcp": 256 * 1024,
+        "operations": 64 * 1024,
+        "feedback": 16 * 1024,
+        "sign_in": 16 * 1024,
+        "browser_session": 16 * 1024,
+        "authority": 64 * 1024,
+    },
+    # The most seconds a request's body may take to arrive on those routes (then 408).
+    "BODY_READ_SECONDS": 20,
     # Events older than this many seconds may be pruned; None keeps everything.
     "RETENTION_SECONDS": None,
     # Import string of the token verifier: callable({method, url, headers}) -> Principal.
@@ -355,6 +367,9 @@ class PoppySettings(TypedSettings):
     WAIT_MAX_SECONDS = Setting(number)
     PAGE_SIZE = Setting(integer)
     MAX_BODY_BYTES = Setting(integer)
+    #: Route kind ("mcp", "feedback", ...) -> bytes, merged over the defaults.
+    BODY_LIMITS = Setting(mapping)
+    BODY_READ_SECONDS = Setting(number)
     RETENTION_SECONDS = Setting(optional_number)
     #: callable(RequestInfo) -> Principal, raising or returning an AuthRefusal.
     AUTHENTICATE: Setting[Callable[..., Any] | None] = Setting(imported)

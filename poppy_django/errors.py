@@ -39,6 +39,7 @@ ERRORS: dict[str, ErrorCode] = {
     "message_id_conflict": ErrorCode(409),
     "direct_conversation_open": ErrorCode(409),
     "cursor_expired": ErrorCode(410),
+    "request_timeout": ErrorCode(408, wire=False),
     "request_too_large": ErrorCode(413),
     "too_many_requests": ErrorCode(429),
     "server_error": ErrorCode(500),
