@@ -33,6 +33,9 @@ def conversation_with(messages: int) -> Conversation:
         id=ids.new_conversation_id(), client_id="bench-client", user_id="bench-user"
     )
     for index in range(messages):
-        service.post_message(conversation.pk, f"message {index}", data={"index": index})
+        seen = service.get(conversation.pk).last_event_id
+        service.post_message(
+            conversation.pk, f"message {index}", by="bench", seen=seen, data={"index": index}
+        )
     conversation.refresh_from_db()
     return conversation

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -21,6 +22,7 @@ from poppy_django.models import (
     ActionRecord,
     AgentThread,
     AgentThreadEntry,
+    CannedReply,
     Conversation,
     Event,
     FeedbackReport,
@@ -29,6 +31,7 @@ from poppy_django.models import (
     OperationRevision,
     SupportDesk,
 )
+from poppy_django.staff import canned
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -187,3 +190,31 @@ class OperationAdmin(ReadOnlyAdmin):
     list_select_related = ["conversation"]
     raw_id_fields = ["conversation", "action_record"]
     inlines = [OperationRevisionInline]
+
+
+class CannedReplyForm(forms.ModelForm):
+    """A placeholder the desk would not fill in is refused here, not sent as ``{nmae}``."""
+
+    class Meta:
+        model = CannedReply
+        fields = ["shortcut", "title", "text"]
+
+    def clean_text(self) -> str:
+        text: str = self.cleaned_data["text"]
+        unknown = canned.unknown_placeholders(text)
+        if unknown:
+            known = ", ".join("{" + name + "}" for name in canned.PLACEHOLDERS)
+            raise forms.ValidationError(
+                f"Unknown placeholder(s): {', '.join('{' + u + '}' for u in unknown)}. "
+                f"Use {known}, with a fallback after | if you like ({{name|there}})."
+            )
+        return text
+
+
+@admin.register(CannedReply)
+class CannedReplyAdmin(admin.ModelAdmin):
+    """Canned replies, managed by whoever holds their model permissions (a support lead)."""
+
+    form = CannedReplyForm
+    list_display = ["shortcut", "title", "updated_at"]
+    search_fields = ["shortcut", "title", "text"]

@@ -16,9 +16,9 @@ class PoppyDjangoConfig(AppConfig):
         from django.core.signals import request_started
 
         # Here, not at the top: Django imports this module before the models are ready.
-        from poppy_django import checks, observe
+        from poppy_django import checks, handoff, observe
         from poppy_django.desk import seams as desk
-        from poppy_django.engine import executors
+        from poppy_django.engine import executors, recovery
         from poppy_django.mcp import seams as mcp
         from poppy_django.operations import seams as operations
 
@@ -26,5 +26,7 @@ class PoppyDjangoConfig(AppConfig):
         desk.register()
         mcp.register()
         operations.register()
+        # Handoffs no one joined in time go back to the Company Agent at each sweep.
+        recovery.register_recovery("overdue handoffs", lambda stop: handoff.return_overdue())
         observe.withhold_user_text_in_logs()
         request_started.connect(executors.recover_on_request, dispatch_uid="poppy_recovery")

@@ -31,6 +31,10 @@ DEFAULT_TEXTS: dict[str, str] = {
     "failed_turn": "Sorry, something went wrong on our side. Please try again.",
     "no_one_available": "Sorry, no one is available to take over right now. I can keep helping.",
     "handoff_unavailable": "No one can join right now: {reason}",
+    # The reasons the default handoff hooks give (``{reason}`` above).
+    "no_staff_available": "no one from our team is available.",
+    "outside_office_hours": "our team is away now (office hours: {hours}).",
+    "handoff_timed_out": "no one from our team could join in time.",
     "sign_in_required": "Please sign in so I can do that ({scope}).",
     "insufficient_scope": "I need the {scope} permission to do that.",
     "action_succeeded": "Done: {summary}.",
@@ -128,8 +132,21 @@ DEFAULTS: dict[str, Any] = {
     "TEXTS": {},
     # Import string of format_action(action: dict, texts: dict) -> str.
     "ACTION_FORMATTER": "poppy_django.agent.outcomes.format_action",
-    # Import strings of the handoff hooks: request, message, cancel.
+    # Import strings of the handoff hooks: request, message, cancel, assign (docs/settings.md).
     "HANDOFF_HOOKS": {},
+    # When people take handoffs: {"TIME_ZONE": "Europe/Paris", "HOURS": {"mon-fri":
+    # "09:00-17:30", "sat": "10:00-13:00, 14:00-16:00"}, "CLOSED_DATES": ["2026-12-25"]};
+    # outside them the default request hook answers unavailable. None: always open.
+    "OFFICE_HOURS": None,
+    # A staff member none of whose desk pages was open for this long is away (the desk's
+    # pages renew their presence while open); no one available: handoffs are unavailable.
+    "STAFF_AWAY_AFTER_SECONDS": 90.0,
+    # A handoff nobody joins within this many seconds goes back to the Company Agent (the
+    # workers' sweep), its reason told to the personal agent. None: it waits for a person.
+    "HANDOFF_MAX_WAIT_SECONDS": 600.0,
+    # Import string of values(conversation) -> {"name": ..., "order": ...}: what canned
+    # replies' placeholders say in a conversation (None or "" where unknown).
+    "CANNED_REPLY_VALUES": "poppy_django.staff.canned.values_from_context",
     # Import strings of the Direct Conversation hooks: opened, closed.
     "DIRECT_HOOKS": {},
     # Turn lease: how long a worker's claim lasts without a heartbeat.
@@ -246,6 +263,10 @@ def integer(name: str, value: Any) -> int:
 
 def optional_integer(name: str, value: Any) -> int | None:
     return None if value is None else integer(name, value)
+
+
+def optional_mapping(name: str, value: Any) -> dict[str, Any] | None:
+    return None if value is None else mapping(name, value)
 
 
 def flag(name: str, value: Any) -> bool:
@@ -394,6 +415,13 @@ class PoppySettings(TypedSettings):
     ACTION_FORMATTER: Setting[Callable[[dict[str, Any], dict[str, str]], str]] = Setting(imported)
     HANDOFF_HOOKS = Setting(imported_map)
     DIRECT_HOOKS = Setting(imported_map)
+    #: The dict as configured (None: always open); :mod:`poppy_django.staff.office_hours`
+    #: parses it.
+    OFFICE_HOURS = Setting(optional_mapping)
+    STAFF_AWAY_AFTER_SECONDS = Setting(number)
+    HANDOFF_MAX_WAIT_SECONDS = Setting(optional_number)
+    #: callable(conversation) -> {"name": str | None, "order": str | None}.
+    CANNED_REPLY_VALUES: Setting[Callable[..., Any] | None] = Setting(imported)
     LEASE_SECONDS = Setting(number)
     HEARTBEAT_SECONDS = Setting(number)
     STREAM_KEEPALIVE_SECONDS = Setting(number)

@@ -48,6 +48,16 @@ ERRORS: dict[str, ErrorCode] = {
     "forbidden": ErrorCode(403, wire=False),
     # The desk's JSON API: an approval decided twice.
     "action_decided": ErrorCode(409, wire=False),
+    # The service API's one-owner rule (docs/service.md), as the desk answers it: another
+    # staff member has the conversation (``holder`` names them); a reply written over events
+    # the staffer had not seen (``arrived`` lists them); a transfer or leave by someone who
+    # does not hold it; an assignment to someone not on the desk, or of a conversation not
+    # waiting for a person.
+    "held_by_other": ErrorCode(409, wire=False),
+    "conversation_changed": ErrorCode(409, wire=False),
+    "not_holder": ErrorCode(409, wire=False),
+    "unknown_staff": ErrorCode(400, wire=False),
+    "not_waiting": ErrorCode(409, wire=False),
     # An API (Operations, MCP) used without negotiating its extension (§3.3): the SDK's
     # clients read the code and its ``extension``.
     "extension_required": ErrorCode(403, wire=False),

@@ -1,25 +1,35 @@
 """Handing a conversation to a person: the request hook and the app's other hooks.
 
-Hooks are import strings in ``POPPY["HANDOFF_HOOKS"]`` (``request``, ``message``,
-``cancel``) and ``POPPY["DIRECT_HOOKS"]`` (``opened``, ``closed``), called with keyword
-arguments. Without a ``request`` key, a project with the admin (and so the desk) queues
-every handoff for the desk (:func:`queue_on_desk`); ``"request": None`` turns that off.
-Only ``request`` is called inside the transaction (its answer decides the state); the
-others run after commit, and their failures are logged, never turned into errors.
+Hooks are import strings in ``POPPY["HANDOFF_HOOKS"]`` (``request``, ``assign``,
+``message``, ``cancel``) and ``POPPY["DIRECT_HOOKS"]`` (``opened``, ``closed``), called with
+keyword arguments. Without a ``request`` key, a project with the admin (and so the desk)
+queues a handoff for the desk when someone is there to take it (:func:`queue_on_desk`);
+``"request": None`` turns that off. Without an ``assign`` key, a queued handoff goes to the
+available staff member who waited longest for one (:func:`round_robin`); ``"assign": None``
+leaves it unassigned, for whoever joins first. ``request`` and ``assign`` are called inside
+the transaction (their answers decide the state); the others run after commit, and their
+failures are logged, never turned into errors.
+
+A queued handoff no one joins within ``POPPY["HANDOFF_MAX_WAIT_SECONDS"]`` goes back to the
+Company Agent (:func:`return_overdue`, run by every worker's sweep).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from django.apps import apps
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from poppy_django import ids, observe, signals
 from poppy_django.conf import hook, poppy_settings
-from poppy_django.models import Conversation, Responder, Status
+from poppy_django.models import Conversation, Responder, StaffPresence, Status
+from poppy_django.staff import office_hours, presence
 from poppy_django.store import event_log
 
 logger = logging.getLogger(__name__)
@@ -34,9 +44,66 @@ def with_person(conversation: Conversation) -> bool:
     return conversation.status == Status.QUEUED or conversation.responder == Responder.HUMAN
 
 
-def queue_on_desk(*, conversation_id: str, initiator: str) -> str:
-    """The default request hook where the desk is: wait in its queue until a person joins."""
+def queue_on_desk(*, conversation_id: str, initiator: str) -> str | dict[str, str]:
+    """The default request hook where the desk is: wait in its queue until a person joins,
+    when someone is there to join. Outside office hours, or with no staff member available,
+    ``unavailable`` with the reason (``TEXTS["outside_office_hours"]``,
+    ``TEXTS["no_staff_available"]``), which the personal agent is told."""
+    texts = poppy_settings.texts
+    hours = office_hours.configured()
+    if hours is not None and not hours.open_at(timezone.now()):
+        return {"unavailable": texts["outside_office_hours"].format(hours=hours.description)}
+    if not presence.available():
+        return {"unavailable": texts["no_staff_available"]}
     return "queued"
+
+
+def round_robin(*, conversation_id: str, candidates: list[str]) -> str | None:
+    """The default assign hook: the available staff member whose last handoff is oldest
+    (never given one first), so a team shares the queue evenly. Their presence rows are
+    locked until the handoff commits: two handoffs at once go to two people."""
+    if not candidates:
+        return None
+    users = presence.staff_by_username(candidates)
+    chosen = (
+        StaffPresence.objects.select_for_update()
+        .filter(user__in=users.values())
+        .order_by(F("last_assigned_at").asc(nulls_first=True), "pk")
+        .first()
+    )
+    if chosen is None:
+        return None
+    chosen.last_assigned_at = timezone.now()
+    chosen.save(update_fields=["last_assigned_at"])
+    return next(name for name, user in users.items() if user.pk == chosen.pk)
+
+
+def _assign_hook() -> Callable[..., Any] | None:
+    configured = poppy_settings.raw("HANDOFF_HOOKS") or {}
+    if "assign" not in configured:
+        return round_robin
+    return hook("HANDOFF_HOOKS", "assign")
+
+
+def _assign(conversation: Conversation) -> str:
+    """Whom the assign hook gives a queued handoff to ("" for no one): one of the available
+    staff, or no one (a failing hook, or an answer that is not one of them, is logged)."""
+    assign_hook = _assign_hook()
+    if assign_hook is None:
+        return ""
+    candidates = presence.available()
+    try:
+        with transaction.atomic():
+            chosen = assign_hook(conversation_id=conversation.id, candidates=candidates)
+    except Exception:
+        logger.exception("poppy: the handoff assign hook failed for %s", conversation.id)
+        return ""
+    if chosen in (None, ""):
+        return ""
+    if chosen not in candidates:
+        logger.error("poppy: the handoff assign hook chose %r, who is not available", chosen)
+        return ""
+    return str(chosen)
 
 
 def _request_hook() -> Any:
@@ -48,11 +115,19 @@ def _request_hook() -> Any:
 
 
 def request(
-    conversation: Conversation, *, initiator: str, meta: dict[str, Any] | None = None
+    conversation: Conversation,
+    *,
+    initiator: str,
+    reason: str = "",
+    meta: dict[str, Any] | None = None,
 ) -> str:
-    """Ask the request hook for a person; returns the outcome recorded."""
+    """Ask the request hook for a person; returns the outcome recorded. ``reason``: why the
+    Company Agent hands off (shown to staff, never on the wire)."""
     if with_person(conversation):
         return "already"
+    conversation.handoff_initiator = initiator
+    conversation.handoff_reason = reason
+    conversation.save(update_fields=["handoff_initiator", "handoff_reason", "updated_at"])
     request_hook = _request_hook()
     texts = poppy_settings.texts
     outcome: Any = None
@@ -64,11 +139,20 @@ def request(
             logger.exception("poppy: the handoff request hook failed for %s", conversation.id)
     if outcome == "queued":
         conversation.handoff_requested_at = timezone.now()
-        conversation.save(update_fields=["handoff_requested_at", "updated_at"])
+        conversation.assignee = _assign(conversation)
+        conversation.save(update_fields=["handoff_requested_at", "assignee", "updated_at"])
         event_log.set_state(
             conversation, status=Status.QUEUED, responder=Responder.AGENT, meta=meta
         )
         recorded = "queued"
+        observe.moment(
+            "handoff_waiting",
+            signals.handoff_waiting,
+            conversation_id=conversation.id,
+            initiator=initiator,
+            assignee=conversation.assignee,
+            private={"reason": reason},
+        )
     elif outcome == "joined":
         event_log.set_state(conversation, status=Status.IDLE, responder=Responder.HUMAN, meta=meta)
         recorded = "joined"
@@ -109,8 +193,49 @@ def unavailable(
         meta=meta,
     )
     conversation.handoff_requested_at = None
-    conversation.save(update_fields=["handoff_requested_at", "updated_at"])
+    conversation.assignee = ""
+    conversation.save(update_fields=["handoff_requested_at", "assignee", "updated_at"])
     event_log.set_state(conversation, status=Status.IDLE, responder=Responder.AGENT, meta=meta)
+
+
+def overdue() -> Q:
+    """Queued handoffs no one joined within ``HANDOFF_MAX_WAIT_SECONDS`` (none without it)."""
+    limit = poppy_settings.HANDOFF_MAX_WAIT_SECONDS
+    if limit is None:
+        return Q(pk__in=[])
+    cutoff = timezone.now() - timedelta(seconds=limit)
+    return Q(status=Status.QUEUED, handoff_requested_at__lt=cutoff)
+
+
+def return_overdue() -> list[str]:
+    """Give every overdue handoff back to the Company Agent, its reason
+    (``TEXTS["handoff_timed_out"]``) told to the personal agent; their ids.
+
+    One conversation a transaction, skipping those another worker's sweep (or a person
+    joining) has locked: run by every worker's sweep, each is returned once.
+    """
+    returned: list[str] = []
+    while True:
+        with transaction.atomic():
+            found = (
+                Conversation.objects.select_for_update(skip_locked=True)
+                .filter(overdue())
+                .exclude(pk__in=returned)
+                .order_by("handoff_requested_at")
+                .values_list("pk", flat=True)
+                .first()
+            )
+            if found is None:
+                return returned
+            conversation = event_log.lock(found)
+            if conversation.status == Status.QUEUED:  # re-read under the lock
+                unavailable(conversation, poppy_settings.texts["handoff_timed_out"])
+                observe.moment(
+                    "handoff_timed_out",
+                    signals.handoff_timed_out,
+                    conversation_id=conversation.id,
+                )
+            returned.append(found)
 
 
 def _call_after_commit(group: str, name: str, **kwargs: Any) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -91,7 +92,12 @@ class Conversation(models.Model):
     thread_expires_at = models.DateTimeField(null=True, blank=True)
     #: When the pending handoff was asked for: the desk serves the oldest first.
     handoff_requested_at = models.DateTimeField(null=True, blank=True)
-    #: The staff member with the conversation (desk only; never shown to personal agents).
+    #: Who asked for the last handoff ("personal_agent" | "company_agent"), and the Company
+    #: Agent's reason when it did (desk only): the queue says why a person is needed.
+    handoff_initiator = models.CharField(max_length=16, blank=True, default="")
+    handoff_reason = models.TextField(blank=True, default="")
+    #: The one staff member (username) the conversation is with: its holder while a person
+    #: has it, the teammate it is assigned to while it waits (desk only; never on the wire).
     assignee = models.CharField(max_length=150, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -102,6 +108,8 @@ class Conversation(models.Model):
         indexes = [
             models.Index(fields=["client_id", "user_id"], name="poppy_conv_owner"),
             models.Index(fields=["status", "lease_expires_at"], name="poppy_conv_status_lease"),
+            # The desk's "mine" and "unassigned" views.
+            models.Index(fields=["assignee", "status"], name="poppy_conv_assignee"),
         ]
         permissions = [("handle_conversations", "Can handle Poppy conversations at the desk")]
 
@@ -333,6 +341,99 @@ class SupportDesk(Conversation):
         default_permissions = ()
 
 
+class StaffPresence(models.Model):
+    """Whether a staff member takes handoffs: their own choice (``away``), and a desk page of
+    theirs open lately (``last_seen_at``, renewed by the desk's live connection).
+
+    Available = not away and seen within ``POPPY["STAFF_AWAY_AFTER_SECONDS"]``
+    (:mod:`poppy_django.staff.presence`).
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="poppy_presence",
+    )
+    away = models.BooleanField(default=False, help_text=_("Set by the staff member."))
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    #: The last handoff the round robin gave them: the next goes to who waited longest.
+    last_assigned_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "staff presence"
+
+    def __str__(self) -> str:
+        return f"{self.user} ({'away' if self.away else 'on shift'})"
+
+
+class DeskEventKind(models.TextChoices):
+    """What staff did that only staff see."""
+
+    NOTE = "note"
+    TOOK_OVER = "took_over"
+    ASSIGNED = "assigned"
+    TRANSFERRED = "transferred"
+    UNASSIGNED = "unassigned"
+
+
+class DeskEvent(models.Model):
+    """The desk's own log of a conversation: private notes, take-overs, assignments.
+
+    Never on the wire: a table of its own, which no personal agent's read, stream, MCP
+    answer, operation, feedback or export reads (only the desk and the service API do).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="desk_events"
+    )
+    kind = models.CharField(max_length=16, choices=DeskEventKind.choices)
+    #: The staff member who did it (username).
+    by = models.CharField(max_length=150)
+    #: The other staff member: who it was given to (assigned, transferred), or taken from
+    #: (took_over, unassigned); "" for a note.
+    other = models.CharField(max_length=150, blank=True, default="")
+    #: The note, or the note a transfer or an assignment carries.
+    text = models.TextField(blank=True, default="")
+    #: The conversation's ``last_seq`` when it was written: where it sits in the transcript.
+    after_seq = models.PositiveBigIntegerField()
+    #: The desk request that wrote it (its correlation id), as on ``Event.meta``.
+    request_id = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id} {self.kind} by {self.by}"
+
+
+class CannedReply(models.Model):
+    """A reply staff insert from the reply box (typing ``/`` and its shortcut), managed in
+    the admin; placeholders are filled for the conversation (:mod:`poppy_django.staff.canned`).
+    """
+
+    shortcut = models.SlugField(max_length=50, unique=True, help_text=_("Typed after / ."))
+    title = models.CharField(max_length=120)
+    text = models.TextField(
+        max_length=5000,
+        help_text=_(
+            "Placeholders: {name} (the User's name), {order} (the order in context); "
+            "a fallback after |, as in {name|there}."
+        ),
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["shortcut"]
+        verbose_name_plural = "canned replies"
+
+    def __str__(self) -> str:
+        return f"/{self.shortcut} {self.title}"
+
+
 class FeedbackReport(models.Model):
     """A personal agent's report of a task it could not do here (Poppy draft 0.2 §8).
 
@@ -365,7 +466,10 @@ __all__ = [
     "ActionStatus",
     "AgentThread",
     "AgentThreadEntry",
+    "CannedReply",
     "Conversation",
+    "DeskEvent",
+    "DeskEventKind",
     "Event",
     "EventType",
     "FeedbackReport",
@@ -373,6 +477,7 @@ __all__ = [
     "Operation",
     "OperationRevision",
     "Responder",
+    "StaffPresence",
     "Status",
     "SupportDesk",
 ]

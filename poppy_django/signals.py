@@ -29,6 +29,20 @@ action_executed = Signal()
 #: A handoff was asked for. ``conversation_id``, ``initiator`` ("personal_agent" |
 #: "company_agent"), ``outcome`` ("queued" | "joined" | "unavailable" | "no_hook").
 handoff_requested = Signal()
+#: A handoff waits for a person (queued on the desk): wire it to e-mail or chat to tell the
+#: team (docs/signals.md has a recipe). ``conversation_id``; ``initiator``
+#: ("personal_agent" | "company_agent"); ``assignee`` (the staff member's username the
+#: assign hook gave it to, "" for whoever joins first); ``reason`` (the Company Agent's
+#: reason, "" when the personal agent asked; may quote the User: never logged).
+handoff_waiting = Signal()
+#: A queued handoff no one joined within ``HANDOFF_MAX_WAIT_SECONDS`` went back to the
+#: Company Agent. ``conversation_id``.
+handoff_timed_out = Signal()
+#: A conversation changed hands on the desk. ``conversation_id``; ``assignee`` (who has it
+#: now, "" for no one); ``previous`` (who had it, "" for no one); ``by`` (who did it);
+#: ``how`` ("assigned": a waiting handoff given to a teammate, or taken back with
+#: ``assignee`` ""; "transferred": given by its holder; "took_over": taken from ``previous``).
+conversation_assigned = Signal()
 #: A person joined / left. ``conversation_id``, ``by``.
 human_joined = Signal()
 human_left = Signal()

@@ -28,6 +28,7 @@ from poppy_django.checks.poppy_dict import (
     check_id,
     import_errors,
     number_setting,
+    office_hours_errors,
     poppy_dict_problem,
     range_errors,
     retention_warnings,
@@ -85,6 +86,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> Messages:
                 id=check_id("E009"),
             )
         )
+    errors.extend(office_hours_errors())
     errors.extend(retention_warnings())
     errors.extend(text_errors())
     errors.extend(production_mode_errors())

@@ -39,7 +39,12 @@ RANGES: dict[str, tuple[float, float | None, bool]] = {
     "STREAM_MAX_SECONDS": (1.0, None, False),
     "WAKE_FALLBACK_SECONDS": (0.1, None, False),
     "RETENTION_SECONDS": (0.0, None, False),
+    "STAFF_AWAY_AFTER_SECONDS": (1.0, None, False),
+    "HANDOFF_MAX_WAIT_SECONDS": (1.0, None, False),
 }
+
+#: Numeric settings that may also be None (off).
+_OPTIONAL = frozenset({"RETENTION_SECONDS", "HANDOFF_MAX_WAIT_SECONDS"})
 
 
 #: Exclusive lower bounds (a zero cap or zero-second wait loop is never meant).
@@ -48,7 +53,7 @@ _EXCLUSIVE_MINIMUM = frozenset({"WAIT_MAX_SECONDS"})
 
 #: The sub-keys of the dict settings (TOKENS is checked by E105).
 HOOK_NAMES: dict[str, frozenset[str]] = {
-    "HANDOFF_HOOKS": frozenset({"request", "message", "cancel"}),
+    "HANDOFF_HOOKS": frozenset({"request", "assign", "message", "cancel"}),
     "DIRECT_HOOKS": frozenset({"opened", "closed"}),
 }
 
@@ -56,6 +61,7 @@ HOOK_NAMES: dict[str, frozenset[str]] = {
 #: The fields each text is formatted with (texts not listed are used as written).
 TEXT_FIELDS: dict[str, frozenset[str]] = {
     "handoff_unavailable": frozenset({"reason"}),
+    "outside_office_hours": frozenset({"hours"}),
     "sign_in_required": frozenset({"scope"}),
     "insufficient_scope": frozenset({"scope"}),
     "operation_revised": frozenset({"summary"}),
@@ -143,7 +149,7 @@ def range_errors() -> Messages:
     errors: Messages = []
     for name, (low, high, integer) in RANGES.items():
         value = poppy_settings.raw(name)
-        if name == "RETENTION_SECONDS" and value is None:
+        if name in _OPTIONAL and value is None:
             continue
         number = number_setting(name)
         kind = "an integer" if integer else "a number"
@@ -213,6 +219,23 @@ def _format_problem(text: str, fields: frozenset[str]) -> str | None:
         if root not in fields:
             return f"unknown field {{{name}}}" if root else "a positional field {}"
     return None
+
+
+def office_hours_errors() -> Messages:
+    """E010: office hours that cannot be read (a day, a time, a time zone, a date)."""
+    from poppy_django.staff import office_hours
+
+    try:
+        office_hours.parse(poppy_settings.raw("OFFICE_HOURS"))
+    except ImproperlyConfigured as exc:
+        return [
+            checks.Error(
+                str(exc),
+                hint='As in {"TIME_ZONE": "Europe/Paris", "HOURS": {"mon-fri": "09:00-17:30"}}.',
+                id=check_id("E010"),
+            )
+        ]
+    return []
 
 
 def retention_warnings() -> Messages:

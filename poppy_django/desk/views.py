@@ -56,7 +56,13 @@ def _url(admin_site: AdminSite, name: str, *args: Any) -> str:
     return reverse(f"{admin_site.name}:{name}", args=args, current_app=admin_site.name)
 
 
+def _present(request: HttpRequest) -> None:
+    """A desk page of this staff member's is open: they count as available (presence)."""
+    service.staff_seen(request.user.get_username())
+
+
 def _context(request: HttpRequest, admin_site: AdminSite, title: str) -> dict[str, Any]:
+    _present(request)
     return {
         **admin_site.each_context(request),
         # The desk needs the page's width (the queue's columns, the transcript beside the
@@ -296,6 +302,7 @@ def alerts_json(request: HttpRequest, admin_site: AdminSite) -> JsonResponse:
 @desk_permission
 def queue_stream(request: HttpRequest, admin_site: AdminSite) -> HttpResponseBase:
     """django-eventstream's browser stream of the desk channel (every conversation's nudges)."""
+    _present(request)
     response: HttpResponseBase = eventstream_events(request, channels=[desk_channel()])
     return response
 
@@ -307,6 +314,7 @@ def conversation_stream(
 ) -> HttpResponseBase:
     """The desk channel (nudges with request ids) and the conversation's (reply pieces)."""
     conversation = _conversation_or_404(conversation_id)
+    _present(request)
     channels = [desk_channel(), conversation_channel(conversation.id)]
     response: HttpResponseBase = eventstream_events(request, channels=channels)
     return response
@@ -324,13 +332,21 @@ def _text(body: dict[str, Any], name: str) -> str:
     return value.strip()
 
 
+def _seen(conversation_id: str, body: dict[str, Any]) -> str:
+    """The id of the last event the page showed, from its sequence number (``seen``)."""
+    seen = body.get("seen")
+    if isinstance(seen, bool) or not isinstance(seen, int) or seen < 1:
+        raise PoppyError("invalid_request", "seen: the sequence number of the last event shown.")
+    return ids.event_id(conversation_id, seen)
+
+
 Action = Callable[[str, dict[str, Any], str, str], object]
 
 #: The desk's actions: (conversation id, body, staff username, request id) → the service.
 ACTIONS: dict[str, Action] = {
     "join": lambda cid, body, by, rid: service.human_joined(cid, by=by, request_id=rid),
     "reply": lambda cid, body, by, rid: service.post_message(
-        cid, _text(body, "text"), by=by, request_id=rid
+        cid, _text(body, "text"), by=by, seen=_seen(cid, body), request_id=rid
     ),
     "leave": lambda cid, body, by, rid: service.human_left(cid, by=by, request_id=rid),
     "unavailable": lambda cid, body, by, rid: service.handoff_unavailable(

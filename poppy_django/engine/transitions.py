@@ -260,7 +260,7 @@ def commit(request: TurnRequest, outcome: TurnOutcome, owner: str, seen_seq: int
         # (and the log is not read again to find none).
         newer = conversation.last_seq > max(seen_seq, conversation.turn_upto_seq)
         with event_log.one_write(conversation, rows=[]):  # the events and the row at once
-            if conversation.status != Status.CLOSED and not already:
+            if _may_write(conversation) and not already:
                 _write_outcome(conversation, request, outcome)
             _answered(conversation)
             thread_freed = leases.give_back_own_thread(conversation, owner)
@@ -297,7 +297,7 @@ def fail(slot: TurnSlot, owner: str, error: str) -> None:
             return
         already = event_log.has_message(conversation, slot.message_id)
         with event_log.one_write(conversation):
-            if conversation.status != Status.CLOSED and not already:
+            if _may_write(conversation) and not already:
                 event_log.append_company_message(
                     conversation,
                     message_id=slot.message_id,
@@ -313,6 +313,12 @@ def fail(slot: TurnSlot, owner: str, error: str) -> None:
         turn_id=slot.turn_id,
         error=error,
     )
+
+
+def _may_write(conversation: Conversation) -> bool:
+    """Whether a turn's outcome is written: not into a closed conversation, and never while a
+    person holds it (one who joined while the turn ran answers the messages themselves)."""
+    return conversation.status != Status.CLOSED and conversation.responder != Responder.HUMAN
 
 
 def _answered(conversation: Conversation) -> None:

@@ -10,9 +10,11 @@ where a waiting reader receives it, :mod:`.watchdog` catches the lost ones.
 from poppy_django.fanout.listening import ConversationListener, Delta, listen
 from poppy_django.fanout.publishing import (
     DELTA,
+    DESK_NEWS,
     NUDGE,
     conversation_channel,
     desk_channel,
+    desk_news_on_commit,
     nudge_on_commit,
     publish_delta,
     publish_deltas,
@@ -20,11 +22,13 @@ from poppy_django.fanout.publishing import (
 
 __all__ = [
     "DELTA",
+    "DESK_NEWS",
     "NUDGE",
     "ConversationListener",
     "Delta",
     "conversation_channel",
     "desk_channel",
+    "desk_news_on_commit",
     "listen",
     "nudge_on_commit",
     "publish_delta",

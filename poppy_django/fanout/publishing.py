@@ -28,6 +28,8 @@ logger = logging.getLogger("poppy_django.fanout")
 #: The type of a nudge and of a text delta.
 NUDGE = "poppy.nudge"
 DELTA = "poppy.delta"
+#: The type of a change only staff see (a private note, a take-over, an assignment).
+DESK_NEWS = "poppy.desk"
 
 
 def desk_channel() -> str:
@@ -61,6 +63,17 @@ def nudge_on_commit(conversation_id: str, last_seq: int, summary: dict[str, Any]
         _send(bus.publish, conversation_channel(conversation_id), NUDGE, {"seq": last_seq})
         desk_nudge = {"conversation_id": conversation_id, "seq": last_seq, **summary}
         _send(send_event, desk_channel(), NUDGE, desk_nudge)
+
+    transaction.on_commit(publish)
+
+
+def desk_news_on_commit(conversation_id: str, news: dict[str, Any]) -> None:
+    """After the surrounding transaction commits, tell the desk's browsers of a change only
+    staff see: on the desk channel alone, never on the bus that personal agents' reads and
+    streams listen to."""
+
+    def publish() -> None:
+        _send(send_event, desk_channel(), DESK_NEWS, {"conversation_id": conversation_id, **news})
 
     transaction.on_commit(publish)
 

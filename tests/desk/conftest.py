@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
+from poppy_django import service
 from tests.agents import PersonalAgent
 
 DESK = "/admin/poppy_django/conversation/desk/"
@@ -46,8 +47,11 @@ def new_request_id() -> str:
 
 
 def act(client: Client, conversation_id: str, name: str, request_id: str | None = None, **body):
-    """POST one desk action as the page does (JSON, a browser-made request id)."""
+    """POST one desk action as the page does (JSON, a browser-made request id; a reply over
+    the newest event unless ``seen`` is given)."""
     body["request_id"] = request_id or new_request_id()
+    if name == "reply" and "seen" not in body:
+        body["seen"] = service.get(conversation_id).last_seq
     return client.post(
         desk_url(conversation_id, f"action/{name}/"),
         data=json.dumps(body),
@@ -55,8 +59,17 @@ def act(client: Client, conversation_id: str, name: str, request_id: str | None 
     )
 
 
-def queued(agent: PersonalAgent, text: str = "hello") -> str:
-    """A conversation whose personal agent asked for a person (the example hook queues it)."""
+def on_shift(name: str = "sam") -> User:
+    """A staff member with a desk page open (available): the example hook then queues."""
+    user = User.objects.filter(username=name).first() or make_user(name=name)
+    service.staff_seen(name)
+    return user
+
+
+def queued(agent: PersonalAgent, text: str = "hello", *, staff: str = "sam") -> str:
+    """A conversation whose personal agent asked for a person while ``staff`` is on shift
+    (the example hook queues it; the round robin assigns it to them)."""
+    on_shift(staff)
     conversation_id = agent.start(text).json()["conversation_id"]
     agent.settled(conversation_id)
     response = agent.post(f"/{conversation_id}/handoff", {})

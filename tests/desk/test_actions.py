@@ -140,7 +140,7 @@ def test_unavailable_says_why_and_gives_it_back(desk: Client, agent: PersonalAge
     assert kinds(events)[-1] == ("state", "idle", "agent")
     # Not waiting any more: refused, nothing written.
     again = act(desk, conversation_id, "unavailable", reason="still closed")
-    assert again.status_code == 400 and again.json()["error"] == "invalid_request"
+    assert again.status_code == 409 and again.json()["error"] == "not_waiting"
 
 
 def test_request_user_and_close(desk: Client, agent: PersonalAgent) -> None:

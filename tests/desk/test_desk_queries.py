@@ -14,7 +14,8 @@ from poppy_django import service
 from poppy_django.desk import queue, views
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Event
 from tests.agents import PersonalAgent
-from tests.desk.conftest import DESK, act, desk_url, make_user, new_request_id, queued
+from tests.desk.conftest import DESK, act, desk_url, new_request_id, queued
+from tests.staff import staff_says
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,7 +26,7 @@ def test_the_queue_counts_every_filter_in_one_query(
     waiting = queued(agent)
     other = agent.start("hi").json()["conversation_id"]
     agent.settled(other)
-    service.close(other)
+    service.close(other, by="sam")
     ActionRecord.objects.create(
         conversation_id=waiting,
         call_key="k1",
@@ -60,7 +61,7 @@ def test_the_conversation_page_shows_one_page_of_events_with_links(
     conversation_id = agent.start("hello").json()["conversation_id"]
     agent.settled(conversation_id)
     for n in range(4):
-        service.post_message(conversation_id, f"note {n}", by="sam")
+        staff_says(conversation_id, f"note {n}", by="sam")
     seqs = list(
         Event.objects.filter(conversation_id=conversation_id)
         .order_by("seq")
@@ -84,8 +85,8 @@ def test_the_conversation_page_shows_one_page_of_events_with_links(
 
 
 def test_one_request_sent_twice_at_once_is_done_once(agent: PersonalAgent) -> None:
-    conversation_id = queued(agent)
-    users: list[User] = [make_user(name="pat")]
+    conversation_id = queued(agent, staff="pat")  # the round robin gives it to pat
+    users: list[User] = [User.objects.get(username="pat")]
     request_id = new_request_id()
     answers = []
     start = threading.Barrier(2)

@@ -305,6 +305,46 @@ def test_e009_use_tz_off():
         assert ids() == ["poppy_django.E009"]
 
 
+# -- E010: office hours ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "hours",
+    [
+        "9-5",
+        {"HOURS": {"mon-fri": "09:00-17:30"}, "OPEN": True},
+        {"HOURS": {}},
+        {"HOURS": {"monday": "09:00-17:00"}},
+        {"HOURS": {"fri-mon": "09:00-17:00"}},
+        {"HOURS": {"mon": "9am-5pm"}},
+        {"HOURS": {"mon": "17:00-09:00"}},
+        {"HOURS": {"mon": "09:00-24:30"}},
+        {"HOURS": {"mon": "09:00-17:00"}, "TIME_ZONE": "Mars/Olympus"},
+        {"HOURS": {"mon": "09:00-17:00"}, "CLOSED_DATES": ["25/12/2026"]},
+    ],
+)
+def test_e010_office_hours_that_cannot_be_read(hours):
+    with configured(OFFICE_HOURS=hours):
+        assert ids() == ["poppy_django.E010"]
+
+
+def test_office_hours_that_read_raise_nothing():
+    hours = {
+        "TIME_ZONE": "Europe/Paris",
+        "HOURS": {"mon-fri": "09:00-12:30, 13:30-18:00", "sun": "00:00-24:00"},
+        "CLOSED_DATES": ["2026-12-25"],
+    }
+    with configured(OFFICE_HOURS=hours):
+        assert ids() == []
+
+
+def test_e005_the_desks_numbers_are_in_range():
+    with configured(STAFF_AWAY_AFTER_SECONDS=0, HANDOFF_MAX_WAIT_SECONDS=-5):
+        assert ids() == ["poppy_django.E005", "poppy_django.E005"]
+    with configured(HANDOFF_MAX_WAIT_SECONDS=None):
+        assert ids() == []
+
+
 # -- registration ---------------------------------------------------------------------------
 
 

@@ -10,10 +10,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from poppy_django import service
 from poppy_django.engine.maintenance import parse_duration, prune_by_retention
 from poppy_django.models import Event
 from tests.agents import PersonalAgent
+from tests.staff import company_message
 from tests.turn_control import dispatch_lost
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,7 +24,7 @@ def _aged_conversation(pa: PersonalAgent, replies: int) -> str:
     conversation_id = pa.start("hello").json()["conversation_id"]
     pa.settled(conversation_id)
     for n in range(replies):
-        service.post_message(conversation_id, f"note {n}", by="sam")
+        company_message(conversation_id, f"note {n}")
     Event.objects.filter(conversation_id=conversation_id).update(
         created_at=timezone.now() - timedelta(days=2)
     )
@@ -90,7 +90,7 @@ def test_prune_during_traffic_then_cursors_into_pruned_events_expire(agent: Pers
     assert expired.status_code == 410 and expired.json()["error"] == "cursor_expired"
     # From the beginning: what is left (here nothing yet), then new events as usual.
     assert agent.read(old).json()["events"] == []
-    service.post_message(old, "still here", by="sam")
+    company_message(old, "still here")
     fresh = agent.read(old).json()["events"]
     assert [e["message"]["text"] for e in fresh] == ["still here"]
     assert agent.read(old, f"?cursor={fresh[0]['id']}").status_code == 200

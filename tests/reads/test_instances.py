@@ -8,10 +8,10 @@ import pytest
 from django.db import connection, transaction
 from django.db.models import Model
 
-from poppy_django import service
 from poppy_django.models import Conversation, Event
 from poppy_django.store import instances, reading, statements
 from tests.agents import PersonalAgent
+from tests.staff import company_message
 from tests.wire.wire_support import quiet_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,7 +33,7 @@ def same_values(built: Model, expected: Model) -> None:
 
 def test_rows_are_the_instances_raw_querysets_build(agent: PersonalAgent) -> None:
     conversation_id = quiet_start(agent)
-    service.post_message(conversation_id, "hello", data={"order": [1, "two", None]})
+    company_message(conversation_id, "hello", data={"order": [1, "two", None]})
 
     locked = statements.conversation_locked(connection.vendor)
     with transaction.atomic():
@@ -79,7 +79,7 @@ def test_a_row_and_its_events_in_one_statement_are_what_the_two_statements_build
         pytest.skip("the row and its events are read together on PostgreSQL only")
     conversation_id = quiet_start(agent)
     for n in range(3):
-        service.post_message(conversation_id, f"note {n}", data={"n": [n, None]})
+        company_message(conversation_id, f"note {n}", data={"n": [n, None]})
     together = statements.conversation_and_events(reading.READ_FIELDS, reading.EVENT_FIELDS)
     row_sql = statements.conversation_by_id(reading.READ_FIELDS)
     (row,) = Conversation.objects.raw(row_sql, [conversation_id])
@@ -108,7 +108,7 @@ def test_a_page_stops_at_the_rows_last_seq(agent: PersonalAgent) -> None:
     if connection.vendor != "postgresql":
         pytest.skip("the row and its events are read together on PostgreSQL only")
     conversation_id = quiet_start(agent)
-    service.post_message(conversation_id, "kept")
+    company_message(conversation_id, "kept")
     last_seq = Conversation.objects.get(pk=conversation_id).last_seq
     Conversation.objects.filter(pk=conversation_id).update(last_seq=last_seq - 1)
     page = reading.read_page(conversation_id, 0, None)

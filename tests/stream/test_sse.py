@@ -55,7 +55,7 @@ def test_stream_ends_after_the_closed_state_event(agent: PersonalAgent):
 
     def close_once_open() -> None:
         assert opened.wait(20)
-        service.close(conversation_id)
+        service.close(conversation_id, by="sam")
 
     closer = threading.Thread(target=close_once_open)
     closer.start()

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from poppy_django import fanout, service
+from poppy_django import fanout
 from poppy_django.fanout.listening import waiting_readers
 from tests.agents import PersonalAgent
+from tests.staff import company_message
 from tests.stream.asgi import get
 from tests.waiting import eventually
 
@@ -38,7 +39,7 @@ def _post_when(ready, conversation_id: str) -> threading.Thread:
 
     def post() -> None:
         eventually(ready, what="the reader to wait")
-        service.post_message(conversation_id, "unannounced", by="sam")
+        company_message(conversation_id, "unannounced")
 
     thread = threading.Thread(target=post)
     thread.start()

@@ -229,6 +229,20 @@ class Session:
         assert self.process.wait(timeout=PATIENCE) == 0, self.seen
 
 
+def manage_shell(reader: Reader, code: str) -> None:
+    """Run a Python block of the page in ``python manage.py shell``."""
+    done = subprocess.run(
+        ["bash", "-c", ". .venv/bin/activate\npython manage.py shell"],
+        input=code,
+        cwd=reader.project,
+        env=reader.env,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def converse(reader: Reader, blocks: dict[str, str]) -> None:
     """Section 5 and 6 of the page: two tools, the scope refusal, a handoff answered."""
     assert_shown(reader.text(blocks["chat-hours-output"]), reader.shell(blocks["chat-hours"]))
@@ -237,18 +251,11 @@ def converse(reader: Reader, blocks: dict[str, str]) -> None:
     )
     assert_shown(blocks["chat-action-output"], reader.shell(blocks["chat-action"]))
     assert blocks["chat-interactive"].strip() == "python manage.py poppy_chat"
+    reader.shell(blocks["staff"])
+    manage_shell(reader, blocks["desk-open"])
     session = Session(reader)
     session.play(reader.text(blocks["chat-interactive-session"]))
-    answered = subprocess.run(
-        ["bash", "-c", ". .venv/bin/activate\npython manage.py shell"],
-        input=blocks["desk-answer"],
-        cwd=reader.project,
-        env=reader.env,
-        capture_output=True,
-        text=True,
-        timeout=PATIENCE,
-    )
-    assert answered.returncode == 0, answered.stderr
+    manage_shell(reader, blocks["desk-answer"])
     session.play(blocks["chat-interactive-reply"])
     session.quit()
 

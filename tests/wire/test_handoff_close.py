@@ -11,6 +11,8 @@ from poppy_django.conf import DEFAULT_TEXTS
 from poppy_django.engine.executors import ThreadExecutor
 from poppy_django.errors import PoppyError
 from tests.agents import kinds, messages
+from tests.desk.conftest import on_shift
+from tests.staff import staff_says
 from tests.wire.wire_support import ANSWER_KEYS, assert_error, poppy, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -57,6 +59,7 @@ def hooks():
 
 def test_without_a_hook_a_project_with_the_admin_queues_for_the_desk(agent):
     conversation_id, _ = started(agent)
+    on_shift("sam")  # someone is there to take it (docs/service.md: presence)
     with poppy(HANDOFF_HOOKS={}):
         response = agent.post(f"/{conversation_id}/handoff")
     assert response.status_code == 202
@@ -163,7 +166,7 @@ def test_the_company_side_service(agent, hooks):
     agent.post(f"/{conversation_id}/handoff")
     service.human_joined(conversation_id, by="sam")
     assert service.get(conversation_id).responder == "human"
-    service.post_message(conversation_id, "Hi, I am Sam.", by="sam")
+    staff_says(conversation_id, "Hi, I am Sam.", by="sam")
     agent.send(conversation_id, "hi Sam")
     service.human_left(conversation_id, by="sam")
     ThreadExecutor.shutdown(wait=True)
@@ -234,7 +237,7 @@ def test_the_company_agent_hands_off_on_its_own_initiative(agent, hooks):
 
 def test_the_company_requests_the_user(agent):
     conversation_id = quiet_start(agent)
-    service.request_user(conversation_id, "We need the card holder to confirm.")
+    service.request_user(conversation_id, "We need the card holder to confirm.", by="sam")
     event = agent.read(conversation_id).json()["events"][-1]
     assert event["type"] == "user_requested"
     assert event["reason"] == "We need the card holder to confirm."
@@ -248,7 +251,7 @@ def test_the_company_closes(agent):
     assert kinds(read["events"])[-1] == ("state", "closed", "agent")
     assert_error(agent.send(conversation_id, "hi"), 409, "conversation_closed")
     with pytest.raises(PoppyError):
-        service.post_message(conversation_id, "too late")
+        staff_says(conversation_id, "too late")
 
 
 def test_close_answers_200_closed_and_then_refuses_messages_and_handoffs(agent, hooks):

@@ -13,6 +13,8 @@ from poppy_django import service
 from poppy_django.fanout.listening import waiting_readers
 from poppy_django.models import Conversation, Event
 from tests.agents import PersonalAgent
+from tests.desk.conftest import on_shift
+from tests.staff import company_message
 from tests.waiting import eventually
 from tests.wire.wire_support import (
     ID_RE,
@@ -79,7 +81,7 @@ def test_events_of_a_whole_conversation_keep_the_id_alphabet_and_utc_times(agent
     agent.settled(conversation_id)
     agent.post(f"/{conversation_id}/handoff")
     service.human_joined(conversation_id, by="sam")
-    service.request_user(conversation_id, "Need you")
+    service.request_user(conversation_id, "Need you", by="sam")
     agent.post(f"/{conversation_id}/close")
     body = agent.read(conversation_id).json()
     check_read(body, conversation_id)
@@ -142,7 +144,7 @@ def test_a_read_with_nothing_new_returns_the_requests_cursor(agent):
 def test_a_read_after_a_cursor_returns_only_later_events(agent):
     conversation_id = quiet_start(agent)
     cursor = agent.read(conversation_id).json()["cursor"]
-    service.post_message(conversation_id, "later")
+    company_message(conversation_id, "later")
     body = agent.read(conversation_id, f"?cursor={cursor}").json()
     assert [e["message"]["text"] for e in body["events"]] == ["later"]
     assert body["events"][0]["message"]["role"] == "company"
@@ -286,7 +288,7 @@ def test_a_long_poll_wakes_when_an_event_arrives_from_another_thread(agent):
     def later() -> None:
         try:
             eventually(listening, what="the long-poll to listen")
-            service.post_message(conversation_id, "woken", by="sam")
+            company_message(conversation_id, "woken")
         finally:
             connection.close()
 
@@ -304,6 +306,7 @@ def test_a_long_poll_wakes_when_an_event_arrives_from_another_thread(agent):
 def test_status_and_responder_are_always_listed_values(agent):
     conversation_id = quiet_start(agent)
     seen = set()
+    on_shift("sam")
     with poppy(HANDOFF_HOOKS={"request": "example_project.shop.desk.request_handoff"}):
         steps = [
             lambda: None,

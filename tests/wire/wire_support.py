@@ -10,8 +10,8 @@ from typing import Any
 from django.conf import settings
 from django.test import override_settings
 
-from poppy_django import service
 from poppy_django.models import ActionRecord, AgentThread, Conversation, Event, MessageReceipt
+from tests.staff import company_message
 
 #: The wire's id alphabet (ids, event ids and cursors).
 ID_RE = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -68,7 +68,7 @@ def quiet_start(agent: Any, **context: Any) -> str:
 def add_company_messages(conversation_id: str, count: int) -> None:
     """Events without turns: staff messages through the company service."""
     for n in range(count):
-        service.post_message(conversation_id, f"note {n}", by="test")
+        company_message(conversation_id, f"note {n}")
 
 
 def no_waiting_slot_held() -> None:

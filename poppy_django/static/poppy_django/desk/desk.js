@@ -481,6 +481,9 @@
         var field = form.querySelector("textarea, input[name]");
         var body = {};
         body[field.name] = field.value;
+        if (name === "reply") {
+          body.seen = lastSeq; // refused if anything arrived after what is shown
+        }
         var label = form.querySelector("button").textContent.trim();
         post(actionUrl(name), body, label).then(function (ok) {
           if (ok) {
