@@ -99,6 +99,11 @@ DEFAULTS: dict[str, Any] = {
     # it is refused with 429 rate_limited (and its credentials are not checked).
     "MEDIATED_MAX_FAILURES": 5,
     "MEDIATED_WINDOW_SECONDS": 900,
+    # Failed attempts one client, and one address, may make per window (across all its
+    # Sessions and Users: credential stuffing). Past any limit the counter is locked out
+    # for the window, doubled at each lockout of the day, up to a day.
+    "MEDIATED_CLIENT_MAX_FAILURES": 100,
+    "MEDIATED_ADDRESS_MAX_FAILURES": 20,
     # How long a one-time code of a code_required sign-in is accepted, and how many wrong
     # codes end that sign-in as failed.
     "MEDIATED_CODE_SECONDS": 300,
@@ -167,6 +172,8 @@ class AuthoritySettings(TypedSettings):
     MEDIATED_CHECK: Setting[Callable[..., Any] | None] = Setting(imported)
     MEDIATED_MAX_FAILURES = Setting(integer)
     MEDIATED_WINDOW_SECONDS = Setting(number)
+    MEDIATED_CLIENT_MAX_FAILURES = Setting(integer)
+    MEDIATED_ADDRESS_MAX_FAILURES = Setting(integer)
     MEDIATED_CODE_SECONDS = Setting(number)
     MEDIATED_CODE_ATTEMPTS = Setting(integer)
 

@@ -40,7 +40,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.debug import sensitive_variables
 
 from poppy_django.api.rest_framework import request_info
-from poppy_django.authority import grants, metadata
+from poppy_django.authority import attempts, grants, metadata
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import AccountMismatchError, no_store, oauth_error_response
 from poppy_django.authority.models import Grant, MediatedSignIn, Session
@@ -220,32 +220,63 @@ def _alias() -> str:
     return str(authority_settings().REPLAY_CACHE)
 
 
+def _rate_limited(seconds: int) -> MediatedRefused:
+    return MediatedRefused(
+        "rate_limited", "Too many failed sign-in attempts; retry later.", retry_after=seconds
+    )
+
+
 def _refuse_if_locked(keys: list[str]) -> None:
     limit = int(authority_settings().MEDIATED_MAX_FAILURES)
     locked = [key for key in keys if windows.current(key, alias=_alias()) >= limit]
     if locked:
-        wait = max(windows.retry_after(k, seconds=_window(), alias=_alias()) for k in locked)
-        raise MediatedRefused(
-            "rate_limited", "Too many failed sign-in attempts; retry later.", retry_after=wait
+        raise _rate_limited(
+            max(windows.retry_after(k, seconds=_window(), alias=_alias()) for k in locked)
         )
 
 
-def _failed(keys: list[str]) -> None:
-    for key in keys:
-        windows.count(key, seconds=_window(), alias=_alias())
-
-
 @sensitive_variables()
-def _attempt_keys(session: Session, credentials: Mapping[str, str], declared: Any) -> list[str]:
-    """What an attempt counts against: the Session, the pairwise User, the named account."""
-    keys = [
-        f"mediated:session:{session.session_id}",
-        f"mediated:user:{session.client.client_id}:{session.user_id}",
+def _counters(
+    request: HttpRequest, session: Session, credentials: Mapping[str, str], declared: Any
+) -> list[attempts.Counter]:
+    """What an attempt counts against: the Session, the pairwise User, the named account
+    (cleared when it signs in), the client and the address (their failures only)."""
+    options = authority_settings()
+    limit = int(options.MEDIATED_MAX_FAILURES)
+    client_id = session.client.client_id
+    counters = [
+        attempts.Counter(f"mediated:session:{session.session_id}", limit),
+        attempts.Counter(f"mediated:user:{client_id}:{session.user_id}", limit),
     ]
     named = [credentials[f["name"]].strip().casefold() for f in declared if not f["secret"]]
     if any(named):
-        keys.append("mediated:account:" + "\x00".join(named))
-    return keys
+        counters.append(attempts.Counter("mediated:account:" + "\x00".join(named), limit))
+    counters += [
+        attempts.Counter(
+            f"mediated:client:{client_id}", int(options.MEDIATED_CLIENT_MAX_FAILURES), False
+        ),
+        attempts.Counter(
+            f"mediated:address:{request.META.get('REMOTE_ADDR', '')}",
+            int(options.MEDIATED_ADDRESS_MAX_FAILURES),
+            False,
+        ),
+    ]
+    return counters
+
+
+def _admit(counters: list[attempts.Counter], client_id: str) -> None:
+    """Count the attempt first; refuse it unchecked past a limit or while locked out."""
+    try:
+        attempts.admit(counters, window=_window(), alias=_alias())
+    except attempts.Locked as locked:
+        kinds = sorted({name.split(":")[1] for name in locked.counters})
+        logger.warning(
+            "Mediated Sign-In locked out (%s) for %s s: a Session of %s",
+            ", ".join(kinds),
+            locked.seconds,
+            client_id,
+        )
+        raise _rate_limited(locked.seconds) from None
 
 
 def _code_key(account_id: str) -> str:
@@ -328,20 +359,23 @@ def mediated_view(request: HttpRequest) -> JsonResponse:
     credentials = _credentials(body, declared)
     scope = _scope(body)
     body.clear()
-    keys = _attempt_keys(session, credentials, declared)
-    _refuse_if_locked(keys)
+    counters = _counters(request, session, credentials, declared)
+    _admit(counters, principal.client_id)
     check = authority_settings().MEDIATED_CHECK or django_check
     outcome = check(request, credentials)
     credentials.clear()
     if not isinstance(outcome, Authenticated | CodeRequired):
-        _failed(keys)
         logger.info("Mediated Sign-In failed for a Session of %s", principal.client_id)
         return _status("failed")
     if session.account_id not in (None, outcome.account_id):
+        # The right password of another account: counted as a failure (no oracle), and told.
+        logger.warning(
+            "Mediated Sign-In refused: another account's credentials for a Session of %s",
+            principal.client_id,
+        )
         raise AccountMismatchError("The Session belongs to another account.")
+    attempts.succeeded(counters, alias=_alias())
     if isinstance(outcome, Authenticated):
-        for key in keys:
-            windows.clear(key, alias=_alias())
         return _complete(request, session, outcome.account_id, scope)
     _refuse_if_locked([_code_key(outcome.account_id)])
     record = MediatedSignIn.objects.create(

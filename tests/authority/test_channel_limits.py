@@ -14,13 +14,17 @@ import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-from personal_agent_protocol.demo.kit import AgentIdentity
 
-from tests.authority.shipped import DOMAIN, ShippedAcme, shipped_acme
+from tests.authority.shipped import ACCOUNTS, DOMAIN, PASSWORD, ShippedAcme, shipped_acme
+from tests.authority.shipped_agent import ATLAS, Agent
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
-ATLAS = AgentIdentity(domain="atlas.example", name="Atlas")
+WRONG = "Tr0ub4dor&3-not-the-password"
+#: Shipped: POPPY_AUTHORITY's MEDIATED_MAX_FAILURES and MEDIATED_ADDRESS_MAX_FAILURES.
+SIGN_IN_LIMIT = 5
+ADDRESS_LIMIT = 20
 #: Every channel route that takes a body (one of each kind), and what it is sent as.
 CHANNEL_ROUTES = [
     ("/poppy/conversations", "application/json"),
@@ -32,6 +36,12 @@ CHANNEL_ROUTES = [
     ("/poppy/browser-session", "application/x-www-form-urlencoded"),
     ("/oauth/token", "application/x-www-form-urlencoded"),
 ]
+#: Two customers only the mismatch test signs in as (the others' counters are spent).
+MISMATCH = ("acct-mm-1", "acct-mm-2")
+_MORE_CUSTOMERS = (
+    "from django.contrib.auth.models import User; "
+    f"[User.objects.create_user(name, password={PASSWORD!r}) for name in {MISMATCH!r}]"
+)
 #: Shipped: POPPY["BODY_READ_SECONDS"]'s default. The bound below is a deadline, not a speed.
 READ_SECONDS = 20
 
@@ -39,6 +49,7 @@ READ_SECONDS = 20
 @pytest.fixture(scope="module")
 def acme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShippedAcme]:
     with shipped_acme(Path(tmp_path_factory.mktemp("acme")), [ATLAS]) as running:
+        running.manage("shell", "-c", _MORE_CUSTOMERS)
         yield running
 
 
@@ -80,6 +91,77 @@ def _whole(answer: bytes) -> bool:
 def head(path: str, content_type: str, *headers: str) -> str:
     lines = [f"POST {path} HTTP/1.1", f"Host: {DOMAIN}", f"Content-Type: {content_type}"]
     return "\r\n".join([*lines, *headers]) + "\r\n\r\n"
+
+
+def outcome(answer: httpx.Response) -> str:
+    """``failed``/``complete`` (the credentials were checked) or the error refusing them."""
+    body = answer.json()
+    return str(body.get("status") or body.get("error"))
+
+
+# The sign-in tests run in this order on one deployment: each charges the address's counter
+# (every request comes from 127.0.0.1) no more than the next one allows for.
+
+
+def test_concurrent_sign_in_attempts_check_at_most_the_limit(acme: ShippedAcme) -> None:
+    user = "usr_limits_concurrent_001"
+
+    async def scenario() -> list[str]:
+        atlas = Agent(acme)
+        await atlas.discover()
+        session = await atlas.session(user)
+        tries = [WRONG] * 15 + [PASSWORD]
+        answers = await asyncio.gather(
+            *(atlas.mediated(user, session, ACCOUNTS[0], password) for password in tries)
+        )
+        return [outcome(answer) for answer in answers]
+
+    outcomes = asyncio.run(scenario())
+    checked = [o for o in outcomes if o in ("failed", "complete")]
+    assert 1 <= len(checked) <= SIGN_IN_LIMIT, outcomes
+    assert outcomes.count("rate_limited") == len(outcomes) - len(checked)
+
+
+def test_another_accounts_right_password_is_counted(acme: ShippedAcme) -> None:
+    user = "usr_limits_mismatch_00001"
+
+    async def scenario() -> list[str]:
+        atlas = Agent(acme)
+        await atlas.discover()
+        session = await atlas.session(user)
+        signed = await atlas.mediated(user, session, MISMATCH[0], PASSWORD)
+        assert outcome(signed) == "complete", signed.text
+        again = await atlas.session(user, session.session_id)  # the Session, signed in
+        return [
+            outcome(await atlas.mediated(user, again, MISMATCH[1], PASSWORD))
+            for _ in range(SIGN_IN_LIMIT + 1)
+        ]
+
+    outcomes = asyncio.run(scenario())
+    assert outcomes == ["account_mismatch"] * SIGN_IN_LIMIT + ["rate_limited"]
+    log = (acme.tmp / "web.log").read_text()
+    assert f"another account's credentials for a Session of {ATLAS.client_id}" in log
+    assert PASSWORD not in log
+
+
+def test_credential_stuffing_across_sessions_is_refused(acme: ShippedAcme) -> None:
+    """One password tried on many accounts, a fresh Session and User for each try."""
+
+    async def scenario() -> list[str]:
+        atlas = Agent(acme)
+        await atlas.discover()
+        outcomes: list[str] = []
+        for n in range(50):
+            user = f"usr_limits_stuffing_{n:05d}"
+            session = await atlas.session(user)
+            outcomes.append(outcome(await atlas.mediated(user, session, f"acct-{n}", WRONG)))
+            if outcomes[-1] == "rate_limited":
+                break
+        return outcomes
+
+    outcomes = asyncio.run(scenario())
+    assert outcomes[-1] == "rate_limited", outcomes
+    assert set(outcomes[:-1]) == {"failed"} and len(outcomes) <= ADDRESS_LIMIT + 1
 
 
 def test_a_body_declared_over_the_limit_is_refused_before_it_is_sent(acme: ShippedAcme) -> None:
