@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 DEMO_PORT ?= 8765
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint typecheck migrations-check services browser pytest noextras versions tutorial docs clean
+.PHONY: demo test lint typecheck migrations-check services browser pytest noextras versions tutorial docs package clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ demo: $(STAMP)
 
 ## make test: lint, types, migrations and the whole suite against PostgreSQL and Redis (with
 ## the tutorial done from the built wheel), then the package without its optional extras.
-test: $(STAMP) services browser lint typecheck migrations-check pytest noextras docs
+test: $(STAMP) services browser lint typecheck migrations-check package pytest noextras docs
 
 services:
 	@bash scripts/ensure-services.sh
@@ -66,6 +66,13 @@ tutorial: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/poppy} \
 	POPPY_TEST_REDIS_URL=$${POPPY_TEST_REDIS_URL:-redis://127.0.0.1:6379/15} \
 	$(PY) -m pytest -p no:cacheprovider -m tutorial tests/tutorial
+
+## The sdist and the wheel, built in isolation as a release is, and their metadata checked
+## (twine check --strict: the README renders on the index, every field is valid).
+package: $(STAMP)
+	@rm -rf var/dist
+	$(PY) -m build --outdir var/dist .
+	$(VENV)/bin/twine check --strict var/dist/*
 
 docs: $(STAMP)
 	@if [ -f mkdocs.yml ]; then $(VENV)/bin/mkdocs build --strict --quiet --site-dir var/site; fi

@@ -1,4 +1,4 @@
-"""Deprecated: the verifier's package is :mod:`poppy_django.verifier` (renamed in 0.6).
+"""Deprecated: the verifier's package is :mod:`poppy_django.verifier` (renamed after 0.2.0).
 
 ``auth`` and ``authority`` read alike and meant the two sides of a token, so the resource
 server's half took the name of what it does. The paths the docs named before keep working for

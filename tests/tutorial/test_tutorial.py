@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +37,9 @@ pytestmark = [pytest.mark.tutorial, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "tutorial.md"
 BLOCK = re.compile(r"<!-- test: (?P<name>[\w-]+) -->\n```(?P<lang>\w*)\n(?P<body>.*?)\n```", re.S)
-WHEEL = "poppy_django-0.3.0-py3-none-any.whl"
+#: The version, from its one place (the page names none: it installs from ``dist/``).
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+WHEEL = f"poppy_django-{VERSION}-py3-none-any.whl"
 #: A waiting step's bound: generous, a slow machine is not a failure.
 PATIENCE = 90.0
 
@@ -60,7 +63,7 @@ def build_wheel(into: Path) -> Path:
         check=True,
     )
     (wheel,) = dist.glob("*.whl")
-    assert wheel.name == WHEEL, "the tutorial names the wheel: update docs/tutorial.md"
+    assert wheel.name == WHEEL, wheel.name
     return wheel
 
 
@@ -268,7 +271,8 @@ def reader(tmp_path: Path) -> Iterator[Reader]:
     port = free_port()
     project = tmp_path / "project"
     project.mkdir()
-    shutil.copy(build_wheel(tmp_path), project / WHEEL)
+    (project / "dist").mkdir()
+    shutil.copy(build_wheel(tmp_path), project / "dist" / WHEEL)
     substitutions = {
         "127.0.0.1:8000": f"127.0.0.1:{port}",
         "--port 8000": f"--port {port}",
@@ -298,7 +302,7 @@ def test_the_tutorial_works_as_written(reader: Reader) -> None:
     # 1-4: install from the wheel, a new project, the page's files, migrate and check.
     reader.shell(blocks["install"])
     installed = reader.shell("pip list --format=freeze")
-    assert "poppy-django==0.3.0" in installed and "pytest" not in installed  # no dev extras
+    assert f"poppy-django=={VERSION}" in installed and "pytest" not in installed  # no dev extras
     reader.shell(blocks["startproject"])
     for name in ("settings-dev", "urls", "models", "agent", "apps"):
         reader.apply_file(blocks[name])
