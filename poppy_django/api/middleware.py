@@ -22,21 +22,32 @@ hooks run on the event loop, as an async middleware's would.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, ImproperlyConfigured, MiddlewareNotUsed
-from django.http import HttpRequest
+from django.core.signals import got_request_exception
+from django.dispatch import receiver
+from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
-from django.urls import Resolver404, resolve
+from django.urls import (
+    NoReverseMatch,
+    Resolver404,
+    get_script_prefix,
+    get_urlconf,
+    resolve,
+    reverse,
+)
 from django.utils.deprecation import MiddlewareMixin
 from django.utils.module_loading import import_string
 
 from poppy_django.addresses import is_endpoint_path
-from poppy_django.api.setup_problems import host_refusal
+from poppy_django.api.setup_problems import host_refusal, server_error_description
 from poppy_django.api.wire_errors import wire_error_response
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
@@ -59,15 +70,41 @@ def on_endpoint(request: HttpRequest) -> bool:
     return is_endpoint_path(request.path_info)
 
 
-#: The discovery documents personal agents read before anything else (``/.well-known/``).
-_DISCOVERY_PREFIX = "/.well-known/poppy"
+#: The documents personal agents read before anything else (``poppy.json``, the OAuth
+#: metadata, the keys).
+_WELL_KNOWN = "/.well-known/"
+#: The authority's routes a personal agent calls (its pages, for people, answer HTML).
+AGENT_ROUTES = ("token", "revoke", "device", "jwks", "browser-session", "mediated")
 
 
-def _discovery_host_refused(request: HttpRequest) -> HttpResponseBase | None:
-    """A discovery request for a host not in ``ALLOWED_HOSTS``: the JSON error saying so
-    (Django's own answer is an HTML 400 that names nothing a personal agent can show)."""
-    if not request.path_info.startswith(_DISCOVERY_PREFIX):
-        return None
+@functools.cache
+def _agent_paths(urlconf: str | None) -> tuple[str, ...]:
+    """The paths of :data:`AGENT_ROUTES` in this URLconf (none without the authority's)."""
+    found = []
+    for name in AGENT_ROUTES:
+        try:
+            found.append(reverse(f"poppy_authority:{name}", urlconf=urlconf))
+        except NoReverseMatch:
+            continue
+    return tuple(found)
+
+
+def on_agent_route(request: HttpRequest) -> bool:
+    """A route a personal agent calls besides the endpoint: ``/.well-known/…`` and the
+    authority's (its token endpoint, keys, device and sign-in calls)."""
+    path = request.path_info
+    if path.startswith(_WELL_KNOWN):
+        return True
+    prefix = get_script_prefix().rstrip("/")
+    return any(
+        path == (known := full.removeprefix(prefix)) or path.startswith(known + "/")
+        for full in _agent_paths(get_urlconf())
+    )
+
+
+def _host_refused(request: HttpRequest) -> HttpResponseBase | None:
+    """A request for a host not in ``ALLOWED_HOSTS``: the JSON error saying so (Django's own
+    answer is an HTML 400 that names nothing a personal agent can show)."""
     try:
         request.get_host()
     except DisallowedHost as exc:
@@ -94,19 +131,25 @@ class PoppyEndpointMiddleware:
         if on_endpoint(request):
             with on_request_thread():
                 return as_json(async_to_sync(self._endpoint)(request))
-        if (refused := _discovery_host_refused(request)) is not None:
+        if not on_agent_route(request):
+            response = self.get_response(request)
+            assert isinstance(response, HttpResponseBase)
+            return response
+        if (refused := _host_refused(request)) is not None:
             return refused
-        response = self.get_response(request)
-        assert isinstance(response, HttpResponseBase)
-        return response
+        answered = self.get_response(request)
+        assert isinstance(answered, HttpResponseBase)
+        return as_json(answered, request)
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         if on_endpoint(request):
             return as_json(await self._endpoint(request))
-        if (refused := _discovery_host_refused(request)) is not None:
+        if not on_agent_route(request):
+            response: HttpResponseBase = await self.get_response(request)  # type: ignore[misc]
+            return response
+        if (refused := _host_refused(request)) is not None:
             return refused
-        response = await self.get_response(request)  # type: ignore[misc]
-        return response
+        return as_json(await self.get_response(request), request)  # type: ignore[misc]
 
     def _middleware_after_this(self) -> list[str]:
         """``MIDDLEWARE`` after this one, less what ``SKIP_MIDDLEWARE`` names."""
@@ -325,15 +368,39 @@ def exception_response(request: HttpRequest, exc: Exception) -> HttpResponseBase
     return wire_error_response(exc, request, report=True)
 
 
-def as_json(response: HttpResponseBase) -> HttpResponseBase:
-    """A non-JSON error answer on the endpoint becomes the wire's JSON error."""
+#: The request attribute where :func:`_keep_exception` puts a view's unexpected exception.
+_FAILED_WITH = "_poppy_failed_with"
+
+
+@receiver(got_request_exception)
+def _keep_exception(sender: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:
+    """Django turned an exception into its HTML 500 (and logged it, under
+    ``django.request``): keep it, so a route an agent calls can say what it was a mistake of."""
+    if request is not None:
+        setattr(request, _FAILED_WITH, sys.exc_info()[1])
+
+
+def as_json(response: HttpResponseBase, request: HttpRequest | None = None) -> HttpResponseBase:
+    """A non-JSON error answer on a route an agent calls becomes the wire's JSON error; a
+    500 names the set-up mistake behind it, if it was one."""
     if response.status_code < 400 or response.get("Content-Type", "").startswith(
         "application/json"
     ):
         return response
     code = _CODE_OF_STATUS.get(response.status_code, "server_error")
-    replaced = error_response(code)
-    for name, value in response.items():  # the middleware's headers (HSTS, CORS...) stay
+    failed_with = getattr(request, _FAILED_WITH, None)
+    hint = server_error_description(failed_with) if failed_with is not None else None
+    replaced = error_response(code, hint if code == "server_error" else None)
+    if isinstance(response, HttpResponse):
+        # The same response, its body replaced: the middleware's headers (HSTS, CORS...)
+        # stay, and Django, which logged it, does not log it again as a new one.
+        response.content = replaced.content
+        response.headers.pop("Content-Length", None)
+        for name, value in replaced.items():
+            response[name] = value
+        response["Cache-Control"] = "no-store"
+        return response
+    for name, value in response.items():
         if name.lower() not in ("content-type", "content-length"):
             replaced[name] = value
     replaced["Cache-Control"] = "no-store"

@@ -40,10 +40,27 @@ def unmigrated_hint(exc: BaseException) -> str | None:
     return f"The database is not migrated ({shown} unapplied): {MIGRATE}."
 
 
+def redis_hint(exc: BaseException) -> str | None:
+    """For Redis out of reach (a wrong ``REDIS_URL``, a Redis that is down): the fix, naming
+    no host (the caller is told too)."""
+    try:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+    except ImportError:  # pragma: no cover - redis is a dependency
+        return None
+    if not isinstance(exc, RedisConnectionError | RedisTimeoutError):
+        return None
+    return (
+        f"This server cannot reach its Redis ({type(exc).__name__}): check REDIS_URL (the "
+        "URL CACHES, CELERY_BROKER_URL and EVENTSTREAM_REDIS are built from) and that Redis "
+        "is up."
+    )
+
+
 def server_error_description(exc: BaseException) -> str | None:
     """What a 500 may say about its cause: only set-up mistakes, which are no secret to the
     caller and name the operator's fix; anything else stays a bare ``server_error``."""
-    return unmigrated_hint(exc)
+    return unmigrated_hint(exc) or redis_hint(exc)
 
 
 def host_refusal(exc: DisallowedHost) -> str:

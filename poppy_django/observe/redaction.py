@@ -164,8 +164,15 @@ class WithholdUserText(logging.Filter):
         elif record.name == "django.request" and not _about_the_app(record):
             return True
         if record.exc_info and record.exc_info[1] is not None:
-            record.exc_text = withheld_traceback(record.exc_info[1])
+            exc = record.exc_info[1]
+            record.exc_text = withheld_traceback(exc)
             record.exc_info = None
+            fields = getattr(record, "poppy", None)
+            # Its kind stays a field of its own: what a log search or an alert keys on.
+            record.poppy = {
+                **(fields if isinstance(fields, dict) else {}),
+                "error": describe_failure(exc),
+            }
         return True
 
     @staticmethod

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from django.core import checks
@@ -158,3 +159,65 @@ def test_a_host_not_allowed_is_named_in_json(settings, path: str) -> None:
     assert body["error"] == "invalid_request"
     assert "'api.internal:8000'" in body["error_description"]
     assert "ALLOWED_HOSTS" in body["error_description"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("post", "/oauth/token"),
+        ("get", "/oauth/jwks.json"),
+        ("post", "/oauth/device_authorization"),
+        ("get", "/.well-known/oauth-authorization-server"),
+    ],
+)
+def test_a_host_not_allowed_on_the_authoritys_routes_is_named_in_json(
+    settings, method: str, path: str
+) -> None:
+    """The authorization server's routes answered Django's HTML 400 (poppy_chat printed it)."""
+    settings.DEBUG = False
+    settings.ALLOWED_HOSTS = ["shop.example"]
+    response = getattr(Client(HTTP_HOST="api.internal:8000"), method)(path)
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("application/json")
+    assert "ALLOWED_HOSTS" in response.json()["error_description"]
+
+
+def test_the_authoritys_pages_for_people_stay_html(settings) -> None:
+    settings.DEBUG = False
+    settings.ALLOWED_HOSTS = ["shop.example"]
+    response = Client(HTTP_HOST="api.internal:8000").get("/device")
+    assert response.status_code == 400
+    assert not response["Content-Type"].startswith("application/json")
+
+
+# -- a wrong REDIS_URL: the token endpoint's answer and log name it ------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("location", ["port", "host"])
+def test_redis_out_of_reach_is_a_json_500_naming_redis_url(settings, caplog, location) -> None:
+    """The port of another service, or a whole URL that names no Redis at all."""
+    url = (
+        f"redis://127.0.0.1:{free_port()}/0"
+        if location == "port"
+        else "redis://redis.invalid:6379/0"
+    )
+    settings.DEBUG = False
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+    }
+    form = {"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer"}
+    form["client_id"] = "https://agent.example/client"
+    with caplog.at_level(logging.ERROR, logger="django.request"):
+        response = Client(raise_request_exception=False, HTTP_HOST="localhost").post(
+            "/oauth/token", urlencode(form), content_type="application/x-www-form-urlencoded"
+        )
+    assert response.status_code == 500, response.content
+    assert response["Content-Type"].startswith("application/json")
+    body = response.json()
+    assert body["error"] == "server_error"
+    assert "REDIS_URL" in body["error_description"]
+    assert "redis.invalid" not in body["error_description"]
+    (logged,) = [r for r in caplog.records if r.name == "django.request"]
+    assert "redis.exceptions.ConnectionError" in logged.poppy["error"]  # its kind, logged
