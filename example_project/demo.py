@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -53,14 +54,37 @@ def mint(
     return manage(env, *args).strip().splitlines()[-1]
 
 
-def wait_until_up(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
+def port_in_use(port: int) -> bool:
+    """Whether something already listens on 127.0.0.1:``port``."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def busy_port_message(port: int) -> str:
+    return (
+        f"Port {port} is already in use (another server, or an earlier demo still running): "
+        f"choose another with make demo DEMO_PORT=<port> "
+        f"(python -m example_project.demo --port <port>)."
+    )
+
+
+def wait_until_up(url: str, server: subprocess.Popen[bytes], log: Path, port: int) -> None:
+    """Until our server answers ``poppy.json``; a server that exited (the port taken
+    meanwhile) is told as such, never mistaken for whatever else answers there."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if server.poll() is not None:
+            if "address already in use" in log.read_text().lower():
+                sys.exit(busy_port_message(port))
             sys.exit(f"the server exited:\n{log.read_text()}")
         with contextlib.suppress(httpx.HTTPError):
             httpx.get(f"{url}/.well-known/poppy.json", timeout=1)
-            return
+            if server.poll() is None:
+                return
         time.sleep(0.2)
     sys.exit(f"the server did not start:\n{log.read_text()}")
 
@@ -145,8 +169,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=8765)
     options = parser.parse_args()
-    url = f"http://127.0.0.1:{options.port}"
+    if port_in_use(options.port):
+        sys.exit(busy_port_message(options.port))
     workdir = Path(tempfile.mkdtemp(prefix="poppy-demo-"))
+    try:
+        run(options.port, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run(port: int, workdir: Path) -> None:
+    url = f"http://127.0.0.1:{port}"
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")},
         "POPPY_VAR_DIR": str(workdir),
@@ -168,7 +201,7 @@ def main() -> None:
                 "--host",
                 "127.0.0.1",
                 "--port",
-                str(options.port),
+                str(port),
                 "--no-access-log",
             ],
             env=env,
@@ -177,13 +210,12 @@ def main() -> None:
             stderr=output,
         )
         try:
-            wait_until_up(url, server, log)
+            wait_until_up(url, server, log, port)
             print(f"Acme Outfitters is up at {url}")
             converse(url, env)
         finally:
             server.terminate()
             server.wait(timeout=10)
-    shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -2,42 +2,18 @@
 
 A project that forgot ``manage.py migrate`` fails at its first query; without this module the
 endpoint answered ``500 server_error`` and logged an ``OperationalError`` whose message was
-withheld, so "no such table" appeared nowhere. :func:`unmigrated_hint` recognises that case
-(a database error while migrations are unapplied) for the first-request error and the log.
-(Not a system check: ``migrate`` runs the database checks first, so one that fails on an
-unmigrated database would stop the very command that fixes it.) :func:`host_refusal` words
-Django's ``DisallowedHost`` for the endpoint's JSON.
+withheld, so "no such table" appeared nowhere; :mod:`poppy_django.store.migration_state`
+recognises that case for the first-request error and the log (not a system check:
+``migrate`` runs the database checks first, so one that fails on an unmigrated database
+would stop the very command that fixes it). :func:`redis_hint` names ``REDIS_URL`` when
+Redis is out of reach; :func:`host_refusal` words Django's ``DisallowedHost`` for JSON.
 """
 
 from __future__ import annotations
 
 from django.core.exceptions import DisallowedHost
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
-from django.db.migrations.executor import MigrationExecutor
 
-MIGRATE = "run `python manage.py migrate`"
-
-
-def unapplied_migrations(using: str = DEFAULT_DB_ALIAS) -> list[str]:
-    """The migrations not applied to the database (``app.name``), or [] when it cannot say."""
-    try:
-        connection = connections[using]
-        executor = MigrationExecutor(connection)
-        plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
-    except Exception:  # the database itself is away: that is another problem
-        return []
-    return [f"{migration.app_label}.{migration.name}" for migration, backwards in plan]
-
-
-def unmigrated_hint(exc: BaseException) -> str | None:
-    """For a database error raised while migrations are unapplied: the sentence saying so."""
-    if not isinstance(exc, DatabaseError):
-        return None
-    missing = unapplied_migrations()
-    if not missing:
-        return None
-    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-    return f"The database is not migrated ({shown} unapplied): {MIGRATE}."
+from poppy_django.store.migration_state import unmigrated_hint
 
 
 def redis_hint(exc: BaseException) -> str | None:

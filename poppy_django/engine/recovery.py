@@ -28,6 +28,7 @@ from poppy_django.conf import poppy_settings
 from poppy_django.engine import leases
 from poppy_django.engine import loop as engine
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Status
+from poppy_django.store.migration_state import unmigrated_hint
 
 logger = logging.getLogger("poppy_django.recovery")
 
@@ -132,13 +133,21 @@ class Sweeper:
 
     @staticmethod
     def _loop(stop: threading.Event) -> None:
+        told = None  # the set-up mistake last told, said once while it lasts
         while not stop.is_set():
             try:
                 close_old_connections()
                 sweep(stop)
-            except Exception:
-                # The database may be away for a while: log, and try again next time.
-                logger.warning("poppy: the recovery sweep failed", exc_info=True)
+                told = None
+            except Exception as exc:
+                # The database may be away for a while: log, and try again next time. A
+                # database never migrated is said once, with the fix, not every sweep.
+                hint = unmigrated_hint(exc)
+                if hint is None:
+                    logger.warning("poppy: the recovery sweep failed", exc_info=True)
+                elif hint != told:
+                    logger.warning("poppy: the recovery sweep cannot run: %s", hint)
+                told = hint
             finally:
                 connection.close()
             interval = poppy_settings.SWEEP_SECONDS

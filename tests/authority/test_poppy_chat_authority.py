@@ -74,3 +74,43 @@ def test_poppy_chat_signs_in_through_the_authority(tmp_path: Path) -> None:
     assert "[signed in; scope: poppy:read]" in output, output
     replies = [line for line in seen if line.startswith("agent> ")]
     assert replies and "A-1" in replies[-1] and "B-1" not in replies[-1], output
+
+
+def test_a_new_client_key_names_register_and_client_key(tmp_path: Path) -> None:
+    """Registered once (the tutorial's run), then run again without --register: poppy_chat
+    makes a new client key, which the authority refuses (invalid_client); it says what to do."""
+    with cluster(tmp_path) as running:
+        running.env.pop("REDIS_URL")
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        running.env.update(
+            POPPY_AUTHENTICATE="poppy_django.verifier.dpop.verify", POPPY_BASE_URL=base
+        )
+        running.web("web", port=port)
+
+        def chat(*extra: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [
+                    *[
+                        sys.executable,
+                        "manage.py",
+                        "poppy_chat",
+                        "--url",
+                        f"{base}/poppy/conversations",
+                    ],
+                    *["--authority", "--client-id", "https://chat.example/again", *extra],
+                    *["--user", "usr_chat_again_0001", "--message", "hello", "--timeout", "60"],
+                ],
+                cwd=ROOT,
+                env=running.env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+
+        registered = chat("--register")
+        assert registered.returncode == 0, registered.stdout + registered.stderr
+        again = chat()
+    said = again.stdout + again.stderr
+    assert again.returncode != 0
+    assert "invalid_client" in said and "--register" in said and "--client-key" in said, said

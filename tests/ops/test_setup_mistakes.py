@@ -67,6 +67,51 @@ def test_forgetting_migrate_is_answered_and_logged_with_the_fix(tmp_path: Path) 
     assert SECRET not in result.stderr + result.stdout
 
 
+#: Five recovery sweeps of the test settings' never-migrated SQLite database, back to back.
+_SWEEPS = """
+import threading
+from django.conf import settings
+from django.test.utils import override_settings
+from poppy_django.engine import recovery
+
+swept = []
+stop = threading.Event()
+original = recovery.sweep
+
+def counted(event):
+    swept.append(1)
+    if len(swept) >= 5:
+        stop.set()
+    return original(event)
+
+recovery.sweep = counted
+with override_settings(POPPY={**settings.POPPY, "SWEEP_SECONDS": 0.01}):
+    recovery.Sweeper._loop(stop)
+print("SWEPT", len(swept))
+"""
+
+
+def test_the_recovery_sweep_says_migrate_once(tmp_path: Path) -> None:
+    """It logged a traceback every ~5 s that never said "migrate"."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
+    }
+    env.update(POPPY_VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="tests.settings")
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", _SWEEPS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "SWEPT 5" in result.stdout, result.stdout + result.stderr
+    assert result.stderr.count("run `python manage.py migrate`") == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+
+
 # -- a broker the web process cannot reach ------------------------------------------------
 
 
@@ -221,3 +266,34 @@ def test_redis_out_of_reach_is_a_json_500_naming_redis_url(settings, caplog, loc
     assert "redis.invalid" not in body["error_description"]
     (logged,) = [r for r in caplog.records if r.name == "django.request"]
     assert "redis.exceptions.ConnectionError" in logged.poppy["error"]  # its kind, logged
+
+
+# -- make demo on a port another server holds ------------------------------------------------
+
+
+def test_make_demo_on_a_busy_port_names_the_fix_and_leaves_nothing(tmp_path: Path) -> None:
+    """It printed "up at …" (the other server answered), then a JSONDecodeError, and left its
+    temporary directory behind."""
+    import http.server
+    import threading
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "example_project.demo", "--port", str(other.server_port)],
+            cwd=ROOT,
+            env={**env, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        other.shutdown()
+        other.server_close()
+    said = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert f"Port {other.server_port} is already in use" in said and "DEMO_PORT=" in said, said
+    assert "is up at" not in said and "Traceback" not in said, said
+    assert list(tmp_path.iterdir()) == []

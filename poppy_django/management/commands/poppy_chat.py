@@ -132,7 +132,9 @@ class Command(BaseCommand):
                 if options["sign_in"]:
                     token = session.sign_in(options["scopes"])
             except PoppyClientError as exc:
-                raise CommandError(f"The authority refused: {exc}") from exc
+                raise CommandError(
+                    f"The authority refused: {exc}{_client_fix(exc, options)}"
+                ) from exc
         elif not token:
             token = self._development_token(options, key, url)
         chat = _Chat(
@@ -218,6 +220,22 @@ class Command(BaseCommand):
         if not isinstance(key, ec.EllipticCurvePrivateKey):
             raise CommandError("--key must be an EC P-256 private key (PEM).")
         return DPoPKey(key)
+
+
+def _client_fix(exc: PoppyClientError, options: dict[str, Any]) -> str:
+    """What to do when the authority does not know this client's key (``invalid_client``)."""
+    if exc.error != "invalid_client" or options["register"]:
+        return ""
+    if options["client_key"] is None:
+        return (
+            ". poppy_chat made a new client key for this run, which the authority does not "
+            "know: add --register to register this one, or pass the key registered before "
+            "with --client-key <PEM file>."
+        )
+    return (
+        ". The authority does not know this client with this key: add --register to "
+        "register it (or --client-key the key registered before)."
+    )
 
 
 def _origin(url: str) -> str:
