@@ -12,13 +12,9 @@ from __future__ import annotations
 
 import inspect
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from poppy_django.agent.registry import CompanyAgent
-    from poppy_django.agent.tools import Tool
+from typing import Any
 
 KINDS = ("read", "action")
 PERSONAL_AGENT_ROLE = "personal_agent"
@@ -41,10 +37,10 @@ class ToolProblem:
         return self.code.startswith("E")
 
 
-def signature_problems(name: str, function: Callable[..., Any]) -> list[ToolProblem]:
-    """E401 (the first parameter is not the context), E402 (``*args``/``**kwargs``)."""
-    from poppy_django.agent.tools import ToolContext
-
+def signature_problems(
+    name: str, function: Callable[..., Any], context_type: type
+) -> list[ToolProblem]:
+    """E401 (the first parameter is not the ``context_type``), E402 (``*args``/``**kwargs``)."""
     problems: list[ToolProblem] = []
     try:
         parameters = list(inspect.signature(function).parameters.values())
@@ -73,7 +69,7 @@ def signature_problems(name: str, function: Callable[..., Any]) -> list[ToolProb
         )
     else:
         annotation = hints.get(first.name, inspect.Parameter.empty)
-        annotated_context = isinstance(annotation, type) and issubclass(annotation, ToolContext)
+        annotated_context = isinstance(annotation, type) and issubclass(annotation, context_type)
         unannotated_context = annotation is inspect.Parameter.empty and first.name in CONTEXT_NAMES
         if not (annotated_context or unannotated_context):
             problems.append(
@@ -103,33 +99,42 @@ def signature_problems(name: str, function: Callable[..., Any]) -> list[ToolProb
     return problems
 
 
-def declaration_problems(tool: Tool) -> list[ToolProblem]:
-    """W401 (no docstring), E404 (an unknown kind), W402 (a role no turn's actor holds)."""
-    problems = signature_problems(tool.name, tool.function)
-    if not tool.described:
+def declaration_problems(
+    name: str,
+    function: Callable[..., Any],
+    *,
+    kind: str,
+    roles: Iterable[str],
+    described: bool,
+    context_type: type,
+) -> list[ToolProblem]:
+    """A tool's own problems: its signature's, W401 (no docstring), E404 (an unknown kind),
+    W402 (a role no turn's actor holds)."""
+    problems = signature_problems(name, function, context_type)
+    if not described:
         problems.append(
             ToolProblem(
                 "W401",
-                f"Tool {tool.name!r} has no docstring: the model reads only its name to decide "
+                f"Tool {name!r} has no docstring: the model reads only its name to decide "
                 "when to call it.",
                 'Say in its docstring what it does and when to use it (or pass description="...").',
             )
         )
-    if tool.kind not in KINDS:
+    if kind not in KINDS:
         problems.append(
             ToolProblem(
                 "E404",
-                f"Tool {tool.name!r} has the kind {tool.kind!r}.",
+                f"Tool {name!r} has the kind {kind!r}.",
                 'Use kind="read" (runs whenever the model calls it) or kind="action" '
                 "(changes something: recorded, run at most once).",
             )
         )
-    mistaken = [role for role in tool.roles if _mistaken_role(role)]
+    mistaken = [role for role in roles if _mistaken_role(role)]
     if mistaken:
         problems.append(
             ToolProblem(
                 "W402",
-                f"Tool {tool.name!r} declares {', '.join(map(repr, mistaken))}: no turn's actor "
+                f"Tool {name!r} declares {', '.join(map(repr, mistaken))}: no turn's actor "
                 "holds such a role (a turn's actor holds personal_agent, and scope:<s> for each "
                 "scope of a signed-in token), so no personal agent can use it.",
                 'Use "personal_agent" or "scope:<scope>" (e.g. "scope:poppy:write").',
@@ -138,16 +143,16 @@ def declaration_problems(tool: Tool) -> list[ToolProblem]:
     return problems
 
 
-def agent_problems(agent: CompanyAgent) -> list[ToolProblem]:
-    """Every tool's problems, and E403 for a name two tools share."""
-    problems = [problem for tool in agent.tools for problem in tool.problems]
-    counts = Counter(tool.name for tool in agent.tools)
+def duplicate_problems(agent_name: str, tool_names: Iterable[str]) -> list[ToolProblem]:
+    """E403 for a name two tools of one agent share."""
+    problems = []
+    counts = Counter(tool_names)
     for name, count in sorted(counts.items()):
         if count > 1:
             problems.append(
                 ToolProblem(
                     "E403",
-                    f"Agent {agent.name!r} has {count} tools named {name!r}: the model calls a "
+                    f"Agent {agent_name!r} has {count} tools named {name!r}: the model calls a "
                     "tool by its name.",
                     f'Give each its own name: @tool(name="...") on all but one of the {name!r}.',
                 )

@@ -93,7 +93,14 @@ class Tool:
     @functools.cached_property
     def problems(self) -> list[ToolProblem]:
         """What is wrong with it as declared (the checks' E401-E404, W401-W402)."""
-        return declaration_problems(self)
+        return declaration_problems(
+            self.name,
+            self.function,
+            kind=self.kind,
+            roles=self.roles,
+            described=self.described,
+            context_type=ToolContext,
+        )
 
     @property
     def usable(self) -> bool:

@@ -52,13 +52,16 @@ def agent_errors() -> Messages:
 
 def tool_errors(agents: Iterable[CompanyAgent]) -> Messages:
     """E401-E404, W401-W402: each registered agent's tools as declared, one message each."""
-    from poppy_django.agent.tool_problems import agent_problems
+    from poppy_django.agent.tool_problems import duplicate_problems
 
     levels = {"E": checks.Error, "W": checks.Warning}
     return [
         levels[problem.code[0]](problem.message, hint=problem.hint, id=check_id(problem.code))
         for agent in agents
-        for problem in agent_problems(agent)
+        for problem in [
+            *(problem for tool in agent.tools for problem in tool.problems),
+            *duplicate_problems(agent.name, (tool.name for tool in agent.tools)),
+        ]
     ]
 
 
