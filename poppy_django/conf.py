@@ -52,7 +52,11 @@ DEFAULTS: dict[str, Any] = {
     "PATH": "poppy/conversations",
     # The registered Company Agent that answers conversations.
     "AGENT": "support",
-    # The model each agent runs: "scripted", or a pydantic-ai model name ("openai:gpt-4o").
+    # Import string of agent_for(principal, context) -> str | None: the agent of a new
+    # conversation (by client, signed-in state, the first message's context); None: AGENT.
+    "AGENT_FOR": None,
+    # The model each agent runs: "scripted", or a pydantic-ai model name ("openai:gpt-4o"),
+    # or a fallback chain of them (["openai:gpt-4o", "anthropic:claude-sonnet-4-0"]).
     "MODEL": "scripted",
     # Per-agent overrides of MODEL: {"support": "anthropic:claude-sonnet-4-0"}.
     "MODELS": {},
@@ -303,6 +307,22 @@ def texts_by_name(name: str, value: Any) -> dict[str, str]:
     return parsed
 
 
+def model_choice(name: str, value: Any) -> str | tuple[str, ...]:
+    """A model name, or a fallback chain of them (a list: the first that answers)."""
+    if isinstance(value, str):
+        return text(name, value)
+    chain = tuple(texts(name, value))
+    if not chain:
+        raise _wrong(name, "a model name or a non-empty list of model names", value)
+    return chain
+
+
+def model_choices_by_name(name: str, value: Any) -> dict[str, str | tuple[str, ...]]:
+    return {
+        key: model_choice(f"{name}[{key!r}]", item) for key, item in mapping(name, value).items()
+    }
+
+
 def flag_or_options(name: str, value: Any) -> bool | dict[str, Any]:
     """``DEV_AUTHORITY``: on/off, or a dict of its options (on)."""
     return mapping(name, value) if isinstance(value, Mapping) else bool(value)
@@ -383,8 +403,8 @@ class PoppySettings(TypedSettings):
     BASE_URL = Setting(optional_text)
     PATH = Setting(text)
     AGENT = Setting(text)
-    MODEL = Setting(text)
-    MODELS = Setting(texts_by_name)
+    MODEL = Setting(model_choice)
+    MODELS = Setting(model_choices_by_name)
     WAIT_MAX_SECONDS = Setting(number)
     PAGE_SIZE = Setting(integer)
     MAX_BODY_BYTES = Setting(integer)
@@ -404,6 +424,7 @@ class PoppySettings(TypedSettings):
     DISCOVERY = Setting(mapping)
     #: callable(principal, default_actor) -> Actor | None.
     ACTOR_FOR: Setting[Callable[..., Any] | None] = Setting(imported)
+    AGENT_FOR: Setting[Callable[..., Any] | None] = Setting(imported)
     EXECUTOR: Setting[Executor] = Setting(imported)
     EXECUTOR_THREADS = Setting(integer)
     TURNS_IN_FLIGHT = Setting(integer)

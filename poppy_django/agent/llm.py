@@ -48,6 +48,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import Model, infer_model
+from pydantic_ai.models.fallback import FallbackModel
 
 from poppy_django.agent.model_api import AsyncCallTool, EmitText, ModelTurn
 from poppy_django.agent.tools import Tool, describe_invalid_arguments
@@ -75,13 +76,16 @@ class _TurnEnded(Exception):
 
 
 class PydanticAIModel:
-    """``POPPY["MODEL"] = "anthropic:claude-sonnet-4-0"``: a turn answered by an LLM."""
+    """``POPPY["MODEL"] = "anthropic:claude-sonnet-4-0"``: a turn answered by an LLM (a
+    tuple of names: a fallback chain, pydantic-ai's ``FallbackModel``)."""
 
-    def __init__(self, model_name: str | Model) -> None:
+    def __init__(self, model_name: str | tuple[str, ...] | Model) -> None:
         # Resolved now so a missing provider package or API key is reported when the model
         # is built, not as a failed turn.
-        if isinstance(model_name, str):
-            _resolvable(model_name)
+        names = model_name if isinstance(model_name, tuple) else (model_name,)
+        for name in names:
+            if isinstance(name, str):
+                _resolvable(name)
         self.model_name = model_name
 
     async def run(self, turn: ModelTurn, call_tool: AsyncCallTool, emit_text: EmitText) -> None:
@@ -114,9 +118,9 @@ class PydanticAIModel:
 
 #: Per event loop, the models (and their providers' HTTP clients) its turns share: a client
 #: belongs to the loop it was used on, and one per process keeps connections to the provider.
-_shared: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Model]] = (
-    weakref.WeakKeyDictionary()
-)
+_shared: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[str | tuple[str, ...], Model]
+] = weakref.WeakKeyDictionary()
 
 
 @functools.cache
@@ -130,12 +134,15 @@ def _resolvable(name: str) -> None:
     infer_model(name)
 
 
-def _shared_model(name: str | Model, loop: asyncio.AbstractEventLoop) -> Model:
+def _shared_model(name: str | tuple[str, ...] | Model, loop: asyncio.AbstractEventLoop) -> Model:
     if isinstance(name, Model):
         return name
     models = _shared.setdefault(loop, {})
     if name not in models:
-        models[name] = infer_model(name)
+        if isinstance(name, tuple):  # each model of the chain shared too
+            models[name] = FallbackModel(*(_shared_model(one, loop) for one in name))
+        else:
+            models[name] = infer_model(name)
     return models[name]
 
 
@@ -199,11 +206,17 @@ def _pydantic_tool(tool: Tool, call_tool: AsyncCallTool, ended: _Ended) -> Pydan
     )
 
 
-def _naming_the_model(error: BaseException, model: str | Model) -> BaseException:
+def _naming_the_model(error: BaseException, model: str | tuple[str, ...] | Model) -> BaseException:
     """The model's name on a failure that lacks it (``UnexpectedModelBehavior``): the turn's
     log line then says which model failed (:func:`poppy_django.observe.describe_failure`)."""
     if getattr(error, "model_name", None) is None:
-        name = model if isinstance(model, str) else model.model_name
+        name = (
+            model
+            if isinstance(model, str)
+            else " or ".join(model)
+            if isinstance(model, tuple)
+            else model.model_name
+        )
         with contextlib.suppress(AttributeError):  # an exception type that takes no attributes
             error.model_name = name  # type: ignore[attr-defined]
     return error

@@ -25,16 +25,25 @@ def is_scripted(model_name: str) -> bool:
     return model_name == SCRIPTED or model_name.startswith(SCRIPTED_WITH_RULES)
 
 
-def build_model(model_name: str) -> TurnModel | AsyncTurnModel:
+def build_model(model_name: str | tuple[str, ...]) -> TurnModel | AsyncTurnModel:
     """``"scripted"`` is the offline model (``"scripted:<dotted path>"`` with a project's
     rules, see :mod:`poppy_django.agent.scripted`); anything else is a pydantic-ai model name.
 
     pydantic-ai is imported only here, so the app runs without the ``llm`` extra until a
-    setting asks for a real LLM.
+    setting asks for a real LLM. A tuple is a fallback chain (pydantic-ai's
+    ``FallbackModel``): each turn asks the first, and the next when one fails.
     """
-    if model_name == SCRIPTED:
+    if isinstance(model_name, tuple):
+        if len(model_name) == 1:
+            return build_model(model_name[0])
+        if any(is_scripted(name) for name in model_name):
+            raise ImproperlyConfigured(
+                f"The fallback chain {list(model_name)!r} names the scripted model, which "
+                "answers every turn itself: a chain is of pydantic-ai model names."
+            )
+    elif model_name == SCRIPTED:
         return ScriptedModel()
-    if model_name.startswith(SCRIPTED_WITH_RULES):
+    elif model_name.startswith(SCRIPTED_WITH_RULES):
         return ScriptedModel(load_script(model_name.removeprefix(SCRIPTED_WITH_RULES)))
     try:
         # The llm extra (pydantic-ai) is optional: imported only for a model that needs it.

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
 from poppy_django.agent.tools import Tool
+from poppy_django.conf import poppy_settings
+from poppy_django.verifier import Principal
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -55,3 +62,27 @@ def get(name: str) -> CompanyAgent:
 
 def registered() -> dict[str, CompanyAgent]:
     return dict(_agents)
+
+
+def agent_for(principal: Principal, context: Mapping[str, Any] | None) -> str:
+    """The agent that answers a new conversation: ``POPPY["AGENT_FOR"](principal, context)``
+    (the first message's ``context``), else ``POPPY["AGENT"]``.
+
+    The choice is kept on the conversation: its later turns, and its Direct Conversations,
+    are answered by the same agent. A name no agent is registered under is told in the log,
+    and ``AGENT`` answers instead (the conversation is not refused for a setting's mistake).
+    """
+    chooser = poppy_settings.AGENT_FOR
+    if chooser is not None:
+        chosen = chooser(principal, dict(context or {}))
+        if chosen is not None and chosen in _agents:
+            return str(chosen)
+        if chosen is not None:
+            logger.warning(
+                "poppy: AGENT_FOR chose %r, which is not a registered Company Agent "
+                "(registered: %s); %r answers.",
+                chosen,
+                ", ".join(sorted(_agents)),
+                poppy_settings.AGENT,
+            )
+    return poppy_settings.AGENT

@@ -45,8 +45,8 @@ def agent_errors() -> Messages:
                 id=check_id("W006"),
             )
         )
-    names = {str(poppy_settings.raw("MODEL")), *map(str, models.values())}
-    errors.extend(_model_errors(sorted(names)))
+    names = {_choice(poppy_settings.raw("MODEL")), *map(_choice, models.values())}
+    errors.extend(_model_errors(sorted(names, key=str)))
     return errors
 
 
@@ -65,7 +65,14 @@ def tool_errors(agents: Iterable[CompanyAgent]) -> Messages:
     ]
 
 
-def _model_errors(names: list[str]) -> Messages:
+def _choice(raw: object) -> str | tuple[str, ...]:
+    """A model setting as a name, or a fallback chain as a tuple of names."""
+    if isinstance(raw, list | tuple):
+        return tuple(map(str, raw))
+    return str(raw)
+
+
+def _model_errors(names: list[str | tuple[str, ...]]) -> Messages:
     errors: Messages = []
     for model_name in names:
         if model_name == SCRIPTED:
@@ -76,7 +83,11 @@ def _model_errors(names: list[str]) -> Messages:
             errors.append(
                 checks.Warning(
                     f"{exc} Turns answered by it fail in this process.",
-                    hint=_model_hint(is_scripted(model_name)),
+                    hint=_model_hint(
+                        is_scripted(model_name)
+                        if isinstance(model_name, str)
+                        else any(map(is_scripted, model_name))
+                    ),
                     id=check_id("W006"),
                 )
             )

@@ -35,7 +35,7 @@ YOUNG_GENERATION_THRESHOLD = 5000
 
 def settle() -> None:
     """Import the configured models' code, then freeze the heap and space the collections."""
-    for name in {poppy_settings.MODEL, *poppy_settings.MODELS.values()}:
+    for name in {poppy_settings.MODEL, *poppy_settings.MODELS.values()}:  # names or chains
         # A model that cannot be built is reported by the system checks and by its turns.
         with contextlib.suppress(ImproperlyConfigured):
             build_model(name)

@@ -17,6 +17,7 @@ from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from poppy_django import handoff, ids, observe, signals
+from poppy_django.agent.registry import agent_for
 from poppy_django.conf import poppy_settings
 from poppy_django.engine import dispatch
 from poppy_django.errors import PoppyError
@@ -224,7 +225,7 @@ def start(principal: Principal, message: InboundMessage, parent_id: str | None) 
             user_id=principal.user_id,
             account_id=principal.account_id if principal.signed_in else None,
             parent=parent,
-            agent_name=parent.agent_name if parent else poppy_settings.AGENT,
+            agent_name=parent.agent_name if parent else agent_for(principal, message.context),
         )
         if parent is not None:
             with event_log.one_write(parent):
