@@ -63,8 +63,17 @@ def _url(value: Any, field: str, fix: str, *, required: bool = True) -> Iterator
         )
 
 
+#: RFC 6761 §6.3: ``localhost`` and the names under it are the loopback's, resolved on the
+#: machine itself (a browser does; the OS's resolver may need them in /etc/hosts).
+LOOPBACK_NAME = "localhost"
+
+
 def is_domain(value: Any) -> bool:
-    return isinstance(value, str) and bool(_DOMAIN.fullmatch(value.rstrip(".").lower()))
+    """A DNS name: two labels at least, or ``localhost`` (``*.localhost`` have two)."""
+    if not isinstance(value, str):
+        return False
+    name = value.rstrip(".").lower()
+    return name == LOOPBACK_NAME or bool(_DOMAIN.fullmatch(name))
 
 
 def _scope_option(value: Any, field: str) -> Iterator[Problem]:

@@ -120,3 +120,24 @@ def test_the_rules_agree_with_the_public_sdks_models(acme_settings: Any, apis: A
         assert ours == []
     OAuthServerMetadata.model_validate(metadata_document(None))
     assert metadata_problems(metadata_document(None), document) == []
+
+
+@pytest.mark.parametrize("host", ["localhost", "bakery.localhost"])
+def test_the_loopbacks_names_are_dns_names(acme_settings: Any, host: str) -> None:
+    """RFC 6761: production mode tried on one's own machine over TLS (docs/deployment.md)."""
+    origin = f"https://{host}:8443"
+    acme_settings.POPPY = {
+        **acme_settings.POPPY,
+        "BASE_URL": origin,
+        "ISSUER": origin,
+        "DISCOVERY": {**acme_settings.POPPY["DISCOVERY"], "APIS": [API]},
+    }
+    acme_settings.POPPY_AUTHORITY = {**acme_settings.POPPY_AUTHORITY, "DOMAINS": [host]}
+    discovery(acme_settings, ORGANIZATION={"name": "The Bakery", "domain": host})
+    assert problems(acme_settings) == []
+
+
+def test_a_single_label_name_is_still_refused(acme_settings: Any) -> None:
+    discovery(acme_settings, APIS=[API], ORGANIZATION={"name": "Acme", "domain": "intranet"})
+    found = [message for _, message, _ in problems(acme_settings)]
+    assert any("'intranet' is not a DNS name" in message for message in found), found
