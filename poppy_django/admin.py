@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
+from poppy_django import service
 from poppy_django.desk import queue, wording
 from poppy_django.desk.admin import DeskAdminMixin
 from poppy_django.desk.permissions import can_handle
@@ -70,7 +71,10 @@ class DeskStateFilter(admin.SimpleListFilter):
         chosen = queue.FILTERS_BY_KEY.get(self.value() or "")
         if chosen is None:
             return queryset
-        return queryset.filter(pk__in=Conversation.objects.filter(chosen.condition).values("pk"))
+        me = request.user.get_username()
+        return queryset.filter(
+            pk__in=Conversation.objects.filter(chosen.condition(me)).values("pk")
+        )
 
 
 @admin.register(Conversation)
@@ -78,6 +82,7 @@ class ConversationAdmin(DeskAdminMixin, ReadOnlyAdmin):
     list_display = [
         "id",
         "state",
+        "with_whom",
         "client_id",
         "account_id",
         "parent",
@@ -85,7 +90,8 @@ class ConversationAdmin(DeskAdminMixin, ReadOnlyAdmin):
         "handoff_requested_at",
         "updated_at",
     ]
-    list_filter = [DeskStateFilter, "responder"]
+    # The desk's tabs, in the desk's words (not the wire's "responder").
+    list_filter = [DeskStateFilter]
     search_fields = ["id", "client_id", "account_id"]
     raw_id_fields = ["parent"]
     list_select_related = ["parent"]
@@ -95,6 +101,11 @@ class ConversationAdmin(DeskAdminMixin, ReadOnlyAdmin):
     def state(self, conversation: Conversation) -> str:
         """The desk's words, not the wire's status (``idle`` while a person holds it)."""
         return wording.status_label(conversation.status, conversation.responder)
+
+    @admin.display(description="with")
+    def with_whom(self, conversation: Conversation) -> str:
+        """Whom it is with, as the desk's queue says it."""
+        return service.holder(conversation) or "—"
 
 
 @admin.register(Event)

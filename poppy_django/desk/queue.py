@@ -6,6 +6,7 @@ Conversations waiting for a person come first, the longest waiting first
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import connections
@@ -33,22 +34,33 @@ from poppy_django.models import ActionStatus, Conversation, Event, EventType, Re
 class Filter:
     key: str
     label: str
-    condition: Q
+    #: The rows it holds for the staff member (username) reading the queue.
+    condition: Callable[[str], Q]
+
+
+def _handed_to_people() -> Q:
+    return (Q(responder=Responder.HUMAN) | Q(status=Status.QUEUED)) & ~Q(status=Status.CLOSED)
 
 
 #: The queue's views, in the order the desk shows them; the first is the default.
 FILTERS: tuple[Filter, ...] = (
-    Filter("open", "All open", ~Q(status=Status.CLOSED)),
-    Filter("waiting", "Waiting for a person", Q(status=Status.QUEUED)),
-    Filter("with_person", "With a person", Q(responder=Responder.HUMAN) & ~Q(status=Status.CLOSED)),
-    Filter("working", "Agent working", Q(status=Status.WORKING)),
-    Filter("idle", "Agent idle", Q(status=Status.IDLE, responder=Responder.AGENT)),
+    Filter("open", "All open", lambda me: ~Q(status=Status.CLOSED)),
+    Filter("mine", "Mine", lambda me: _handed_to_people() & Q(assignee=me)),
+    Filter("waiting", "Waiting for a person", lambda me: Q(status=Status.QUEUED)),
+    Filter("unassigned", "Unassigned", lambda me: Q(status=Status.QUEUED, assignee="")),
+    Filter(
+        "with_person",
+        "With a person",
+        lambda me: Q(responder=Responder.HUMAN) & ~Q(status=Status.CLOSED),
+    ),
+    Filter("working", "Agent working", lambda me: Q(status=Status.WORKING)),
+    Filter("idle", "Agent idle", lambda me: Q(status=Status.IDLE, responder=Responder.AGENT)),
     Filter(
         "approvals",
         "Actions to approve",
-        Q(actions__status=ActionStatus.AWAITING_APPROVAL) & ~Q(status=Status.CLOSED),
+        lambda me: Q(actions__status=ActionStatus.AWAITING_APPROVAL) & ~Q(status=Status.CLOSED),
     ),
-    Filter("closed", "Closed", Q(status=Status.CLOSED)),
+    Filter("closed", "Closed", lambda me: Q(status=Status.CLOSED)),
 )
 FILTERS_BY_KEY = {item.key: item for item in FILTERS}
 #: PostgreSQL's text search configuration for searching what was said ("refunds" finds
@@ -97,13 +109,15 @@ def last_said() -> Subquery:
     )
 
 
-def conversations(filter_key: str | None = None, text: str = "") -> QuerySet[Conversation]:
+def conversations(
+    filter_key: str | None = None, text: str = "", *, me: str = ""
+) -> QuerySet[Conversation]:
     """The queue's rows: filtered, searched, waiting first (oldest first), then by activity.
 
     Each row also carries the customer's last message (``last_said``, for its first words)
     and whether it waits for a worker none has taken it up (``stalled``)."""
     chosen = chosen_filter(filter_key)
-    ids = Conversation.objects.filter(chosen.condition).values("pk")
+    ids = Conversation.objects.filter(chosen.condition(me)).values("pk")
     queryset = search(Conversation.objects.filter(pk__in=ids), text)
     return queryset.annotate(
         waiting=Case(
@@ -115,11 +129,10 @@ def conversations(filter_key: str | None = None, text: str = "") -> QuerySet[Con
     ).order_by("waiting", F("handoff_requested_at").asc(nulls_last=True), "-updated_at", "id")
 
 
-def counts() -> dict[str, int]:
-    """How many conversations each filter holds (for the desk's tabs), in one query.
-
-    Distinct ids, because a filter on actions joins a row per action.
+def counts(me: str = "") -> dict[str, int]:
+    """How many conversations each filter holds for ``me`` (for the desk's tabs), in one
+    query. Distinct ids, because a filter on actions joins a row per action.
     """
     return Conversation.objects.aggregate(
-        **{item.key: Count("pk", filter=item.condition, distinct=True) for item in FILTERS}
+        **{item.key: Count("pk", filter=item.condition(me), distinct=True) for item in FILTERS}
     )

@@ -2,7 +2,9 @@
 
 The desk renders each event from :func:`describe` (server-side, escaped by the template), in
 the page and in the JSON the page re-fetches, so both show exactly the same thing. Staff-only
-facts (the desk request id, the staff member) are shown here and never on the wire.
+facts (the desk request id, the staff member) are shown here and never on the wire; so are
+the desk's own events (:func:`describe_private`: private notes, take-overs, assignments),
+which are not in the conversation's log at all.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from poppy_django.desk import wording
-from poppy_django.models import Event, EventType
+from poppy_django.models import DeskEvent, DeskEventKind, Event, EventType
 
 _AUTHORIZATION = {
     "sign_in_required": "The User must sign in",
@@ -39,6 +41,23 @@ class Entry:
     link: str | None = None
     request_id: str | None = None
     by: str = ""
+    #: A row of the conversation's log (what the personal agent reads too).
+    private: bool = False
+
+
+@dataclass(frozen=True)
+class PrivateEntry:
+    """A row only staff read: a private note, a take-over, an assignment or a transfer."""
+
+    id: int
+    kind: str
+    after_seq: int
+    who: str
+    text: str
+    created_at: str
+    created_display: str
+    request_id: str | None = None
+    private: bool = True
 
 
 def describe(event: Event) -> Entry:
@@ -59,6 +78,34 @@ def describe(event: Event) -> Entry:
         request_id=meta.get("request_id"),
         by=by,
     )
+
+
+def describe_private(event: DeskEvent) -> PrivateEntry:
+    """The row staff read for one of the desk's own events (never on the wire)."""
+    return PrivateEntry(
+        id=event.pk,
+        kind=event.kind,
+        after_seq=event.after_seq,
+        who=_private_words(event.kind, event.by, event.other),
+        text=event.text,
+        created_at=event.created_at.isoformat(),
+        created_display=wording.when(event.created_at),
+        request_id=event.request_id or None,
+    )
+
+
+def _private_words(kind: str, by: str, other: str) -> str:
+    if kind == DeskEventKind.NOTE:
+        return f"Private note by {by}"
+    if kind == DeskEventKind.TOOK_OVER:
+        return f"{by} took over from {other}"
+    if kind == DeskEventKind.ASSIGNED:
+        return f"{by} assigned it to {other}" if other != by else f"{by} took it"
+    if kind == DeskEventKind.UNASSIGNED:
+        return f"{by} gave it back to the queue" if other == by else f"{by} unassigned {other}"
+    if kind == DeskEventKind.TRANSFERRED:
+        return f"{by} transferred it to {other}"
+    return f"{kind} by {by}"
 
 
 def _describe(type: str, payload: Any, by: str) -> tuple[str, str, str, list[str], str | None]:

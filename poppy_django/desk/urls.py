@@ -27,6 +27,7 @@ def desk_urls(admin_site: AdminSite) -> list[URLPattern]:
         path("desk/", wrap(views.queue_page), site, name=views.QUEUE),
         path("desk/stream/", wrap(views.queue_stream), site, name=views.QUEUE_STREAM),
         path("desk/alerts.json", wrap(views.alerts_json), site, name=views.ALERTS),
+        path("desk/presence/", wrap(views.presence), site, name=views.PRESENCE),
         path(
             "desk/<str:conversation_id>/",
             wrap(views.conversation_page),
@@ -38,6 +39,12 @@ def desk_urls(admin_site: AdminSite) -> list[URLPattern]:
             wrap(views.events_json),
             site,
             name=views.EVENTS,
+        ),
+        path(
+            "desk/<str:conversation_id>/canned.json",
+            wrap(views.canned_json),
+            site,
+            name=views.CANNED,
         ),
         path(
             "desk/<str:conversation_id>/stream/",

@@ -29,7 +29,14 @@ from poppy_django.desk.permissions import desk_permission
 from poppy_django.engine.broker_health import health
 from poppy_django.errors import PoppyError, error_response
 from poppy_django.fanout import conversation_channel, desk_channel
-from poppy_django.models import ActionRecord, ActionStatus, Conversation, Event, Status
+from poppy_django.models import (
+    ActionRecord,
+    ActionStatus,
+    Conversation,
+    DeskEvent,
+    Event,
+    Status,
+)
 from poppy_django.store import event_log
 
 #: A browser-made request id (``crypto.randomUUID()`` or the page's fallback).
@@ -49,6 +56,8 @@ EVENTS = "poppy_django_conversation_desk_events"
 CONVERSATION_STREAM = "poppy_django_conversation_desk_conversation_stream"
 ACTION = "poppy_django_conversation_desk_action"
 ALERTS = "poppy_django_conversation_desk_alerts"
+PRESENCE = "poppy_django_conversation_desk_presence"
+CANNED = "poppy_django_conversation_desk_canned"
 APPROVAL = "poppy_django_conversation_desk_approval"
 
 
@@ -72,6 +81,8 @@ def _context(request: HttpRequest, admin_site: AdminSite, title: str) -> dict[st
         "opts": Conversation._meta,
         "queue_url": _url(admin_site, QUEUE),
         "alerts_url": _url(admin_site, ALERTS),
+        "presence_url": _url(admin_site, PRESENCE),
+        "presence": service.staff_status(request.user.get_username()),
         "developer": is_developer(request),
         **_health(),
     }
@@ -110,7 +121,8 @@ def _conversation_or_404(conversation_id: str) -> Conversation:
 
 
 def state(conversation: Conversation) -> dict[str, Any]:
-    """The conversation as the desk shows it (staff-only fields included)."""
+    """The conversation as the desk shows it (staff-only fields included): the page's
+    buttons and notices follow this, never what the page guesses."""
     requested = conversation.handoff_requested_at
     return {
         "id": conversation.id,
@@ -118,7 +130,9 @@ def state(conversation: Conversation) -> dict[str, Any]:
         "status_label": wording.status_label(conversation.status, conversation.responder),
         "stalled": wording.stalled(conversation.id),
         "responder": conversation.responder,
-        "assignee": conversation.assignee,
+        # Whom it is with: its holder, or the teammate it is assigned to while it waits.
+        "assignee": service.holder(conversation),
+        "why": wording.why(conversation),
         "handoff_requested_at": requested.isoformat() if requested else None,
         "handoff_requested_display": wording.when(requested),
         "last_seq": conversation.last_seq,
@@ -136,7 +150,8 @@ def queue_page(request: HttpRequest, admin_site: AdminSite) -> HttpResponse:
     """The queue; ``?partial=rows`` answers only the rows (the page re-fetches them live)."""
     chosen = queue.chosen_filter(request.GET.get("status"))
     text = request.GET.get("q", "")
-    rows = list(queue.conversations(chosen.key, text)[: queue.LIMIT])
+    me = request.user.get_username()
+    rows = list(queue.conversations(chosen.key, text, me=me)[: queue.LIMIT])
     # A conversation's page is ``<queue url><id>/`` (see urls.py).
     context: dict[str, Any] = {
         "rows": rows,
@@ -145,7 +160,7 @@ def queue_page(request: HttpRequest, admin_site: AdminSite) -> HttpResponse:
     }
     if request.GET.get("partial") == "rows":
         return render(request, "poppy_django/desk/queue_rows.html", context)
-    counts = queue.counts()
+    counts = queue.counts(me)
     context.update(_context(request, admin_site, "Support desk"))
     context.update(
         {
@@ -180,10 +195,15 @@ def conversation_page(
     page_url = _url(admin_site, CONVERSATION, conversation.id)
     title = f"Conversation with {wording.who(conversation.account_id, conversation.user_id)}"
     context = _context(request, admin_site, title)
+    private = service.desk_events(conversation.id)
+    me = request.user.get_username()
     context.update(
         conversation=conversation,
         state=state(conversation),
-        entries=[transcript.describe(e) for e in shown],
+        entries=_with_private(shown, private, latest=before is None),
+        last_desk_event=private[-1].pk if private else 0,
+        teammates=[mate for mate in service.team() if mate.username != me],
+        canned_url=_url(admin_site, CANNED, conversation.id),
         earlier_url=f"{page_url}?before={shown[0].seq}" if len(window) > EVENTS_PAGE else "",
         latest_url=page_url if shown and shown[-1].seq < conversation.last_seq else "",
         highlight=highlight,
@@ -196,6 +216,22 @@ def conversation_page(
         events_url=_url(admin_site, EVENTS, conversation.id),
     )
     return render(request, "poppy_django/desk/conversation.html", context)
+
+
+def _with_private(
+    shown: list[Event], private: list[DeskEvent], *, latest: bool
+) -> list[transcript.Entry | transcript.PrivateEntry]:
+    """The page's events with the desk's own rows (notes, take-overs, assignments) each
+    after the event it was written after, those of this page's span only."""
+    rows: list[tuple[tuple[int, int, int], transcript.Entry | transcript.PrivateEntry]] = [
+        ((event.seq, 0, 0), transcript.describe(event)) for event in shown
+    ]
+    first = shown[0].seq if shown else 0
+    last = shown[-1].seq if shown and not latest else None
+    for item in private:
+        if item.after_seq >= first and (last is None or item.after_seq <= last):
+            rows.append(((item.after_seq, 1, item.pk), transcript.describe_private(item)))
+    return [row for _, row in sorted(rows, key=lambda pair: pair[0])]
 
 
 def _window_end(request: HttpRequest, conversation: Conversation, highlight: str) -> int | None:
@@ -220,6 +256,9 @@ def events_json(request: HttpRequest, conversation_id: str, admin_site: AdminSit
     if not SEQ.fullmatch(after_text):
         return error_response("invalid_request", "after must be a sequence number.")
     after = int(after_text)
+    desk_after_text = request.GET.get("desk_after", "0")
+    if not SEQ.fullmatch(desk_after_text):
+        return error_response("invalid_request", "desk_after must be a desk event id.")
     page = list(conversation.events.filter(seq__gt=after).order_by("seq")[: EVENTS_PAGE + 1])
     events = []
     for event in page[:EVENTS_PAGE]:
@@ -251,10 +290,26 @@ def events_json(request: HttpRequest, conversation_id: str, admin_site: AdminSit
     health_html = render_to_string(
         "poppy_django/desk/health.html", {**_health(), "developer": is_developer(request)}
     )
+    private = [
+        {
+            "id": entry.id,
+            "after_seq": entry.after_seq,
+            "kind": entry.kind,
+            "request_id": entry.request_id,
+            "html": render_to_string(
+                "poppy_django/desk/desk_event.html", {"item": entry}, request=request
+            ),
+        }
+        for entry in map(
+            transcript.describe_private,
+            service.desk_events(conversation.id, after=int(desk_after_text)),
+        )
+    ]
     return JsonResponse(
         {
             "conversation": state(conversation),
             "events": events,
+            "desk_events": private,
             "has_more": len(page) > EVENTS_PAGE,
             "approvals_html": approvals_html,
             "actions_html": actions_html,
@@ -276,10 +331,15 @@ def _action_log(conversation_id: str) -> list[ActionRecord]:
 @desk_permission
 def alerts_json(request: HttpRequest, admin_site: AdminSite) -> JsonResponse:
     """What every desk page alerts on: how many conversations wait, the longest waiting
-    first (re-read when the live channel nudges)."""
+    first (re-read when the live channel nudges, and every 30 s while a desk page is open,
+    which keeps the staff member present), and their own presence."""
+    me = request.user.get_username()
+    service.staff_seen(me)
     found = alerts.summary()
+    presence = service.staff_status(me)
     return JsonResponse(
         {
+            "me": {"away": presence.away, "available": presence.available},
             "waiting": found.count,
             "conversations": [
                 {
@@ -292,6 +352,34 @@ def alerts_json(request: HttpRequest, admin_site: AdminSite) -> JsonResponse:
                 for item in found.waiting
             ],
         }
+    )
+
+
+@require_POST
+@desk_permission
+def presence(request: HttpRequest, admin_site: AdminSite) -> JsonResponse:
+    """Set oneself away (``{"away": true}``: no new handoffs) or available again."""
+    try:
+        body = _body(request)
+        away = body.get("away")
+        if not isinstance(away, bool):
+            raise PoppyError("invalid_request", "away must be true or false.")
+        status = service.set_away(request.user.get_username(), away)
+    except PoppyError as exc:
+        return exc.response()
+    return JsonResponse({"away": status.away, "available": status.available})
+
+
+@require_GET
+@desk_permission
+def canned_json(request: HttpRequest, conversation_id: str, admin_site: AdminSite) -> JsonResponse:
+    """The canned replies, their placeholders filled for this conversation."""
+    try:
+        replies = service.canned_replies(conversation_id)
+    except PoppyError as exc:
+        return exc.response()
+    return JsonResponse(
+        {"replies": [{"shortcut": r.shortcut, "title": r.title, "text": r.text} for r in replies]}
     )
 
 
@@ -332,6 +420,15 @@ def _text(body: dict[str, Any], name: str) -> str:
     return value.strip()
 
 
+def _optional_text(body: dict[str, Any], name: str) -> str:
+    value = body.get(name, "")
+    if not isinstance(value, str):
+        raise PoppyError("invalid_request", f"{name} must be text.")
+    if len(value) > MAX_TEXT:
+        raise PoppyError("invalid_request", f"{name} is too long.")
+    return value.strip()
+
+
 def _seen(conversation_id: str, body: dict[str, Any]) -> str:
     """The id of the last event the page showed, from its sequence number (``seen``)."""
     seen = body.get("seen")
@@ -356,6 +453,17 @@ ACTIONS: dict[str, Action] = {
         cid, _text(body, "reason"), by=by, request_id=rid
     ),
     "close": lambda cid, body, by, rid: service.close(cid, by=by, request_id=rid),
+    "take_over": lambda cid, body, by, rid: service.take_over(cid, by=by, request_id=rid),
+    "assign": lambda cid, body, by, rid: service.assign(
+        cid, _text(body, "to"), by=by, note=_optional_text(body, "note"), request_id=rid
+    ),
+    "unassign": lambda cid, body, by, rid: service.unassign(cid, by=by, request_id=rid),
+    "transfer": lambda cid, body, by, rid: service.transfer(
+        cid, _text(body, "to"), by=by, note=_optional_text(body, "note"), request_id=rid
+    ),
+    "note": lambda cid, body, by, rid: service.add_note(
+        cid, _text(body, "text"), by=by, request_id=rid
+    ),
 }
 
 
@@ -385,6 +493,15 @@ def _caused(conversation_id: str, request_id: str) -> list[int]:
     )
 
 
+def _caused_privately(conversation_id: str, request_id: str) -> list[int]:
+    """The desk's own events a request id wrote (notes, assignments, take-overs)."""
+    return list(
+        DeskEvent.objects.filter(conversation_id=conversation_id, request_id=request_id)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
 def _perform(
     request: HttpRequest,
     conversation_id: str,
@@ -408,12 +525,16 @@ def _perform(
         request_id = _request_id(body)
         with transaction.atomic():
             event_log.lock(conversation_id)
-            replayed = bool(_caused(conversation_id, request_id)) or done_before(request_id)
+            replayed = (
+                bool(_caused(conversation_id, request_id))
+                or bool(_caused_privately(conversation_id, request_id))
+                or done_before(request_id)
+            )
             if not replayed:
                 run(body, request_id, request.user.get_username())
         conversation = Conversation.objects.get(pk=conversation_id)
     except PoppyError as exc:
-        return exc.response()
+        return _refusal(exc, conversation_id)
     except Conversation.DoesNotExist:
         return error_response("conversation_not_found")
     return JsonResponse(
@@ -422,10 +543,26 @@ def _perform(
             "action": name,
             "request_id": request_id,
             "events": _caused(conversation_id, request_id),
+            "desk_events": _caused_privately(conversation_id, request_id),
             "replayed": replayed,
             "running": running(request_id),
             "conversation": state(conversation),
         }
+    )
+
+
+def _refusal(error: PoppyError, conversation_id: str) -> JsonResponse:
+    """A refused action, with the conversation as it is now: the page shows why (who has
+    it, what arrived) and what it can do next from the server's state, not its own."""
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    if conversation is None:
+        return error.response()
+    return error_response(
+        error.code,
+        error.description,
+        status=error.status,
+        extra={**error.extra, "conversation": state(conversation)},
+        headers=error.headers,
     )
 
 
@@ -434,7 +571,8 @@ def _perform(
 def action(
     request: HttpRequest, conversation_id: str, name: str, admin_site: AdminSite
 ) -> JsonResponse:
-    """Join, reply, leave, unavailable, request_user, close: through poppy_django.service."""
+    """Join, take_over, reply, leave, unavailable, request_user, close, assign, unassign,
+    transfer, note: each one call of poppy_django.service, as the signed-in staff member."""
     perform = ACTIONS.get(name)
     if perform is None:
         return error_response("not_found", f"No desk action {name!r}.")

@@ -37,6 +37,21 @@ def status_label(status: str, responder: str) -> str:
     return AGENT_WORKING if status == Status.WORKING else AGENT_IDLE
 
 
+def why(conversation: Conversation) -> str:
+    """Why a person is needed, while one is (waiting, or with them): the customer asked, or
+    the Company Agent handed it off (with its reason when it gave one)."""
+    if conversation.status == Status.CLOSED or not (
+        conversation.status == Status.QUEUED or conversation.responder == Responder.HUMAN
+    ):
+        return ""
+    if conversation.handoff_initiator == "personal_agent":
+        return "The customer asked for a person"
+    if conversation.handoff_initiator == "company_agent":
+        reason = conversation.handoff_reason.strip()
+        return f"Company Agent: {reason}" if reason else "The Company Agent handed it off"
+    return ""
+
+
 def who(account_id: str | None, user_id: str) -> str:
     """Whom the conversation is with: the signed-in account, else the pairwise User id."""
     if account_id:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import template
 
+from poppy_django import service
 from poppy_django.desk import wording
 from poppy_django.models import Conversation
 
@@ -20,6 +21,18 @@ def desk_status(conversation: Conversation) -> str:
 def desk_who(conversation: Conversation) -> str:
     """``{{ conversation|desk_who }}``: the account, else the pairwise User."""
     return wording.who(conversation.account_id, conversation.user_id)
+
+
+@register.filter
+def desk_why(conversation: Conversation) -> str:
+    """``{{ conversation|desk_why }}``: why a person is needed (the customer, or the agent)."""
+    return wording.why(conversation)
+
+
+@register.filter
+def desk_holder(conversation: Conversation) -> str:
+    """``{{ conversation|desk_holder }}``: whom it is with (holder, or assigned while waiting)."""
+    return service.holder(conversation)
 
 
 @register.filter

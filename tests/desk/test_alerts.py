@@ -12,7 +12,7 @@ from poppy_django import service
 from tests.agents import PersonalAgent
 from tests.desk.conftest import DESK, desk_url, queued
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def alerts(client: Client) -> dict:
@@ -24,7 +24,11 @@ def alerts(client: Client) -> dict:
 def test_alerts_count_the_waiting_longest_first_with_what_the_customer_said(
     desk: Client,
 ) -> None:
-    assert alerts(desk) == {"waiting": 0, "conversations": []}
+    assert alerts(desk) == {
+        "me": {"away": False, "available": True},  # reading it renews the reader's presence
+        "waiting": 0,
+        "conversations": [],
+    }
     first = queued(PersonalAgent(account_id="acct-7"), "Where is my parcel?")
     second = queued(PersonalAgent(), "Can I return boots I wore once?")
     answer = alerts(desk)

@@ -44,13 +44,16 @@ def test_the_queue_counts_every_filter_in_one_query(
         status=ActionStatus.AWAITING_APPROVAL,
     )
     expected = {
-        item.key: Conversation.objects.filter(item.condition).distinct().count()
+        item.key: Conversation.objects.filter(item.condition("sam")).distinct().count()
         for item in queue.FILTERS
     }
     with django_assert_num_queries(1):
-        counted = queue.counts()
+        counted = queue.counts("sam")
     assert counted == expected
     assert counted["approvals"] == 1 and counted["waiting"] == 1 and counted["closed"] == 1
+    # Sam's own: the round robin gave the waiting one to sam, the only one on shift.
+    assert counted["mine"] == 1 and counted["unassigned"] == 0
+    assert queue.counts("bob")["mine"] == 0
     assert desk.get(DESK).status_code == 200
 
 

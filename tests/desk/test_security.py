@@ -17,7 +17,19 @@ from tests.desk.conftest import DESK, desk_url, make_user, new_request_id
 
 pytestmark = pytest.mark.django_db
 
-ACTIONS = ["join", "reply", "leave", "unavailable", "request_user", "close"]
+ACTIONS = [
+    "join",
+    "take_over",
+    "reply",
+    "leave",
+    "unavailable",
+    "request_user",
+    "close",
+    "assign",
+    "unassign",
+    "transfer",
+    "note",
+]
 
 
 @pytest.fixture
@@ -35,12 +47,14 @@ def every_get(conversation_id: str) -> list[str]:
         f"{DESK}alerts.json",
         desk_url(conversation_id),
         desk_url(conversation_id, "events.json"),
+        desk_url(conversation_id, "canned.json"),
         desk_url(conversation_id, "stream/"),
     ]
 
 
 def every_post(conversation_id: str) -> list[str]:
     return [desk_url(conversation_id, f"action/{name}/") for name in ACTIONS] + [
+        f"{DESK}presence/",
         desk_url(conversation_id, "approvals/1/approve/"),
         desk_url(conversation_id, "approvals/1/reject/"),
     ]
