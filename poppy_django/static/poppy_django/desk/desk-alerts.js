@@ -170,6 +170,7 @@
   /* The count, the title, the new arrivals --------------------------------------------------- */
 
   function apply(answer) {
+    document.dispatchEvent(new CustomEvent("poppy:me", { detail: answer.me }));
     waiting = answer.conversations || [];
     count.textContent = String(answer.waiting);
     bar.setAttribute("data-waiting", String(answer.waiting));

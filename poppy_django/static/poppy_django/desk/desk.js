@@ -92,6 +92,16 @@
           tell("poppy:nudge", data);
         }
       });
+      // A change only staff see (a note, a take-over, an assignment): on the desk channel.
+      source.addEventListener("poppy.desk", function (event) {
+        var data = parse(event.data);
+        if (data) {
+          if (handlers.desk) {
+            handlers.desk(data);
+          }
+          tell("poppy:desk", data);
+        }
+      });
       source.addEventListener("poppy.delta", function (event) {
         var data = parse(event.data);
         if (data && handlers.delta) {
@@ -190,6 +200,9 @@
       nudge: function () {
         refresh();
       },
+      desk: function () {
+        refresh(); // assigned, transferred, taken over: the With column and the tabs
+      },
     });
     window.setInterval(refresh, 30000); // belt and braces: a quiet desk is still current
     tickWaits();
@@ -212,6 +225,15 @@
     var health = root.querySelector("[data-health]");
     var csrf = root.querySelector("input[name=csrfmiddlewaretoken]").value;
     var lastSeq = parseInt(root.getAttribute("data-last-seq"), 10) || 0;
+    // The newest private note, take-over or assignment shown (the desk's own log).
+    var lastDesk = parseInt(root.getAttribute("data-last-desk-event"), 10) || 0;
+    var changed = root.querySelector("[data-changed]");
+    var arrivedIds = {}; // events a refused reply was written over: marked in the transcript
+    // The newest event of an unbroken run this page's own actions wrote after lastSeq (a
+    // join's state change): not news to this person, so a reply may be written over it.
+    var ownThrough = 0;
+    var stream = null; // the live stream's current EventSource, once connected
+    var taken = root.querySelector("[data-taken]");
     var state = parse(document.getElementById("poppy-state").textContent) || {};
     var pending = {}; // request id -> {row, action, events, answered}
     var seenStray = {}; // "request id/seq" already listed in diagnostics
@@ -236,10 +258,31 @@
       tickWaits();
     }
 
+    /* Who has it, as this person reads it: the state always comes from the server. */
+    function ownerNotice(next) {
+      var notice = root.querySelector("[data-owner]");
+      var holder = next.assignee;
+      notice.textContent = "";
+      notice.hidden = true;
+      if (next.closed || !holder || holder === me) {
+        if (holder === me && next.status === "queued") {
+          notice.textContent = "Assigned to you: join to answer.";
+          notice.hidden = false;
+          notice.setAttribute("data-kind", "mine");
+        }
+        return;
+      }
+      notice.textContent =
+        holder + (next.responder === "human" ? " has this conversation." : " is assigned this conversation.") +
+        " Take over to answer it yourself.";
+      notice.setAttribute("data-kind", "other");
+      notice.hidden = false;
+    }
+
     function applyState(next) {
       var waitingChanged = next.handoff_requested_at !== state.handoff_requested_at;
       state = next;
-      ["status_label", "assignee"].forEach(function (name) {
+      ["status_label", "assignee", "why"].forEach(function (name) {
         var cell = root.querySelector('[data-field="' + name + '"]');
         if (cell) {
           cell.textContent = next[name] || "—";
@@ -252,21 +295,35 @@
       root.querySelectorAll("[data-stalled]").forEach(function (element) {
         element.hidden = !next.stalled;
       });
-      root.querySelectorAll("[data-needs]").forEach(function (button) {
-        var need = button.getAttribute("data-needs");
+      var holder = next.assignee;
+      var other = !!holder && holder !== me;
+      var holding = next.responder === "human" && holder === me;
+      root.querySelectorAll("[data-needs]").forEach(function (control) {
         var ok = !next.closed;
-        if (need === "joinable") {
-          // Joined already: Join again would change nothing.
-          ok = ok && !(next.responder === "human" && next.assignee === me);
-        } else if (need === "human") {
-          ok = ok && next.responder === "human";
-        } else if (need === "queued") {
-          ok = ok && next.status === "queued";
-        } else if (need === "undirected") {
-          ok = ok && !next.direct;
+        control.getAttribute("data-needs").split(" ").forEach(function (need) {
+          if (need === "joinable") {
+            ok = ok && !holding && !other; // held by someone else: Take over instead
+          } else if (need === "other") {
+            ok = ok && other;
+          } else if (need === "holding") {
+            ok = ok && holding;
+          } else if (need === "free") {
+            ok = ok && !other; // Send joins first when no one has it
+          } else if (need === "queued") {
+            ok = ok && next.status === "queued";
+          } else if (need === "assigned") {
+            ok = ok && !!holder;
+          } else if (need === "undirected") {
+            ok = ok && !next.direct;
+          }
+        });
+        if (control.hasAttribute("data-hide-unless")) {
+          control.hidden = !ok;
         }
-        button.disabled = !ok;
+        control.disabled = !ok;
       });
+      ownerNotice(next);
+      root.setAttribute("data-holder", holder || "");
     }
 
     /* Pending rows: one per request id, settled by that id only. */
@@ -355,13 +412,66 @@
       writing.hidden = false;
     }
 
+    /* A note, a take-over or an assignment sits after the event it was written after. */
+    function placeDeskEvent(item) {
+      var anchor = transcript.querySelector('[data-seq="' + item.after_seq + '"]');
+      if (!anchor) {
+        transcript.insertAdjacentHTML("beforeend", item.html); // escaped by the server
+        return;
+      }
+      while (anchor.nextElementSibling && anchor.nextElementSibling.hasAttribute("data-desk-event")) {
+        anchor = anchor.nextElementSibling;
+      }
+      anchor.insertAdjacentHTML("afterend", item.html); // escaped by the server
+    }
+
+    /* A reply refused because the conversation moved on: say what arrived, keep the text. */
+    function showChanged(refusal) {
+      var arrived = refusal.arrived || [];
+      changed.textContent = "";
+      var title = document.createElement("strong");
+      title.textContent = "Not sent: " + (refusal.error_description || "the conversation changed.");
+      changed.appendChild(title);
+      var list = document.createElement("ul");
+      arrived.forEach(function (event) {
+        var item = document.createElement("li");
+        item.setAttribute("data-arrived", event.id || "");
+        if (event.type === "message" && event.message) {
+          var message = event.message;
+          // The transcript's words for who wrote it.
+          var who = message.role === "company"
+            ? (message.sender === "human" ? "A person" : "Company Agent")
+            : (message.sender === "human" ? "User (in person)" : "Personal agent");
+          item.textContent = who + ": " + (message.text || "(no text)");
+        } else if (event.type === "state") {
+          item.textContent = "The conversation's state changed";
+        } else {
+          item.textContent = event.type || "event";
+        }
+        list.appendChild(item);
+      });
+      changed.appendChild(list);
+      var hint = document.createElement("p");
+      hint.textContent = "Your reply is still in the box: read what arrived, then send again.";
+      changed.appendChild(hint);
+      changed.hidden = false;
+      arrived.forEach(function (event) {
+        arrivedIds[event.id] = true;
+        var row = event.id ? document.getElementById(event.id) : null;
+        if (row) {
+          row.classList.add("poppy-arrived");
+        }
+      });
+      refill(); // the rows not shown yet are marked as they come in
+    }
+
     /* Fetch every event after lastSeq (page by page) and append it. */
     function refill() {
       if (fetching) {
         again = true;
         return fetching;
       }
-      fetching = fetch(eventsUrl + "?after=" + lastSeq, {
+      fetching = fetch(eventsUrl + "?after=" + lastSeq + "&desk_after=" + lastDesk, {
         credentials: "same-origin",
         headers: { Accept: "application/json" },
       })
@@ -378,6 +488,9 @@
               return;
             }
             transcript.insertAdjacentHTML("beforeend", event.html); // escaped by the server
+            if (arrivedIds[event.id]) {
+              transcript.lastElementChild.classList.add("poppy-arrived");
+            }
             lastSeq = event.seq;
             correlate(event.request_id, event.seq, event.type, "transcript");
             if (event.type === "message") {
@@ -385,6 +498,17 @@
               deltas = {};
             }
           });
+          (page.desk_events || []).forEach(function (item) {
+            if (item.id <= lastDesk) {
+              return;
+            }
+            placeDeskEvent(item);
+            lastDesk = item.id;
+            correlate(item.request_id, "d" + item.id, item.kind, "transcript");
+          });
+          if (stream && stream() && stream().readyState === EventSource.OPEN) {
+            setLive("Live", "live"); // read again after a failed re-read: say so
+          }
           approvalsList.innerHTML = page.approvals_html; // escaped by the server
           actionLog.innerHTML = page.actions_html; // escaped by the server
           health.innerHTML = page.health_html; // escaped by the server
@@ -438,14 +562,30 @@
           entry.answered = true;
           if (!answer.ok) {
             markPending(entry, "failed", "refused: " + (answer.json.error_description || answer.json.error || answer.status));
+            if (answer.json.conversation) {
+              applyState(answer.json.conversation); // who has it now, what can be done
+            }
+            if (answer.json.error === "conversation_changed") {
+              showChanged(answer.json);
+            }
             return false;
           }
+          if (body.seen !== undefined) {
+            changed.hidden = true;
+          }
+          (answer.json.events || []).slice().sort(function (a, b) {
+            return a - b;
+          }).forEach(function (seq) {
+            if (seq === Math.max(lastSeq, ownThrough) + 1) {
+              ownThrough = seq;
+            }
+          });
           if (answer.json.running && entry.row.getAttribute("data-state") === "pending") {
             // An approval: recorded; a worker runs it and its outcome (carrying this
             // request id) settles the row when it arrives on the live stream.
             markPending(entry, "pending", "approved; running…");
             refill();
-          } else if (!answer.json.events.length) {
+          } else if (!answer.json.events.length && !(answer.json.desk_events || []).length) {
             markPending(entry, "settled", "no change");
           } else if (entry.row.getAttribute("data-state") === "pending") {
             markPending(entry, "pending", "accepted; waiting for its events…");
@@ -467,7 +607,7 @@
     root.querySelectorAll("[data-action]").forEach(function (button) {
       button.addEventListener("click", function () {
         var question = button.getAttribute("data-confirm");
-        if (question && !window.confirm(question)) {
+        if (question && !window.confirm(question.replace("{holder}", state.assignee || "them"))) {
           return;
         }
         post(actionUrl(button.getAttribute("data-action")), {}, button.textContent.trim());
@@ -477,17 +617,29 @@
     root.querySelectorAll("form[data-form]").forEach(function (form) {
       form.addEventListener("submit", function (event) {
         event.preventDefault();
-        var name = form.getAttribute("data-form");
-        var field = form.querySelector("textarea, input[name]");
+        var submitter = event.submitter && event.submitter.name === "action" ? event.submitter : null;
+        var name = submitter ? submitter.value : form.getAttribute("data-form");
+        var fields = form.querySelectorAll("textarea[name], input[name], select[name]");
         var body = {};
-        body[field.name] = field.value;
+        fields.forEach(function (field) {
+          body[field.name] = field.value;
+        });
         if (name === "reply") {
-          body.seen = lastSeq; // refused if anything arrived after what is shown
+          // Refused if anything arrived after what this page shows (or wrote itself).
+          body.seen = Math.max(lastSeq, ownThrough);
         }
-        var label = form.querySelector("button").textContent.trim();
+        var question = submitter && submitter.getAttribute("data-confirm");
+        if (question && !window.confirm(question)) {
+          return;
+        }
+        var label = (submitter || form.querySelector("button[type=submit]")).textContent.trim();
         post(actionUrl(name), body, label).then(function (ok) {
           if (ok) {
-            field.value = "";
+            fields.forEach(function (field) {
+              if (field.tagName.toLowerCase() !== "select") {
+                field.value = "";
+              }
+            });
           }
         });
       });
@@ -504,7 +656,7 @@
       post(pageUrl + "approvals/" + record + "/" + decision + "/", {}, decision === "approve" ? "Approve" : "Reject");
     });
 
-    connect(root.getAttribute("data-stream-url"), {
+    stream = connect(root.getAttribute("data-stream-url"), {
       opened: function () {
         refill();
       },
@@ -517,7 +669,22 @@
           refill();
         }
       },
+      desk: function (data) {
+        if (data.conversation_id !== conversationId) {
+          return;
+        }
+        if (data.kind === "took_over" && data.other === me && data.by !== me) {
+          // Taken from this person: say so until they have read it.
+          taken.querySelector("[data-taken-text]").textContent =
+            data.by + " took over this conversation from you: your replies are no longer sent.";
+          taken.hidden = false;
+        }
+        refill();
+      },
       delta: showDelta,
+    });
+    taken.querySelector("button").addEventListener("click", function () {
+      taken.hidden = true;
     });
     window.setInterval(refill, 20000); // belt and braces under a silent stream
 
