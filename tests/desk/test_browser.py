@@ -98,14 +98,17 @@ def test_a_support_agent_handles_a_handoff_live(server: Site) -> None:
             assert re.search(r"\(\d+ (s|min) ago\)$", waiting_since), waiting_since
             assert not re.search(r"\d{4}-\d\d-\d\dT", waiting_since), waiting_since
             assert not page.is_disabled("button[data-action=join]")
+            # The round robin gave it to Sam, the one on shift: it waits for Sam.
+            assert page.text_content("[data-field=assignee]") == "sam"
+            assert "Assigned to you" in page.text_content("[data-owner]")
             page.click("button[data-action=join]")
             settled(page, 1)
-            page.wait_for_function(
-                "document.querySelector('[data-field=assignee]').textContent === 'sam'"
-            )
             # Joined: the status says so (the wire's "idle" is not what staff read), and
             # Join is disabled while Sam holds the conversation.
-            assert page.text_content("[data-field=status_label]") == "with a person"
+            page.wait_for_function(
+                "document.querySelector('[data-field=status_label]').textContent"
+                " === 'with a person'"
+            )
             assert page.is_disabled("button[data-action=join]")
             assert page.text_content("[data-field=handoff_requested_at]") == "—"
             reply = "Hi, I am Sam from Acme. How can I help?"
