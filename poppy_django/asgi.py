@@ -19,7 +19,10 @@ client that never finishes is not waited on. Every other path is passed through 
 
 It also runs each endpoint request on a request thread lent from a pool
 (:func:`poppy_django.threads.lent_request_thread`) instead of the two threads Django's
-handler starts and joins for every request.
+handler starts and joins for every request, and each request of MCP, feedback, Mediated
+Sign-In, browser sessions and the authority on one of at most ``POPPY["CHANNEL_THREADS"]``
+lent threads (:class:`poppy_django.threads.ChannelThreads`; more wait, holding none): their
+database connections are bounded by that setting, not by a burst of clients.
 
 It also speaks the ASGI **lifespan** protocol, which Django's handler refuses (uvicorn then
 prints "ASGI 'lifespan' protocol appears unsupported." at every start): startup and
@@ -39,7 +42,7 @@ from django.urls import Resolver404, resolve
 from poppy_django.addresses import is_endpoint_path
 from poppy_django.conf import DEFAULTS, poppy_settings
 from poppy_django.errors import error_response
-from poppy_django.threads import lent_request_thread
+from poppy_django.threads import channel_threads, lent_request_thread
 
 Scope = dict[str, Any]
 Message = Mapping[str, Any]
@@ -59,6 +62,9 @@ _KINDS: dict[tuple[str | None, str | None], str] = {
     ("poppy_authority", "browser-session"): "browser_session",
     ("poppy_authority", None): "authority",
 }
+
+#: The route kinds whose requests are short (no waiting): run on the bounded channel threads.
+_BOUNDED_KINDS = frozenset({"mcp", "feedback", "sign_in", "browser_session", "authority"})
 
 
 def route_kind(path_info: str) -> str | None:
@@ -102,10 +108,13 @@ class PoppyBodyLimit:
             await _refuse(send, "request_too_large", f"Bodies are limited to {limit} bytes.")
             return
         limited = _counting(receive, send, limit, float(poppy_settings.BODY_READ_SECONDS))
-        if kind != "endpoint":
-            await self.app(scope, *limited)
-            return
-        async with lent_request_thread():
+        if kind == "endpoint":
+            async with lent_request_thread():
+                await self.app(scope, *limited)
+        elif kind in _BOUNDED_KINDS:
+            async with channel_threads(poppy_settings.CHANNEL_THREADS).lent():
+                await self.app(scope, *limited)
+        else:
             await self.app(scope, *limited)
 
 

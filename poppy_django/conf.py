@@ -95,6 +95,9 @@ DEFAULTS: dict[str, Any] = {
     },
     # The most seconds a request's body may take to arrive on those routes (then 408).
     "BODY_READ_SECONDS": 20,
+    # Request threads (each with its database connection) per process for MCP, feedback,
+    # Mediated Sign-In, browser sessions and the authority's routes (PoppyBodyLimit).
+    "CHANNEL_THREADS": 8,
     # Events older than this many seconds may be pruned; None keeps everything.
     "RETENTION_SECONDS": None,
     # Import string of the token verifier: callable({method, url, headers}) -> Principal.
@@ -411,6 +414,7 @@ class PoppySettings(TypedSettings):
     #: Route kind ("mcp", "feedback", ...) -> bytes, merged over the defaults.
     BODY_LIMITS = Setting(mapping)
     BODY_READ_SECONDS = Setting(number)
+    CHANNEL_THREADS = Setting(integer)
     RETENTION_SECONDS = Setting(optional_number)
     #: callable(RequestInfo) -> Principal, raising or returning an AuthRefusal.
     AUTHENTICATE: Setting[Callable[..., Any] | None] = Setting(imported)

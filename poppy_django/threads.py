@@ -21,6 +21,7 @@ fails loudly when the behaviour changes). A later thread-sensitive call of the s
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -119,14 +120,53 @@ request_threads = RequestThreads()
 
 
 @asynccontextmanager
-async def lent_request_thread() -> AsyncIterator[None]:
-    """Run the block's thread-sensitive calls (the request's) on a thread lent for it."""
-    executor, loan = request_threads.lend()
+async def lent_request_thread(threads: RequestThreads | None = None) -> AsyncIterator[None]:
+    """Run the block's thread-sensitive calls (the request's) on a thread lent for it (from
+    ``threads``, by default the endpoint's :data:`request_threads`)."""
+    threads = threads or request_threads
+    executor, loan = threads.lend()
     try:
         async with ThreadSensitiveContext(executor=executor):
             yield
     finally:
-        request_threads.give_back(executor, loan)  # unless given back while it waited
+        threads.give_back(executor, loan)  # unless given back while it waited
+
+
+class ChannelThreads:
+    """At most ``most`` request threads at once for the other channels' requests, in this
+    process: each keeps its database connection for the next request (``CONN_MAX_AGE``), so
+    the connections these requests hold are bounded by configuration, never by how many
+    clients arrive at once. A request beyond the bound waits for a thread, holding none."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self.threads = RequestThreads(keep=most)
+        self._slots: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+        self._lock = threading.Lock()
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        with self._lock:  # one semaphore per event loop (a server runs one)
+            found = self._slots.get(loop)
+            if found is None:
+                found = self._slots[loop] = asyncio.Semaphore(self.most)
+            return found
+
+    @asynccontextmanager
+    async def lent(self) -> AsyncIterator[None]:
+        async with self._semaphore(), lent_request_thread(self.threads):
+            yield
+
+
+_channel_threads: ChannelThreads | None = None
+
+
+def channel_threads(most: int) -> ChannelThreads:
+    """This process's :class:`ChannelThreads` (made at the first channel request)."""
+    global _channel_threads
+    if _channel_threads is None or _channel_threads.most != most:
+        _channel_threads = ChannelThreads(most)
+    return _channel_threads
 
 
 def release_request_thread() -> None:

@@ -9,6 +9,7 @@ is sent, a body that never finishes).
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import ssl
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.authority.shipped import ACCOUNTS, DOMAIN, PASSWORD, ShippedAcme, shipped_acme
+from tests.authority.shipped import ACCOUNTS, DOMAIN, ORIGIN, PASSWORD, ShippedAcme, shipped_acme
 from tests.authority.shipped_agent import ATLAS, Agent
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
@@ -224,3 +225,56 @@ def test_a_body_that_never_finishes_is_not_waited_on(acme: ShippedAcme) -> None:
     for (path, _), (status, answer, _) in zip(CHANNEL_ROUTES, asyncio.run(scenario()), strict=True):
         assert status == 408, (path, answer[:300])
         assert b"request_timeout" in answer
+
+
+def _connections(acme: ShippedAcme) -> int:
+    """PostgreSQL connections open to the deployment's database now."""
+    rows = acme.cluster.pg(
+        f"SELECT count(*) FROM pg_stat_activity WHERE datname = '{acme.cluster.name}'"
+    )
+    return int(rows[0][0])
+
+
+def test_a_burst_on_each_channel_is_served_within_the_configured_connections(
+    acme: ShippedAcme,
+) -> None:
+    """50 requests at once on each channel route: the web process's connections grow by at
+    most ``POPPY["CHANNEL_THREADS"]`` (8, shipped), whatever the burst."""
+    burst = 50
+
+    async def scenario() -> tuple[int, int, list[int]]:
+        atlas = Agent(acme)
+        await atlas.discover()
+        user = "usr_limits_burst_0000001"
+        session = await atlas.session(user)
+        feedback = json.dumps({"task": "track a parcel", "description": "burst"}).encode()
+
+        async def report() -> httpx.Response:
+            return await atlas.transport.request(
+                "POST",
+                f"{ORIGIN}/poppy/feedback",
+                token=session,
+                headers={"Content-Type": "application/json"},
+                content=feedback,
+                **atlas.who(user),
+            )
+
+        async def mcp(http: httpx.AsyncClient) -> httpx.Response:
+            return await http.post(f"{ORIGIN}/poppy/mcp", json={"jsonrpc": "2.0", "id": 1})
+
+        before = _connections(acme)
+        statuses: list[int] = []
+        async with acme.client() as http:
+            rounds = [
+                lambda: atlas.session(f"usr_limits_burst_{n:07d}") for n in range(2, burst + 2)
+            ]
+            started = await asyncio.gather(*(start() for start in rounds))
+            statuses += [200 for _ in started]
+            for make in (report, lambda: mcp(http)):
+                answers = await asyncio.gather(*(make() for _ in range(burst)))
+                statuses += [a.status_code for a in answers]
+        return before, _connections(acme), statuses
+
+    before, after, statuses = asyncio.run(scenario())
+    assert not [s for s in statuses if s >= 500], statuses
+    assert after - before <= 8, (before, after)
