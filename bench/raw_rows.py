@@ -1,5 +1,5 @@
 """A read's two statements built into model instances: ``RawQuerySet`` against
-``store.instances.fetch``, in one process, rounds alternated.
+``StoreBackend.fetch`` (:mod:`poppy_django.store.backends`), in one process, rounds alternated.
 
     DATABASE_URL=postgres://... DJANGO_DEBUG=0 POPPY_DEV_AUTHORITY=0 \\
     .venv/bin/python bench/raw_rows.py [--rounds 5] [--reads 500] [--events 6]
@@ -35,11 +35,12 @@ def main() -> None:
     setup_django()
 
     from poppy_django.models import Conversation, Event
-    from poppy_django.store import instances, reading, statements
+    from poppy_django.store import backends, reading
 
     conversation = conversation_with(args.events)
-    state_sql = statements.conversation_by_id(reading.READ_FIELDS)
-    events_sql = statements.events_in_range(reading.EVENT_FIELDS)
+    store = backends.for_alias("default")
+    state_sql = store.sql.conversation_by_id(reading.READ_FIELDS)
+    events_sql = store.sql.events_in_range(reading.EVENT_FIELDS)
     events_params = [conversation.pk, max(0, conversation.last_seq - 4), conversation.last_seq, 51]
 
     def raw_queryset() -> list[Event]:
@@ -47,8 +48,8 @@ def main() -> None:
         return list(Event.objects.raw(events_sql, events_params))
 
     def fetch() -> list[Event]:
-        instances.fetch(Conversation, state_sql, [conversation.pk])
-        return instances.fetch(Event, events_sql, events_params)
+        store.fetch(Conversation, state_sql, [conversation.pk])
+        return store.fetch(Event, events_sql, events_params)
 
     expected = [event.to_wire() for event in raw_queryset()]
     if [event.to_wire() for event in fetch()] != expected:

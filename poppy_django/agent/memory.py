@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from django.db import connections, router
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from poppy_django.conf import poppy_settings
 from poppy_django.models import AgentThread, AgentThreadEntry
-from poppy_django.store import statements
+from poppy_django.store import backends
 
 
 def append(thread: AgentThread, entries: Sequence[dict[str, str]]) -> None:
@@ -42,34 +41,9 @@ def append_to(root_id: str, actor_id: str, entries: Sequence[dict[str, str]]) ->
     two elsewhere. A turn does it every commit."""
     if not entries:
         return
-    now = timezone.now()
-    connection = connections[router.db_for_write(AgentThread)]
-    count = len(entries)
-    in_one_statement = connection.vendor == "postgresql"
-    with connection.cursor() as cursor:
-        if in_one_statement:
-            cursor.execute(
-                statements.thread_entries_appended(),
-                [
-                    *(count, now, root_id, actor_id, count, now),
-                    list(range(1, count + 1)),
-                    [entry["role"] for entry in entries],
-                    [entry["text"] for entry in entries],
-                ],
-            )
-        else:
-            cursor.execute(statements.thread_positions_taken(), [count, now, root_id, actor_id])
-        row = cursor.fetchone()
-    if row is None:
+    backend = backends.for_writing(AgentThread)
+    if not backend.append_entries(root_id, actor_id, entries, timezone.now(), AgentThreadEntry):
         raise AgentThread.DoesNotExist(f"no thread of {actor_id!r} in {root_id}")
-    if not in_one_statement:  # the positions taken: now the entries
-        thread_id, last = row
-        AgentThreadEntry.objects.bulk_create(
-            AgentThreadEntry(
-                thread_id=thread_id, position=last - count + 1 + i, role=e["role"], text=e["text"]
-            )
-            for i, e in enumerate(entries)
-        )
 
 
 def window(thread: AgentThread) -> list[dict[str, str]]:
@@ -81,12 +55,9 @@ def window_of(root_id: str, actor_id: str) -> list[dict[str, str]]:
     """:func:`window` of the actor's thread in a conversation, without reading the thread's
     row first (one statement, written out: a turn runs it every time); empty when the thread
     has no entries or does not exist."""
-    connection = connections[router.db_for_read(AgentThreadEntry)]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            statements.thread_window(), [root_id, actor_id, poppy_settings.THREAD_HISTORY_ENTRIES]
-        )
-        newest = cursor.fetchall()
+    newest = backends.for_reading(AgentThreadEntry).thread_window(
+        root_id, actor_id, poppy_settings.THREAD_HISTORY_ENTRIES
+    )
     return [{"role": role, "text": text} for role, text in reversed(newest)]
 
 

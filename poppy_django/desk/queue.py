@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.db import connections
-from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import (
     Case,
     Count,
@@ -28,6 +26,7 @@ from django.db.models.fields.json import KT
 
 from poppy_django.desk.wording import stalled_annotation
 from poppy_django.models import ActionStatus, Conversation, Event, EventType, Responder, Status
+from poppy_django.store import backends
 
 
 @dataclass(frozen=True)
@@ -81,20 +80,9 @@ def search(queryset: QuerySet[Conversation], text: str) -> QuerySet[Conversation
     if not text:
         return queryset
     by_id = Q(id__icontains=text) | Q(client_id__icontains=text) | Q(account_id__icontains=text)
-    return queryset.filter(by_id | Q(Exists(_messages_saying(text, connections[queryset.db]))))
-
-
-def _messages_saying(text: str, connection: BaseDatabaseWrapper) -> QuerySet[Event]:
-    """The row's messages whose text matches: full-text on PostgreSQL (words, stemmed, as a
-    web search box reads them), a case-insensitive part of the text elsewhere."""
     messages = Event.objects.filter(conversation=OuterRef("pk"), type=EventType.MESSAGE)
-    if connection.vendor != "postgresql":
-        return messages.filter(payload__message__text__icontains=text)
-    from django.contrib.postgres.search import SearchQuery, SearchVector
-
-    return messages.annotate(
-        words=SearchVector(KT("payload__message__text"), config=SEARCH_CONFIG)
-    ).filter(words=SearchQuery(text, search_type="websearch", config=SEARCH_CONFIG))
+    saying = backends.for_alias(queryset.db).messages_saying(messages, text, SEARCH_CONFIG)
+    return queryset.filter(by_id | Q(Exists(saying)))
 
 
 def last_said() -> Subquery:

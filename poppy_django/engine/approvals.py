@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import connections, router, transaction
+from django.db import transaction
 
 from poppy_django import ids, observe
 from poppy_django.agent import actions, memory, registry
@@ -35,7 +35,7 @@ from poppy_django.models import (
     Event,
     Status,
 )
-from poppy_django.store import event_log, statements
+from poppy_django.store import backends, event_log
 from poppy_django.verifier import Actor
 
 logger = logging.getLogger("poppy_django.approvals")
@@ -57,9 +57,7 @@ def tool_context(record: ActionRecord, conversation: Conversation, *, by: str) -
 
 def approved_ids(conversation_id: str) -> list[int]:
     """The conversation's actions staff approved and no worker ran yet, oldest first."""
-    with connections[router.db_for_write(ActionRecord)].cursor() as cursor:
-        cursor.execute(statements.actions_in_status(), [conversation_id, ActionStatus.APPROVED])
-        return [row[0] for row in cursor.fetchall()]
+    return backends.for_writing(ActionRecord).action_ids(conversation_id, ActionStatus.APPROVED)
 
 
 def run_approved(conversation_id: str, owner: str) -> None:

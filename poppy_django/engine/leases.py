@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from poppy_django.conf import poppy_settings
 from poppy_django.models import Conversation
-from poppy_django.store import event_log, instances, statements
+from poppy_django.store import backends, event_log
 
 #: How often a turn waiting for a busy agent thread checks it again, in seconds.
 THREAD_POLL_SECONDS = 0.2
@@ -57,31 +57,21 @@ def acquire_locked(conversation_id: str, owner: str) -> Conversation | None:
     """In a transaction: :func:`acquire`, and the conversation row-locked until the
     transaction ends when it was taken (None: another worker holds it). On PostgreSQL one
     statement: the lease's ``UPDATE`` returns the row it locked."""
-    alias = router.db_for_write(Conversation)
-    if connections[alias].vendor != "postgresql":
-        return event_log.lock(conversation_id) if acquire(conversation_id, owner) else None
     parameters = _take_parameters(conversation_id, owner, "lease_expires_at")
-    taken = instances.fetch(
-        Conversation, statements.lease_taken_and_locked(), parameters, using=alias
-    )
-    return taken[0] if taken else None
+    return backends.for_writing(Conversation).take_and_lock(conversation_id, parameters)
 
 
 def _take(pk: str, owner: str, owner_field: str, until_field: str) -> bool:
     """One conditional UPDATE: ``owner`` holds the row's lease (or thread) until
     :func:`lease_until` unless another owner holds it unexpired."""
-    database = connections[router.db_for_write(Conversation)]
-    with database.cursor() as cursor:
-        cursor.execute(
-            statements.lease_taken(owner_field, until_field),
-            _take_parameters(pk, owner, until_field),
-        )
-        return cursor.rowcount == 1
+    return backends.for_writing(Conversation).take(
+        owner_field, until_field, _take_parameters(pk, owner, until_field)
+    )
 
 
 def _take_parameters(pk: str, owner: str, until_field: str) -> list[Any]:
-    """:func:`statements.lease_taken`'s parameters: the owner, until when, the id, now, the
-    owner again."""
+    """:meth:`~poppy_django.store.statements.Statements.lease_taken`'s parameters: the owner,
+    until when, the id, now, the owner again."""
     database = connections[router.db_for_write(Conversation)]
     until = cast(models.DateTimeField, Conversation._meta.get_field(until_field))
     return [
@@ -216,10 +206,4 @@ class Holder:
 def renew_all(owners: list[str]) -> set[str]:
     """Renew, in one statement, every conversation lease and agent thread these owners hold;
     the owners whose conversation lease was renewed (the others lost theirs)."""
-    database = connections[router.db_for_write(Conversation)]
-    until = cast(models.DateTimeField, Conversation._meta.get_field("lease_expires_at"))
-    moment = until.get_db_prep_value(lease_until(), database)
-    statement, parameters = statements.leases_renewed(database.vendor, owners, moment)
-    with database.cursor() as cursor:
-        cursor.execute(statement, parameters)
-        return {row[0] for row in cursor.fetchall()} & set(owners)
+    return backends.for_writing(Conversation).renew(owners, lease_until())

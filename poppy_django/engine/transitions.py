@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db import connections, router, transaction
+from django.db import transaction
 
 from poppy_django import ids, observe, signals
 from poppy_django.agent import memory
@@ -42,7 +42,7 @@ from poppy_django.models import (
     Responder,
     Status,
 )
-from poppy_django.store import event_log, instances, statements, wire
+from poppy_django.store import backends, event_log, wire
 from poppy_django.verifier import Actor, Principal
 
 logger = logging.getLogger("poppy_django.turns")
@@ -92,11 +92,11 @@ def pending_messages(conversation: Conversation, upto_seq: int | None = None) ->
     message is appended meanwhile, so ``last_seq`` bounds them.
     """
     upto = conversation.last_seq if upto_seq is None else upto_seq
-    events = instances.fetch(
+    backend = backends.for_writing(Event)
+    events = backend.fetch(
         Event,
-        statements.messages_in_range(),
+        backend.sql.messages_in_range(),
         [conversation.id, conversation.answered_seq, upto, EventType.MESSAGE, "user"],
-        using=router.db_for_write(Event),
     )
     return [event for event in events if wire.starts_turn(event.payload["message"])]
 
@@ -280,13 +280,9 @@ def _reply_written_and_actions_approved(
     retried turn's), and whether staff approved actions meanwhile. Read after the lock, not
     in the locking read: under READ COMMITTED that read's subqueries would see the world
     before it waited for the lock."""
-    with connections[router.db_for_write(Conversation)].cursor() as cursor:
-        cursor.execute(
-            statements.reply_written_and_actions_approved(),
-            [conversation.id, message_id, conversation.id, ActionStatus.APPROVED],
-        )
-        written, approved = cursor.fetchone()
-    return bool(written), bool(approved)
+    return backends.for_writing(Conversation).reply_written_and_actions_approved(
+        conversation.id, message_id, ActionStatus.APPROVED
+    )
 
 
 def fail(slot: TurnSlot, owner: str, error: str) -> None:

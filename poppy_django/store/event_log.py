@@ -16,12 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connections, models, router, transaction
+from django.db import models, router, transaction
 
 from poppy_django import fanout
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event, EventType, Status
-from poppy_django.store import instances, statements
+from poppy_django.store import backends
 
 
 def lock(conversation_id: str) -> Conversation:
@@ -29,19 +29,15 @@ def lock(conversation_id: str) -> Conversation:
     alias = router.db_for_write(Conversation)
     if not transaction.get_connection(alias).in_atomic_block:
         raise RuntimeError("event_log.lock() needs a transaction.atomic() block.")
-    statement = statements.conversation_locked(connections[alias].vendor)
-    found = instances.fetch(Conversation, statement, [conversation_id], using=alias)
-    if not found:
+    found = backends.for_alias(alias).locked_conversation(conversation_id)
+    if found is None:
         raise PoppyError("conversation_not_found")
-    return found[0]
+    return found
 
 
 def has_message(conversation: Conversation, message_id: str) -> bool:
     """Whether the conversation already has an event with ``message_id`` (a reply written)."""
-    alias = router.db_for_write(Event)
-    with connections[alias].cursor() as cursor:
-        cursor.execute(statements.message_id_taken(), [conversation.id, message_id])
-        return cursor.fetchone() is not None
+    return backends.for_writing(Event).has_message(conversation.id, message_id)
 
 
 @dataclass
@@ -76,9 +72,11 @@ def one_write(
 
     ``rows``: unsaved rows the block adds to this list (a message's receipt) are inserted
     with the events and the row; on PostgreSQL all of it is one statement, one round trip
-    (:func:`poppy_django.store.statements.written_at_once`; the events then get no ``pk`` back,
-    and no model ``save`` signals are sent). An empty list asks for that one statement for
-    the events and the row alone (a turn's reply and its ``answered_seq``).
+    (:meth:`poppy_django.store.backends.PostgreSQLBackend.write`; the events then get no ``pk``
+    back). An empty list asks for that one statement for the events and the row alone (a
+    turn's reply and its ``answered_seq``). The conversation's row and the rows get the
+    model signals ``save()`` sends on every database; the events none (``bulk_create``). On
+    PostgreSQL a row's generated key is not read back (a receipt's ``pk`` stays None).
     """
     if _pending(conversation) is not None:
         if rows is not None:
@@ -91,27 +89,9 @@ def one_write(
         yield conversation
     finally:
         del conversation.__dict__[_PENDING]
-    alias = router.db_for_write(Conversation)
-    connection = connections[alias]
-    anything = bool(rows or pending.events or pending.fields)
-    if rows is not None and anything and connection.vendor == "postgresql":
-        by_model: dict[type[models.Model], list[models.Model]] = {}
-        for row in rows:
-            by_model.setdefault(type(row), []).append(row)
-        statement, params = statements.written_at_once(
-            connection,
-            [pending.events, *by_model.values()],  # type: ignore[list-item]
-            (conversation, sorted(pending.fields)) if pending.fields else None,
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(statement, params)
-    else:
-        if pending.events:
-            Event.objects.bulk_create(pending.events)
-        if pending.fields:
-            conversation.save(update_fields=sorted(pending.fields))
-        for row in rows or ():
-            row.save(force_insert=True)
+    backends.for_writing(Conversation).write(
+        conversation, pending.events, sorted(pending.fields), rows
+    )
     if pending.nudge is not None:
         fanout.nudge_on_commit(conversation.id, conversation.last_seq, pending.nudge)
 

@@ -17,7 +17,7 @@ from poppy_django import fanout, ids
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, Event
-from poppy_django.store import instances, statements
+from poppy_django.store import backends
 from poppy_django.store.ownership import OWNER_FIELDS, owned
 from poppy_django.threads import in_thread, release_request_thread
 from poppy_django.verifier import Principal
@@ -71,8 +71,9 @@ EVENT_FIELDS = ("conversation", "seq", "type", "payload", "created_at")
 def read_state(conversation_id: str) -> Conversation:
     """The conversation's :data:`READ_FIELDS`, in one query (gone, e.g. deleted while a
     reader waited: ``conversation_not_found``)."""
-    found = instances.fetch(
-        Conversation, statements.conversation_by_id(READ_FIELDS), [conversation_id]
+    backend = backends.for_reading(Conversation)
+    found = backend.fetch(
+        Conversation, backend.sql.conversation_by_id(READ_FIELDS), [conversation_id]
     )
     if not found:
         raise PoppyError("conversation_not_found")
@@ -96,15 +97,11 @@ class Snapshot:
 
 
 def snapshot(conversation_id: str, after: int) -> Snapshot:
-    """The conversation's read state and, on PostgreSQL, its events after ``after`` in the
-    same statement: one snapshot, one round trip (``conversation_not_found`` if gone)."""
-    if instances.vendor(Conversation) != "postgresql":
-        return Snapshot(read_state(conversation_id))
-    conversation, events = instances.fetch_with_children(
-        Conversation,
-        Event,
-        statements.conversation_and_events(READ_FIELDS, EVENT_FIELDS),
-        [after, poppy_settings.PAGE_SIZE + 1, conversation_id],
+    """The conversation's read state and, where the backend reads both at once (PostgreSQL),
+    its events after ``after`` in the same statement: one snapshot, one round trip
+    (``conversation_not_found`` if gone)."""
+    conversation, events = backends.for_reading(Conversation).snapshot(
+        conversation_id, after, poppy_settings.PAGE_SIZE + 1, READ_FIELDS, EVENT_FIELDS
     )
     if conversation is None:
         raise PoppyError("conversation_not_found")
@@ -150,9 +147,10 @@ def page_of(state: Snapshot, after: int, cursor: str | None) -> Page:
     limit = poppy_settings.PAGE_SIZE
     found = state.events if state.events is not None else []
     if state.events is None and after < conversation.last_seq:
-        found = instances.fetch(
+        backend = backends.for_reading(Event)
+        found = backend.fetch(
             Event,
-            statements.events_in_range(EVENT_FIELDS),
+            backend.sql.events_in_range(EVENT_FIELDS),
             [conversation.pk, after, conversation.last_seq, limit + 1],
         )
     events: list[dict[str, Any]] = []

@@ -19,6 +19,7 @@ from poppy_django.engine.loop import run_turns
 from poppy_django.engine.maintenance import reap
 from poppy_django.models import Conversation, Status
 from tests.agents import PersonalAgent, kinds, messages
+from tests.model_signals import assert_a_messages_saves, saves
 from tests.multiprocess.cluster import free_port
 from tests.turn_control import dispatch_lost
 
@@ -40,6 +41,14 @@ def test_a_conversation_is_answered_on_sqlite_by_in_process_threads(agent: Perso
         ("state", "idle", "agent"),
     ]
     assert messages(events)[1]["text"] == "You said: hello"
+
+
+def test_a_message_sends_the_same_save_signals_as_on_postgresql(agent: PersonalAgent):
+    """tests/reads/test_model_signals.py's assertions, on SQLite (the ORM's own saves)."""
+    conversation_id = agent.start(None, context={"locale": "en-GB"}).json()["conversation_id"]
+    with dispatch_lost(), saves() as seen:
+        assert agent.send(conversation_id, "hello").status_code == 202
+    assert_a_messages_saves(seen)
 
 
 def test_concurrent_conversations_all_get_answered(acct1: PersonalAgent):

@@ -9,12 +9,16 @@ from django.db import connection, transaction
 from django.db.models import Model
 
 from poppy_django.models import Conversation, Event
-from poppy_django.store import instances, reading, statements
+from poppy_django.store import backends, reading
 from tests.agents import PersonalAgent
 from tests.staff import company_message
 from tests.wire.wire_support import quiet_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def store() -> backends.StoreBackend:
+    return backends.for_alias("default")
 
 
 def same_values(built: Model, expected: Model) -> None:
@@ -35,21 +39,21 @@ def test_rows_are_the_instances_raw_querysets_build(agent: PersonalAgent) -> Non
     conversation_id = quiet_start(agent)
     company_message(conversation_id, "hello", data={"order": [1, "two", None]})
 
-    locked = statements.conversation_locked(connection.vendor)
+    locked = store().sql.conversation_locked(row_locks=connection.vendor != "sqlite")
     with transaction.atomic():
-        (whole,) = instances.fetch(Conversation, locked, [conversation_id])
+        (whole,) = store().fetch(Conversation, locked, [conversation_id])
         (expected,) = Conversation.objects.raw(locked, [conversation_id])
     same_values(whole, expected)
     assert whole.created_at.tzinfo is not None
 
-    partial_sql = statements.conversation_by_id(reading.READ_FIELDS)
-    (partial,) = instances.fetch(Conversation, partial_sql, [conversation_id])
+    partial_sql = store().sql.conversation_by_id(reading.READ_FIELDS)
+    (partial,) = store().fetch(Conversation, partial_sql, [conversation_id])
     same_values(partial, next(iter(Conversation.objects.raw(partial_sql, [conversation_id]))))
     assert "context" in partial.get_deferred_fields()
 
-    events_sql = statements.events_in_range(reading.EVENT_FIELDS)
+    events_sql = store().sql.events_in_range(reading.EVENT_FIELDS)
     parameters = [conversation_id, 0, whole.last_seq, 100]
-    events = instances.fetch(Event, events_sql, parameters)
+    events = store().fetch(Event, events_sql, parameters)
     expected_events = list(Event.objects.raw(events_sql, parameters))
     assert len(events) == len(expected_events) == whole.last_seq
     for event, expected_event in zip(events, expected_events, strict=True):
@@ -59,8 +63,8 @@ def test_rows_are_the_instances_raw_querysets_build(agent: PersonalAgent) -> Non
 
 
 def test_no_rows_is_an_empty_list(agent: PersonalAgent) -> None:
-    sql = statements.conversation_by_id(reading.READ_FIELDS)
-    assert instances.fetch(Conversation, sql, ["cnv_" + "0" * 32]) == []
+    sql = store().sql.conversation_by_id(reading.READ_FIELDS)
+    assert store().fetch(Conversation, sql, ["cnv_" + "0" * 32]) == []
 
 
 def test_a_column_the_model_lacks_is_refused(agent: PersonalAgent) -> None:
@@ -69,7 +73,7 @@ def test_a_column_the_model_lacks_is_refused(agent: PersonalAgent) -> None:
     conversation_id = quiet_start(agent)
     sql = f'SELECT "id", 1 AS "surplus" FROM "{Conversation._meta.db_table}" WHERE "id" = %s'
     with pytest.raises(ValueError, match="surplus"):
-        instances.fetch(Conversation, sql, [conversation_id])
+        store().fetch(Conversation, sql, [conversation_id])
 
 
 def test_a_row_and_its_events_in_one_statement_are_what_the_two_statements_build(
@@ -80,13 +84,13 @@ def test_a_row_and_its_events_in_one_statement_are_what_the_two_statements_build
     conversation_id = quiet_start(agent)
     for n in range(3):
         company_message(conversation_id, f"note {n}", data={"n": [n, None]})
-    together = statements.conversation_and_events(reading.READ_FIELDS, reading.EVENT_FIELDS)
-    row_sql = statements.conversation_by_id(reading.READ_FIELDS)
+    together = store().sql.conversation_and_events(reading.READ_FIELDS, reading.EVENT_FIELDS)
+    row_sql = store().sql.conversation_by_id(reading.READ_FIELDS)
     (row,) = Conversation.objects.raw(row_sql, [conversation_id])
-    events_sql = statements.events_in_range(reading.EVENT_FIELDS)
+    events_sql = store().sql.events_in_range(reading.EVENT_FIELDS)
 
     for after, most in [(0, 100), (1, 2), (row.last_seq, 100)]:
-        conversation, events = instances.fetch_with_children(
+        conversation, events = store().fetch_with_children(
             Conversation, Event, together, [after, most, conversation_id]
         )
         assert conversation is not None
@@ -96,7 +100,7 @@ def test_a_row_and_its_events_in_one_statement_are_what_the_two_statements_build
         for event, expected_event in zip(events, expected, strict=True):
             same_values(event, expected_event)
 
-    unknown = instances.fetch_with_children(
+    unknown = store().fetch_with_children(
         Conversation, Event, together, [0, 100, "cnv_" + "0" * 32]
     )
     assert unknown == (None, [])
