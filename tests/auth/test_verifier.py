@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from poppy_django.client import DPoPKey
 from poppy_django.verifier import AuthRefusal, dpop, nonces
 from poppy_django.verifier.jwk import b64url, public_jwk, thumbprint
+from poppy_django.verifier.proof import normalize_htu
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import CLIENT_ID, ENDPOINT_URL, NOW, Issuer, proof, request_info
 
@@ -50,7 +51,7 @@ def assert_description(error: str, description: str | None, info: dict[str, Any]
     """The fixed description, except invalid_token's (which claim failed, no credential in
     it) and a proof for another URL's (the URL this server expected: a wrong BASE_URL)."""
     if description and description.startswith("htu does not match the URL: "):
-        assert f"this server expected {dpop.normalize_htu(info['url'])} " in description
+        assert f"this server expected {normalize_htu(info['url'])} " in description
         return
     if error != "invalid_token":
         assert description == dpop.DESCRIPTIONS[error]
