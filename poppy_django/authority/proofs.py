@@ -18,8 +18,8 @@ from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import InvalidDPoPProofError, UseDPoPNonceError
 from poppy_django.conf import poppy_settings
 from poppy_django.verifier import nonces, replay
-from poppy_django.verifier.proof import normalize_htu
 from poppy_django.verifier.jwk import JWKError, public_key_for, thumbprint
+from poppy_django.verifier.proof import normalize_htu
 
 PROOF_TYPE = "dpop+jwt"
 
