@@ -18,7 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.llm_endpoint import LlmEndpoint, Pace, bound_socket, uvicorn_server  # noqa: E402
+from tests.llm_endpoint import LlmEndpoint, Pace, uvicorn_server  # noqa: E402
+from tests.threaded_server import listening_socket  # noqa: E402
 
 
 def main() -> None:
@@ -31,7 +32,7 @@ def main() -> None:
     parser.add_argument("--retry-after", type=float, default=1.0, help="a 429's Retry-After")
     args = parser.parse_args()
     app = LlmEndpoint(Pace(args.ttft, args.tokens, args.rate), retry_after=args.retry_after)
-    sock = bound_socket(args.port, args.host)
+    sock = listening_socket(args.port, args.host)
     host, port = sock.getsockname()[:2]
     print(f"OPENAI_BASE_URL=http://{host}:{port}/v1", flush=True)
     uvicorn_server(app).run(sockets=[sock])

@@ -40,13 +40,13 @@ import contextlib
 import itertools
 import json
 import re
-import socket
-import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from tests.threaded_server import running
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -485,15 +485,6 @@ async def _lifespan(receive: Receive, send: Send) -> None:
 # --- serving it -----------------------------------------------------------------------------
 
 
-def bound_socket(port: int = 0, host: str = "127.0.0.1") -> socket.socket:
-    """A listening socket (port 0: a free one the OS picks), handed to uvicorn as is."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(8192)
-    return sock
-
-
 def uvicorn_server(app: LlmEndpoint) -> Any:
     import uvicorn
 
@@ -525,20 +516,5 @@ class Serving:
 def serving(pace: Pace | None = None, *, retry_after: float = 1.0) -> Iterator[Serving]:
     """The endpoint on a free port, served by uvicorn in a thread of this process."""
     app = LlmEndpoint(pace, retry_after=retry_after)
-    sock = bound_socket()
-    server = uvicorn_server(app)
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name="llm-endpoint", daemon=True
-    )
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the local LLM endpoint did not start")
-        time.sleep(0.02)
-    try:
-        yield Serving(app, f"http://127.0.0.1:{sock.getsockname()[1]}")
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with running(uvicorn_server(app), name="llm-endpoint") as url:
+        yield Serving(app, url)

@@ -63,7 +63,8 @@ def asgi_server(transactional_db: None) -> Iterator[str]:
     """The example project under uvicorn in a thread (SSE needs ASGI; live_server is WSGI)."""
     from django.core.asgi import get_asgi_application
 
-    yield from serve(get_asgi_application())
+    with serve(get_asgi_application()) as url:
+        yield url
 
 
 @pytest.fixture

@@ -23,13 +23,11 @@ import ssl
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -38,6 +36,7 @@ from personal_agent_protocol.demo.kit import AgentIdentity
 
 from tests.authority.sdk_agent import DOMAIN, ORIGIN
 from tests.multiprocess.cluster import ROOT, Cluster, free_port
+from tests.threaded_server import serve
 
 #: What every routed name "resolves" to for the SSRF rules on both sides (a public address).
 PUBLIC_ADDRESS = "93.184.216.34"
@@ -126,20 +125,9 @@ class AgentSites:
 
     def __init__(self, identities: list[AgentIdentity], tls: tuple[Path, Path]) -> None:
         self.apps = {identity.domain: identity.website() for identity in identities}
-        self.port = free_port()
-        self.server = uvicorn.Server(
-            uvicorn.Config(
-                self._by_host,
-                host="127.0.0.1",
-                port=self.port,
-                ssl_certfile=str(tls[0]),
-                ssl_keyfile=str(tls[1]),
-                log_level="warning",
-                lifespan="off",
-                interface="asgi3",
-            )
-        )
-        self.thread = threading.Thread(target=self.server.run, name="agent-sites", daemon=True)
+        self.tls = tls
+        self.port = 0
+        self._serving = contextlib.ExitStack()
 
     async def _by_host(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         host = dict(scope["headers"]).get(b"host", b"").decode().split(":", 1)[0]
@@ -151,16 +139,13 @@ class AgentSites:
         await app(scope, receive, send)
 
     def start(self) -> None:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the agent sites did not start")
-            time.sleep(0.05)
+        url = self._serving.enter_context(
+            serve(self._by_host, tls=self.tls, interface="asgi3", name="agent-sites")
+        )
+        self.port = int(url.rsplit(":", 1)[1])
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self._serving.close()
 
 
 class RoutedAsyncTransport(httpx.AsyncBaseTransport):

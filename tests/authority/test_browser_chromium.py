@@ -13,9 +13,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import html
-import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +29,7 @@ from tests.authority.channels import ChannelAgent
 from tests.authority.driver import PASSWORD
 from tests.authority.sdk_agent import DOMAIN, ORIGIN, World
 from tests.desk.test_browser import ARTIFACTS, CHROMIUM_ARGS, chromium
+from tests.threaded_server import serve
 
 pytestmark = [
     pytest.mark.browser,
@@ -69,36 +67,6 @@ def _certificate(directory: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-@asynccontextmanager
-async def tls_site(directory: Path) -> AsyncIterator[int]:
-    """The example project over TLS on a free loopback port, for Chromium to dial."""
-    import uvicorn
-
-    cert, key = _certificate(directory)
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(
-        uvicorn.Config(
-            get_asgi_application(),
-            ssl_certfile=str(cert),
-            ssl_keyfile=str(key),
-            log_level="warning",
-            lifespan="off",
-        )
-    )
-    task = asyncio.create_task(server.serve(sockets=[listener]))
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.01)
-        yield int(listener.getsockname()[1])
-    finally:
-        server.should_exit = True
-        await task
-        listener.close()
-
-
 class ChromiumFormPost:
     """``pap.browserFormPost`` as a browser does it: a page's form, submitted, followed."""
 
@@ -127,10 +95,9 @@ def test_chromium_follows_the_handoff_and_the_page_sees_the_sessions_scopes(
     user = "usr_chromium_user_000001"
     return_to = f"{ORIGIN}/account/session"
 
-    async def scenario() -> dict[str, Any]:
+    async def scenario(port: int) -> dict[str, Any]:
         async with (
             served_over_tls(world.network),
-            tls_site(tmp_path) as port,
             playwright_api.async_playwright() as playwright,
         ):
             browser = await playwright.chromium.launch(
@@ -168,7 +135,9 @@ def test_chromium_follows_the_handoff_and_the_page_sees_the_sessions_scopes(
             finally:
                 await browser.close()
 
-    seen = asyncio.run(scenario())
+    # The example project over TLS on a free loopback port, for Chromium to dial.
+    with serve(get_asgi_application(), tls=_certificate(tmp_path)) as url:
+        seen = asyncio.run(scenario(int(url.rsplit(":", 1)[1])))
     assert seen["url"] == return_to
     assert seen["scopes"] == "poppy:read poppy:write"
     assert "acct-1" in seen["text"]

@@ -26,10 +26,9 @@ CHUNK = 64 * 1024
 @pytest.fixture
 def server() -> Iterator[tuple[str, int]]:
     """The example project's ASGI application (with its body limit) under uvicorn, in a thread."""
-    served = serve(application)
-    host, port = next(served).removeprefix("http://").split(":")
-    yield host, int(port)
-    next(served, None)
+    with serve(application) as url:
+        host, port = url.removeprefix("http://").split(":")
+        yield host, int(port)
 
 
 def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes, bool]:

@@ -175,9 +175,8 @@ def test_idle_request_threads_beyond_the_pool_are_ended(monkeypatch: pytest.Monk
 def served() -> Iterator[str]:
     from example_project.asgi import application
 
-    running = serve(application)
-    yield next(running)
-    next(running, None)
+    with serve(application) as url:
+        yield url
 
 
 @pytest.mark.django_db(transaction=True)
