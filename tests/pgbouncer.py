@@ -15,12 +15,13 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+
+from tests.waiting import eventually
 
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 
@@ -125,8 +126,7 @@ def running(
 
 
 def _wait_until_listening(process: subprocess.Popen[bytes], port: int, directory: Path) -> None:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         if process.poll() is not None:
             log = directory / "pgbouncer.log"
             told = log.read_text(errors="replace") if log.exists() else ""
@@ -136,6 +136,7 @@ def _wait_until_listening(process: subprocess.Popen[bytes], port: int, directory
             contextlib.suppress(OSError),
             socket.create_connection(("127.0.0.1", port), timeout=0.5),
         ):
-            return
-        time.sleep(0.05)
-    raise RuntimeError("pgbouncer did not start listening")
+            return True
+        return False
+
+    eventually(listening, timeout=15, what="pgbouncer to listen")

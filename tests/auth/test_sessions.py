@@ -12,7 +12,6 @@ import hashlib
 import io
 import os
 import secrets
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from poppy_django.verifier.sessions import CACHE_ALIAS
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import BASE_URL, ENDPOINT_URL, NOW, Issuer, proof
 from tests.auth.test_http import assert_refused
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.django_db
 PATH = "/poppy/conversations"
@@ -406,11 +406,14 @@ def test_over_redis_a_process_memoizes_only_once_it_hears_revocations(
     key = DPoPKey()
     session_id = fresh_session()
     token = seam.token(jkt=key.thumbprint, now=NOW, sid=session_id)
-    deadline = time.monotonic() + 10
-    while not revocations.listening(sessions.forget_sessions):
-        assert time.monotonic() < deadline, "the revocation subscription did not start"
+
+    def subscribed() -> bool:
+        if revocations.listening(sessions.forget_sessions):
+            return True
         assert read(token, key).status_code == 404  # served, from the shared cache
-        time.sleep(0.05)
+        return False
+
+    eventually(subscribed, timeout=10, what="the revocation subscription to start")
     before = len(reads)
     for _ in range(3):
         assert read(token, key).status_code == 404

@@ -140,15 +140,16 @@ class Cluster:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+
+        def listening() -> bool:
             with (
                 contextlib.suppress(OSError),
                 socket.create_connection(("127.0.0.1", self.redis_port), timeout=0.5),
             ):
-                return
-            time.sleep(0.1)
-        raise RuntimeError("redis-server did not start")
+                return True
+            return False
+
+        eventually(listening, timeout=10, what="redis-server to listen")
 
     def subscribed(self) -> bool:
         """Whether a web process holds a Redis subscription (it has a waiting reader)."""
@@ -286,15 +287,17 @@ class Cluster:
         port = port or free_port()
         self._spawn(name, self._server_argv(port, tls, access_log), env)
         url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def answering() -> bool:
             with contextlib.suppress(httpx.HTTPError):
                 # Readiness only: the certificate names the public host, not 127.0.0.1.
                 httpx.get(f"{url}/poppy/conversations/x", timeout=1, verify=False)
-                return url
+                return True
             self.check_alive(name)
-            time.sleep(0.2)
-        raise RuntimeError(f"{name} did not start: {self.log(name)}")
+            return False
+
+        eventually(answering, timeout=60, what=lambda: f"{name} to start: {self.log(name)}")
+        return url
 
     def worker(
         self, name: str, app: str = "example_project", options: Sequence[str] = ()
@@ -325,14 +328,15 @@ class Cluster:
                 *options,
             ],
         )
-        deadline = time.monotonic() + 30
-        while self.log_level == "info" and time.monotonic() < deadline:
+
+        def ready() -> bool:
             if b"ready" in (self.tmp / f"{name}.log").read_bytes():
-                return process
+                return True
             self.check_alive(name)
-            time.sleep(0.2)
-        if self.log_level == "info":
-            raise RuntimeError(f"{name} did not start: {self.log(name)}")
+            return False
+
+        if self.log_level == "info":  # only then does the worker say it is ready
+            eventually(ready, timeout=30, what=lambda: f"{name} to start: {self.log(name)}")
         return process
 
     def llm(
@@ -345,17 +349,18 @@ class Cluster:
         """
         argv = [sys.executable, str(ROOT / "bench" / "llm_endpoint.py"), "--ttft", str(ttft)]
         self._spawn(name, [*argv, "--tokens", str(tokens), "--rate", str(rate)])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+
+        def printed_url() -> str | None:
             printed = (self.tmp / f"{name}.log").read_text(errors="replace")
             if "OPENAI_BASE_URL=" in printed:
-                base_url = printed.partition("OPENAI_BASE_URL=")[2].split()[0]
-                model = {"POPPY_MODEL": "openai-chat:local", "OPENAI_API_KEY": "local"}
-                self.env.update(model, OPENAI_BASE_URL=base_url)
-                return base_url.removesuffix("/v1")
+                return printed.partition("OPENAI_BASE_URL=")[2].split()[0]
             self.check_alive(name)
-            time.sleep(0.1)
-        raise RuntimeError(f"{name} did not start: {self.log(name)}")
+            return None
+
+        base_url = eventually(printed_url, timeout=30, what=lambda: f"{name}: {self.log(name)}")
+        model = {"POPPY_MODEL": "openai-chat:local", "OPENAI_API_KEY": "local"}
+        self.env.update(model, OPENAI_BASE_URL=base_url)
+        return base_url.removesuffix("/v1")
 
     def pid(self, name: str) -> int:
         return self.processes[name].pid

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import gc
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 from django.core.cache import cache
 
 from tests.agents import PersonalAgent
-from tests.waiting import eventually
+from tests.waiting import Clock, eventually
 from tests.wire.wire_support import (
     assert_error,
-    clear_of_window_edges,
     no_waiting_slot_held,
     poppy,
     quiet_start,
@@ -25,12 +23,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
-def _fresh_counts() -> Iterator[None]:
+def _fresh_counts(throttle_clock: Clock) -> Iterator[None]:
     # Streams other tests opened through the test client and never read hold their slot
     # until they are collected (the ASGI server always reads or closes them).
     gc.collect()
     cache.clear()
-    clear_of_window_edges()
     yield
     cache.clear()
 
@@ -101,10 +98,10 @@ def hold_long_poll(agent: PersonalAgent, conversation_id: str, seconds: float) -
     def hold() -> None:
         # A probe of the test's may take the only slot first: then try again until held
         # (bounded: a slot leaked by an earlier request would otherwise spin here forever).
-        deadline = time.monotonic() + 20
-        while same_caller.read(conversation_id, query).status_code == 429:
-            if time.monotonic() > deadline:
-                return
+        eventually(
+            lambda: same_caller.read(conversation_id, query).status_code != 429,
+            what="the long-poll to hold a slot",
+        )
 
     thread = threading.Thread(target=hold)
     thread.start()
