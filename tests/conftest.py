@@ -9,12 +9,18 @@ database is flushed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 
+from poppy_django.api.throttling import PoppyRateThrottle
 from poppy_django.engine.executors import ThreadExecutor
+from tests import fast_flush
 from tests.agents import PersonalAgent
+from tests.waiting import Clock
+
+fast_flush.install()
 
 
 @pytest.fixture
@@ -40,6 +46,17 @@ def shop_orders(db: None) -> None:
     from example_project.shop.seed import seed_orders
 
     seed_orders(Order)
+
+
+@pytest.fixture
+def throttle_clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """The rate limit's clock (DRF's ``SimpleRateThrottle.timer``) held at the start of an
+    hour: windows are aligned to the clock (``now // period``), so a test's burst is counted
+    in one minute's and one hour's window however long it takes (a burst straddling an edge
+    would be counted in two)."""
+    clock = Clock(time.time() // 3600 * 3600 + 1)
+    monkeypatch.setattr(PoppyRateThrottle, "timer", clock)
+    return clock
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,5 @@
 """Waiting for something to happen, instead of sleeping for a guessed time: the suite's one
-poll helper."""
+poll helper, and its one hand-moved clock (time that passes when the test says so)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,21 @@ def eventually(
             said = what() if callable(what) else what
             raise AssertionError(f"timed out waiting for {said or condition}")
         time.sleep(0.02)
+
+
+class Clock:
+    """A clock the test moves: what a cache's age, a cooldown or a rate window is measured
+    with, passed to (or put in place of) the code's own clock, so a test makes the time pass
+    with :meth:`advance` instead of sleeping it out."""
+
+    def __init__(self, now: float | None = None) -> None:
+        self.now = time.time() if now is None else now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 async def until(condition: Callable[[], object], *, timeout: float = 20.0, what: str = "") -> None:

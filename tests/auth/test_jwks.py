@@ -1,6 +1,7 @@
 """JWKS rotation against a real HTTP server on 127.0.0.1: a new kid is fetched, unknown kids
-are refused without a fetch storm. pyjwt's ``PyJWKClient`` keeps the time (the monotonic
-clock), so the tests use short cache and cooldown times and wait them out: what they count is
+are refused without a fetch storm. pyjwt's ``PyJWKClient`` (its set's age and its refetch
+cooldown) and ``RemoteKeys`` (its retry bound) read the monotonic clock: here they read a
+:class:`~tests.waiting.Clock` the test advances past each bound. What the tests count is
 fetches, never how long anything took."""
 
 from __future__ import annotations
@@ -10,16 +11,20 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from jwt import api_jwk, jwk_set_cache, jwks_client
 
 from poppy_django.client import DPoPKey
 from poppy_django.token_options import parse_options
 from poppy_django.verifier import AuthRefusal, dpop
+from poppy_django.verifier import jwks as poppy_jwks
 from poppy_django.verifier.jwks import RemoteKeys
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import ENDPOINT_URL, ISSUER, NOW, Issuer, proof, request_info
+from tests.waiting import Clock
 
 
 class JWKSServer:
@@ -69,13 +74,24 @@ def jwks_server(issuer: Issuer) -> Iterator[JWKSServer]:
 
 
 #: The JWKS cooldown after a fetch, and how long a fetched set is used.
-MIN_REFRESH = 0.5
-MAX_AGE = 1.5
+MIN_REFRESH = 30
+MAX_AGE = 300
 
 
-def wait_out(seconds: float) -> None:
-    """Let a cooldown or cache time pass (with a margin)."""
-    time.sleep(seconds + 0.1)
+@pytest.fixture(autouse=True)
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """The monotonic clock of pyjwt's JWKS client and set cache and of ``RemoteKeys``, moved
+    by the test (each module looks ``time.monotonic`` up when it reads the time)."""
+    clock = Clock(time.monotonic())
+    moved = SimpleNamespace(monotonic=clock, time=time.time)
+    for module in (jwks_client, jwk_set_cache, api_jwk, poppy_jwks):
+        monkeypatch.setattr(module, "time", moved)
+    return clock
+
+
+def wait_out(clock: Clock, seconds: float) -> None:
+    """Let a cooldown or cache time pass (just past it)."""
+    clock.advance(seconds + 0.1)
 
 
 def make_verifier(settings: Any, issuer: Issuer, server: JWKSServer) -> dpop.DPoPVerifier:
@@ -96,7 +112,7 @@ def call(verify: dpop.DPoPVerifier, issuer: Issuer, kid: str) -> Any:
 
 
 def test_rotation_fetches_a_new_kid_and_unknown_kids_cause_no_storm(
-    settings: Any, issuer: Issuer, jwks_server: JWKSServer
+    clock: Clock, settings: Any, issuer: Issuer, jwks_server: JWKSServer
 ) -> None:
     verify = make_verifier(settings, issuer, jwks_server)
     assert call(verify, issuer, "k1")
@@ -109,7 +125,7 @@ def test_rotation_fetches_a_new_kid_and_unknown_kids_cause_no_storm(
     assert jwks_server.fetches == 1
 
     # Later, a forged kid many times: one refetch, every request refused.
-    wait_out(MIN_REFRESH)
+    wait_out(clock, MIN_REFRESH)
     for _ in range(50):
         with pytest.raises(AuthRefusal) as caught:
             call(verify, Issuer(kid="forged"), "forged")
@@ -118,7 +134,7 @@ def test_rotation_fetches_a_new_kid_and_unknown_kids_cause_no_storm(
 
     # The issuer rotates in a new key: after the refetch interval, its kid is fetched once.
     issuer.add_key("k2", "RS256")
-    wait_out(MIN_REFRESH)
+    wait_out(clock, MIN_REFRESH)
     assert call(verify, issuer, "k2")
     assert call(verify, issuer, "k2")
     assert jwks_server.fetches == 3
@@ -126,7 +142,7 @@ def test_rotation_fetches_a_new_kid_and_unknown_kids_cause_no_storm(
 
     # The old key is retired: after max_age the set is refreshed and k1 is refused.
     del issuer.keys["k1"]
-    wait_out(MAX_AGE)
+    wait_out(clock, MAX_AGE)
     assert call(verify, issuer, "k2")
     assert jwks_server.fetches == 4
     issuer.kid = "k2"
@@ -135,12 +151,12 @@ def test_rotation_fetches_a_new_kid_and_unknown_kids_cause_no_storm(
 
 
 def test_fetch_failure_keeps_the_old_keys(
-    settings: Any, issuer: Issuer, jwks_server: JWKSServer
+    clock: Clock, settings: Any, issuer: Issuer, jwks_server: JWKSServer
 ) -> None:
     verify = make_verifier(settings, issuer, jwks_server)
     assert call(verify, issuer, "k1")
     jwks_server.fail = True
-    wait_out(MAX_AGE)  # stale: a refresh is attempted, fails, the old keys stay
+    wait_out(clock, MAX_AGE)  # stale: a refresh is attempted, fails, the old keys stay
     assert call(verify, issuer, "k1")
     assert jwks_server.fetches == 2
     assert call(verify, issuer, "k1")
@@ -151,11 +167,11 @@ def test_fetch_failure_keeps_the_old_keys(
         with pytest.raises(AuthRefusal):
             call(verify, Issuer(kid="forged"), "forged")
     assert jwks_server.fetches == 2
-    wait_out(MIN_REFRESH)
+    wait_out(clock, MIN_REFRESH)
     assert call(verify, issuer, "k1")
     assert jwks_server.fetches == 3
     jwks_server.fail = False
-    wait_out(MIN_REFRESH)
+    wait_out(clock, MIN_REFRESH)
     issuer.add_key("k2")
     assert call(verify, issuer, "k2")
     assert jwks_server.fetches == 4
@@ -163,21 +179,23 @@ def test_fetch_failure_keeps_the_old_keys(
 
 @pytest.mark.parametrize("garbage", [b"[]", b"{not json", b'{"keys": [{"kty": "oct"}]}'])
 def test_a_malformed_jwks_keeps_the_old_keys(
-    settings: Any, issuer: Issuer, jwks_server: JWKSServer, garbage: bytes
+    clock: Clock, settings: Any, issuer: Issuer, jwks_server: JWKSServer, garbage: bytes
 ) -> None:
     verify = make_verifier(settings, issuer, jwks_server)
     assert call(verify, issuer, "k1")
     jwks_server.garbage = garbage
-    wait_out(MAX_AGE)
+    wait_out(clock, MAX_AGE)
     for _ in range(5):
         assert call(verify, issuer, "k1")
     assert jwks_server.fetches == 2
 
 
-def test_concurrent_unknown_kids_share_one_fetch(issuer: Issuer, jwks_server: JWKSServer) -> None:
+def test_concurrent_unknown_kids_share_one_fetch(
+    clock: Clock, issuer: Issuer, jwks_server: JWKSServer
+) -> None:
     keys = RemoteKeys(jwks_server.url, max_age=300, min_refresh=MIN_REFRESH)
     assert keys.key("k1", "ES256") is not None
-    wait_out(MIN_REFRESH)
+    wait_out(clock, MIN_REFRESH)
     threads = [threading.Thread(target=keys.key, args=(f"x{n}", "ES256")) for n in range(20)]
     for thread in threads:
         thread.start()

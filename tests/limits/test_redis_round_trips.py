@@ -20,7 +20,8 @@ from poppy_django.verifier import dpop, replay
 from tests.agents import PersonalAgent
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import ENDPOINT_URL, NOW, Issuer, proof
-from tests.wire.wire_support import assert_error, clear_of_window_edges, poppy, quiet_start, rows
+from tests.waiting import Clock
+from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
 
 REDIS_URL = os.environ.get("POPPY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 REDIS_CACHE = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
@@ -65,10 +66,9 @@ def test_the_replay_mark_is_the_one_djangos_add_would_write(redis_cache: Any) ->
 
 @pytest.mark.django_db(transaction=True)
 def test_the_rate_limit_refuses_past_the_rate_counting_in_one_command_a_request(
-    redis_cache: Any, agent: PersonalAgent
+    redis_cache: Any, agent: PersonalAgent, throttle_clock: Clock
 ) -> None:
     conversation_id = quiet_start(agent)
-    clear_of_window_edges()
     with poppy(THROTTLE_RATES={"message": "2/hour"}):
         assert agent.send(conversation_id, None, context={"n": 1}).status_code == 202
         redis_cache.commands.clear()

@@ -24,7 +24,7 @@ from poppy_django.api.permissions import IsPoppyCaller
 from poppy_django.api.rest_framework import EndpointAuthentication
 from poppy_django.api.views import MessagesView
 from tests.agents import PersonalAgent
-from tests.wire.wire_support import assert_error, clear_of_window_edges, poppy, quiet_start, rows
+from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -108,10 +108,9 @@ def test_no_verifier_in_a_plain_api_view_is_501_json():
     assert response.json()["error"] == "not_implemented"
 
 
-def test_default_throttle_rates_name_the_scope_rate(agent):
+def test_default_throttle_rates_name_the_scope_rate(agent, throttle_clock):
     conversation_id = quiet_start(agent)
     rates = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"message": "1/hour"}}
-    clear_of_window_edges()
     with override_settings(REST_FRAMEWORK=rates), poppy(THROTTLE_RATES={"message": None}):
         assert agent.send(conversation_id, None, context={"n": 1}).status_code == 202
         before = rows()

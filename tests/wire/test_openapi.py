@@ -16,7 +16,7 @@ from openapi_spec_validator import validate
 
 from poppy_django.api.schema import ERROR_CODES
 from tests.agents import ENDPOINT, PersonalAgent
-from tests.wire.wire_support import clear_of_window_edges, poppy, quiet_start
+from tests.wire.wire_support import poppy, quiet_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -146,7 +146,7 @@ def check(document: dict[str, Any], path: str, method: str, response: Any) -> No
     assert not errors, (path, method, status, [e.message for e in errors], response.json())
 
 
-def test_real_answers_match_the_document(document, agent, acct1):
+def test_real_answers_match_the_document(document, agent, acct1, throttle_clock):
     cache.clear()
     conversations = "/poppy/conversations"
     messages = conversations + "/{conversation_id}/messages"
@@ -181,7 +181,6 @@ def test_real_answers_match_the_document(document, agent, acct1):
     check(document, events, "get", client.get(f"{ENDPOINT}/{conversation_id}/events"))
     wrong = agent.client.get(ENDPOINT, **agent.headers())
     assert wrong.status_code == 405
-    clear_of_window_edges()
     with poppy(THROTTLE_RATES={"conversation_start": "1/minute"}):
         someone = PersonalAgent()
         check(document, conversations, "post", someone.start("one"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import re
-import time
 from typing import Any
 
 from django.conf import settings
@@ -19,16 +18,6 @@ STATUSES = {"working", "idle", "queued", "closed"}
 RESPONDERS = {"agent", "human"}
 READ_KEYS = {"conversation_id", "events", "cursor", "has_more", "status", "responder"}
 ANSWER_KEYS = {"conversation_id", "status", "responder"}
-
-
-def clear_of_window_edges(needed: float = 10.0) -> None:
-    """Rate windows are aligned to the clock (``now // period``), so a burst that straddles
-    a minute's or an hour's edge is counted in two windows: when fewer than ``needed``
-    seconds of the current one are left, wait for the next (at most ``needed`` seconds)."""
-    for period in (60, 3600):
-        left = period - time.time() % period
-        if left < needed:
-            time.sleep(left + 0.05)
 
 
 def poppy(**changes: Any) -> override_settings:
