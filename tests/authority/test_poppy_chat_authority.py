@@ -17,7 +17,7 @@ import pytest
 from tests.device_page import approve_device_code
 from tests.multiprocess.cluster import ROOT, cluster, free_port
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(240)]
 
 #: The example project's seeded customer (shop migration 0003).
 ACCOUNT, PASSWORD = "acct-1", "acme-demo"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from asgiref.sync import async_to_sync
 
 from example_project.asgi import application
@@ -24,6 +25,7 @@ def test_the_application_acknowledges_startup_and_shutdown() -> None:
     assert sent == [{"type": "lifespan.startup.complete"}, {"type": "lifespan.shutdown.complete"}]
 
 
+@pytest.mark.multiprocess
 def test_uvicorn_starts_the_example_project_without_the_lifespan_warning(tmp_path: Path) -> None:
     with cluster(tmp_path) as running:
         running.env.pop("REDIS_URL")  # one embedded process is enough to start uvicorn
