@@ -6,7 +6,7 @@ PostgreSQL that is one ``TRUNCATE`` of every table, which gives each table and i
 files: ~1 s on this 2-core machine under load, against ~30 ms for a ``DELETE`` of each table's
 handful of rows (measured with both in one test). Django's foreign keys are ``DEFERRABLE
 INITIALLY DEFERRED``, and ``flush`` runs the statements in one transaction
-(``execute_sql_flush``), so the deletes may run in any order.
+(``execute_sql_flush``), so the deletes may run in any order; they go in one round trip.
 
 The content types and permissions are kept: migrate made them, and the ``post_migrate``
 signal Django sends after each flush would only look for them again (~50–150 ms a test
@@ -50,9 +50,8 @@ def _deleting(
     emptied = [table for table in tables if table not in KEPT]
     if not emptied:
         return []
-    return ["SET CONSTRAINTS ALL DEFERRED"] + [
-        f"DELETE FROM {self.quote_name(table)}" for table in emptied
-    ]
+    deletes = "; ".join(f"DELETE FROM {self.quote_name(table)}" for table in emptied)
+    return [f"SET CONSTRAINTS ALL DEFERRED; {deletes}"]  # one round trip
 
 
 def _post_migrate_unless_kept(*args: Any, **kwargs: Any) -> None:
