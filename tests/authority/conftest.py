@@ -10,7 +10,6 @@ run the example project as shipped (:mod:`tests.authority.shipped`).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from django.contrib.auth.hashers import make_password
 from django.core.cache import caches
 
 from poppy_django import process_cache
@@ -64,19 +62,12 @@ def acme_settings(settings: Any, tmp_path: Path) -> Any:
     return settings
 
 
-@functools.cache
-def _password_hash() -> str:
-    """PASSWORD hashed once a run: the project's hasher takes ~0.5 s a call on this machine,
-    which every test with customers paid twice before it began (logging in still checks it)."""
-    return make_password(PASSWORD)
-
-
 @pytest.fixture
 def customers(django_user_model: Any) -> None:
     """The Users of acct-1 and acct-2, who log in on Acme's own page."""
     for account in ("acct-1", "acct-2"):
         user, _ = django_user_model.objects.get_or_create(username=account)
-        user.password = _password_hash()
+        user.set_password(PASSWORD)
         user.save()
 
 
