@@ -29,7 +29,7 @@ from tests.auth.support import ENDPOINT_URL, NOW, Issuer, proof
 from tests.auth.test_http import assert_refused, post, rows
 
 pytestmark = pytest.mark.django_db
-writes = pytest.mark.django_db(transaction=True)
+writes = pytest.mark.django_db
 
 
 class Clock:

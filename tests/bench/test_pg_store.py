@@ -35,7 +35,7 @@ def drop() -> None:
         conn.execute(f"DROP SEQUENCE IF EXISTS {pg_store.SEQUENCE}")  # type: ignore[arg-type]
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_the_postgresql_peer_passes_the_sdks_check_store() -> None:
     try:
         asyncio.run(pg_store.check(dsn()))
@@ -43,7 +43,7 @@ def test_the_postgresql_peer_passes_the_sdks_check_store() -> None:
         drop()
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_broken_take_is_caught_by_check_store() -> None:
     """The check can fail: a take that does not delete breaks "take once"."""
     from personal_agent_protocol.company.testing import StoreConformanceError

@@ -64,7 +64,7 @@ def test_the_replay_mark_is_the_one_djangos_add_would_write(redis_cache: Any) ->
     assert not backend.add(replay.PREFIX + digest, 1, timeout=60)
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_the_rate_limit_refuses_past_the_rate_counting_in_one_command_a_request(
     redis_cache: Any, agent: PersonalAgent, throttle_clock: Clock
 ) -> None:

@@ -14,7 +14,7 @@ from tests.agents import PersonalAgent
 from tests.staff import company_message
 from tests.wire.wire_support import quiet_start
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def store() -> backends.StoreBackend:

@@ -26,7 +26,7 @@ from poppy_django.api.views import MessagesView
 from tests.agents import PersonalAgent
 from tests.wire.wire_support import assert_error, poppy, quiet_start, rows
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 BLOCKED = "https://blocked.example/pa"
 
