@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 DEMO_PORT ?= 8765
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint typecheck migrations-check services browser pytest noextras versions tutorial docs package clean
+.PHONY: demo test test-fast lint typecheck migrations-check services browser pytest noextras versions tutorial docs package clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,17 @@ demo: $(STAMP)
 ## make test: lint, types, migrations and the whole suite against PostgreSQL and Redis (with
 ## the tutorial done from the built wheel), then the package without its optional extras.
 test: $(STAMP) services browser lint typecheck migrations-check package pytest noextras docs
+
+## make test-fast: lint, types, migrations and the in-process suites, for day-to-day work (under
+## 8 minutes here). The lanes it leaves to `make test` start processes or a browser: the marks
+## multiprocess (clusters, conformance, kill campaigns), browser and tutorial; and the install
+## without extras, and the docs build.
+FAST_LANES := not embedded and not multiprocess and not browser and not tutorial
+test-fast: $(STAMP) services lint typecheck migrations-check
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/poppy} \
+	POPPY_TEST_REDIS_URL=$${POPPY_TEST_REDIS_URL:-redis://127.0.0.1:6379/15} \
+	$(PY) -m pytest -p no:cacheprovider -m "$(FAST_LANES)"
+	$(PY) -m pytest -p no:cacheprovider --ds=tests.settings_embedded -m embedded tests/embedded
 
 services:
 	@bash scripts/ensure-services.sh
