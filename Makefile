@@ -26,10 +26,10 @@ demo: $(STAMP)
 ## the tutorial done from the built wheel), then the package without its optional extras.
 test: $(STAMP) services browser lint typecheck migrations-check package pytest noextras docs
 
-## make test-fast: lint, types, migrations and the in-process suites, for day-to-day work (under
-## 8 minutes here). The lanes it leaves to `make test` start processes or a browser: the marks
-## multiprocess (clusters, conformance, kill campaigns), browser and tutorial; and the install
-## without extras, and the docs build.
+## make test-fast: lint, types, migrations and the in-process suites, for day-to-day work. The
+## lanes it leaves to `make test` start processes or a browser: the marks multiprocess
+## (clusters, conformance, kill campaigns), browser and tutorial; and the install without
+## extras, the package build and the docs build (docs/running-tests.md).
 FAST_LANES := not embedded and not multiprocess and not browser and not tutorial
 test-fast: $(STAMP) services lint typecheck migrations-check
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/poppy} \
