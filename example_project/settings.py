@@ -251,6 +251,11 @@ POPPY: dict[str, Any] = {
     "EXECUTOR_THREADS": int(os.environ.get("POPPY_EXECUTOR_THREADS", "8")),
     # Each turn engine's heartbeat file, for `manage.py poppy_worker_probe` on its host.
     "HEARTBEAT_DIR": str(VAR_DIR / "heartbeats"),
+    # The OpenTelemetry SDK as the OTEL_* variables say (none set: nothing runs), and this
+    # host's metrics at /metrics when the processes write them to PROMETHEUS_MULTIPROC_DIR
+    # (OTEL_METRICS_EXPORTER=prometheus_multiprocess): docs/operations.md#monitoring.
+    "OPENTELEMETRY": True,
+    "METRICS_PATH": "metrics" if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else None,
     # Personal agents report tasks they could not do here (admin: Feedback reports).
     "FEEDBACK": True,
 }

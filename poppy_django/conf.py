@@ -202,6 +202,15 @@ DEFAULTS: dict[str, Any] = {
     # Where each turn engine's heartbeat file is touched (the worker probe reads them, on
     # the same host); None: "poppy-heartbeats" in the system's temporary directory.
     "HEARTBEAT_DIR": None,
+    # Import string of cost(model, input_tokens, output_tokens) -> float | None: what a model
+    # call cost, added up in the poppy.model.cost metric by model; None: no cost metric.
+    "MODEL_COST": None,
+    # Where poppy_django.health_urls serves this host's metrics to Prometheus (the
+    # prometheus_multiprocess exporter's files); None: not served.
+    "METRICS_PATH": None,
+    # True: each process installs the OpenTelemetry SDK at start-up as the standard OTEL_*
+    # variables say (poppy_django.observe.sdk); False: the deployment does, or none runs.
+    "OPENTELEMETRY": False,
 }
 
 T = TypeVar("T")
@@ -466,6 +475,10 @@ class PoppySettings(TypedSettings):
     LIVENESS_PATH = Setting(text)
     READINESS_PATH = Setting(text)
     HEARTBEAT_DIR = Setting(optional_text)
+    #: callable(model, input_tokens, output_tokens) -> float | None.
+    METRICS_PATH = Setting(optional_text)
+    OPENTELEMETRY = Setting(flag)
+    MODEL_COST: Setting[Callable[[str, int, int], float | None] | None] = Setting(imported)
     TURN_TIMEOUT_SECONDS = Setting(number)
     TURN_MAX_ATTEMPTS = Setting(integer)
     THREAD_HISTORY_ENTRIES = Setting(integer)

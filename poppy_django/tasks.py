@@ -38,6 +38,7 @@ from poppy_django.engine import loop as engine
 from poppy_django.engine.executors import run_turns_task
 from poppy_django.engine.maintenance import prune_by_retention, reap
 from poppy_django.engine.recovery import sweeper
+from poppy_django.observe import sdk
 
 # The Operations extension's task, registered wherever Celery finds this module.
 from poppy_django.operations.perform import perform_operation_task
@@ -94,6 +95,8 @@ def _check_pool(sender: Any = None, **kwargs: Any) -> None:
         logger.critical(message)
         raise SystemExit(message)  # not an Exception: Celery's signal dispatch lets it through
     _per_child = name == "prefork"
+    if not _per_child:  # a prefork pool's children configure their own (_start_engine)
+        sdk.configure_if_enabled()
 
 
 @worker_process_init.connect
@@ -101,6 +104,7 @@ def _start_engine(**kwargs: Any) -> None:
     """A prefork child (or the solo worker) starts its engine now, not at its first turn."""
     engine.current()
     if _per_child:
+        sdk.configure_if_enabled()
         heap.settle()
         sweeper.start()
 

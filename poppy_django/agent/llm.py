@@ -52,6 +52,7 @@ from pydantic_ai.models.fallback import FallbackModel
 
 from poppy_django.agent.model_api import AsyncCallTool, EmitText, ModelTurn
 from poppy_django.agent.tools import Tool, describe_invalid_arguments
+from poppy_django.observe.model_calls import measured
 
 #: Between the texts of two model responses (e.g. before and after a tool call).
 RESPONSE_SEPARATOR = "\n\n"
@@ -136,13 +137,13 @@ def _resolvable(name: str) -> None:
 
 def _shared_model(name: str | tuple[str, ...] | Model, loop: asyncio.AbstractEventLoop) -> Model:
     if isinstance(name, Model):
-        return name
+        return measured(name)
     models = _shared.setdefault(loop, {})
     if name not in models:
         if isinstance(name, tuple):  # each model of the chain shared too
             models[name] = FallbackModel(*(_shared_model(one, loop) for one in name))
         else:
-            models[name] = infer_model(name)
+            models[name] = measured(infer_model(name))
     return models[name]
 
 

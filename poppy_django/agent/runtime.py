@@ -13,6 +13,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -38,6 +39,7 @@ from poppy_django.agent.tools import (
 )
 from poppy_django.conf import poppy_settings
 from poppy_django.models import ActionStatus, AuthorizationError
+from poppy_django.observe import tracing
 from poppy_django.verifier import Actor, Principal
 
 logger = logging.getLogger(__name__)
@@ -89,6 +91,8 @@ class TurnRequest:
     inputs: list[TurnInput]
     history: list[dict[str, str]]
     page_context: dict[str, Any]
+    #: When the oldest message it answers was acknowledged (its turn's start delay).
+    received_at: datetime | None = None
 
 
 @dataclass
@@ -147,6 +151,10 @@ class Toolbox:
     async def call(self, name: str, arguments: dict[str, Any]) -> Any:
         """Call a tool for the model: an ``async def`` read awaited on the loop, everything
         blocking (sync reads, actions, their records) on the engine's database threads."""
+        with tracing.span("poppy.tool", tool=name[:64], turn_id=self.request.turn_id):
+            return await self._call(name, arguments)
+
+    async def _call(self, name: str, arguments: dict[str, Any]) -> Any:
         if self.guard.abandoned:
             raise TurnAbandoned(f"{name} called after the turn's time limit")
         tool = next((t for t in self.offered if t.name == name), None)

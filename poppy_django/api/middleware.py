@@ -51,6 +51,7 @@ from poppy_django.api.setup_problems import host_refusal, server_error_descripti
 from poppy_django.api.wire_errors import wire_error_response
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
+from poppy_django.observe.served import endpoint_request
 from poppy_django.threads import on_request_thread
 
 _CODE_OF_STATUS = {
@@ -129,8 +130,8 @@ class PoppyEndpointMiddleware:
         if self.is_async:
             return self._acall(request)
         if on_endpoint(request):
-            with on_request_thread():
-                return as_json(async_to_sync(self._endpoint)(request))
+            with on_request_thread(), endpoint_request(request) as served:
+                return served.answered(as_json(async_to_sync(self._endpoint)(request)))
         if not on_agent_route(request):
             response = self.get_response(request)
             assert isinstance(response, HttpResponseBase)
@@ -143,7 +144,8 @@ class PoppyEndpointMiddleware:
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         if on_endpoint(request):
-            return as_json(await self._endpoint(request))
+            with endpoint_request(request) as served:
+                return served.answered(as_json(await self._endpoint(request)))
         if not on_agent_route(request):
             response: HttpResponseBase = await self.get_response(request)  # type: ignore[misc]
             return response

@@ -10,6 +10,7 @@ from django.db import transaction
 
 from poppy_django.conf import poppy_settings
 from poppy_django.engine.broker_health import health
+from poppy_django.observe import metrics, tracing
 
 
 def dispatch_on_commit(conversation_id: str) -> None:
@@ -17,8 +18,10 @@ def dispatch_on_commit(conversation_id: str) -> None:
 
     def dispatch() -> None:
         try:
-            poppy_settings.EXECUTOR.dispatch(conversation_id)
+            with tracing.span("poppy.dispatch", conversation_id=conversation_id):
+                poppy_settings.EXECUTOR.dispatch(conversation_id)
         except Exception as exc:
+            metrics.dispatch_failures.add(1)
             # The message is committed and the conversation is ``working``: the workers'
             # recovery sweep takes it up, so the acknowledgement stands. Said once per
             # interval, naming the broker and what it costs (broker_health).

@@ -20,6 +20,7 @@ from celery import shared_task
 from poppy_django.conf import poppy_settings
 from poppy_django.engine import loop as engine
 from poppy_django.engine.recovery import sweeper
+from poppy_django.observe.tracing import task_headers, task_started
 
 logger = logging.getLogger("poppy_django.executors")
 
@@ -70,7 +71,7 @@ class CeleryExecutor:
     def dispatch(conversation_id: str) -> None:
         # One try, no publish retries (Celery's default retries took 1.7 s of the request
         # with the broker down): a dispatch that fails costs nothing, the sweep answers it.
-        run_turns_task.apply_async((conversation_id,), retry=False)
+        run_turns_task.apply_async((conversation_id,), retry=False, headers=task_headers())
 
 
 @shared_task(name="poppy_django.run_turns", acks_late=True, reject_on_worker_lost=True)
@@ -78,4 +79,8 @@ def run_turns_task(conversation_id: str) -> None:
     """Hand the conversation to this process's engine once it has a place; a duplicate
     delivery finds the lease taken and ends at once. (Celery finds it through
     :mod:`poppy_django.tasks`; its name is what queued messages carry.)"""
-    engine.current().submit(conversation_id)
+    # The dispatch's trace and request id, from the task's headers, go with the turn.
+    request = run_turns_task.request
+    headers = {**(getattr(request, "headers", None) or {}), **vars(request)}
+    with task_started("poppy.task", headers, conversation_id=conversation_id):
+        engine.current().submit(conversation_id)

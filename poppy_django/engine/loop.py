@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import threading
@@ -51,7 +52,7 @@ from poppy_django.engine.database_threads import DatabaseThreads
 from poppy_django.engine.deltas import DeltaPublisher
 from poppy_django.engine.heartbeat import Heartbeat
 from poppy_django.engine.turns import answer
-from poppy_django.observe import heartbeats
+from poppy_django.observe import heartbeats, metrics, tracing
 
 logger = logging.getLogger("poppy_django.engine")
 
@@ -151,27 +152,39 @@ class Engine:
         self.counters.started += 1
         self.counters.in_flight += 1
         self.counters.most_in_flight = max(self.counters.most_in_flight, self.counters.in_flight)
-        return asyncio.run_coroutine_threadsafe(self._turns(conversation_id, owner), self.loop)
+        metrics.turns_in_flight.add(1)
+        # The turn outlives its dispatcher (a Celery task, a request): it takes the trace and
+        # the request id of the message that started it onto the loop.
+        turns = self._turns(conversation_id, owner, tracing.carried())
+        return asyncio.run_coroutine_threadsafe(turns, self.loop)
 
-    async def _turns(self, conversation_id: str, owner: str | None) -> None:
+    async def _turns(
+        self, conversation_id: str, owner: str | None, carried: tracing.Carried
+    ) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
         try:
-            await self._run(self, conversation_id, owner)
+            with carried.resumed():
+                await self._run(self, conversation_id, owner)
         except Exception:
             logger.exception("poppy: turns of %s failed", conversation_id)
         finally:
             self._tasks.discard(task)
             with self._places:
                 self.counters.in_flight -= 1
+            metrics.turns_in_flight.add(-1)
             self.give_back()
 
     # -- the loop's helpers -----------------------------------------------------------------
 
     async def run_sync(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run blocking (ORM, sync tool) work on a database thread and await its result."""
-        return await asyncio.wrap_future(self.database.submit(function, *args, **kwargs))
+        """Run blocking (ORM, sync tool) work on a database thread and await its result, in
+        a copy of the caller's context (its span, its request id: the log lines and spans of
+        the work belong to the turn)."""
+        context = contextvars.copy_context()
+        job = self.database.submit(context.run, function, *args, **kwargs)
+        return await asyncio.wrap_future(job)
 
     def publish_delta(self, conversation_id: str, message_id: str, text: str) -> None:
         """Relay a piece of a reply being written (within a tick, never blocking the loop)."""

@@ -28,6 +28,7 @@ from poppy_django.conf import poppy_settings
 from poppy_django.engine import leases
 from poppy_django.engine import loop as engine
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Status
+from poppy_django.observe import metrics
 from poppy_django.store.migration_state import unmigrated_hint
 
 logger = logging.getLogger("poppy_django.recovery")
@@ -82,6 +83,7 @@ def sweep(stop: threading.Event | None = None) -> list[str]:
             running.give_back()
             break
         logger.warning("poppy: taking up %s, left without a writer", conversation_id)
+        metrics.lease_take_ups.add(1)
         taken.append(conversation_id)
         running.start(conversation_id, owner)
     _recover_parts(stop)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from poppy_django import ids, observe, signals
 from poppy_django.agent import memory
@@ -42,6 +43,7 @@ from poppy_django.models import (
     Responder,
     Status,
 )
+from poppy_django.observe import tracing
 from poppy_django.store import backends, event_log, wire
 from poppy_django.verifier import Actor, Principal
 
@@ -194,6 +196,7 @@ def _request(slot: TurnSlot, conversation: Conversation, pending: list[Event]) -
             for event in pending
         ],
         history=history,
+        received_at=pending[0].created_at,
         page_context={
             "channel": "poppy",
             "poppy": {
@@ -421,15 +424,24 @@ def start_turn(slot: TurnSlot) -> TurnRequest:
         conversation_id=slot.conversation_id,
         turn_id=slot.turn_id,
         message_ids=request.answered_message_ids,
+        waited=_waited(request),
     )
     return request
+
+
+def _waited(request: TurnRequest) -> float | None:
+    """Seconds from the acknowledgement of the oldest message the turn answers to now."""
+    if request.received_at is None:
+        return None
+    return round(max(0.0, (timezone.now() - request.received_at).total_seconds()), 3)
 
 
 def commit_and_finish(
     request: TurnRequest, outcome: TurnOutcome, owner: str, slot: TurnSlot, began: float
 ) -> Committed:
     """:func:`commit`, then the ``turn_finished`` moment: one database job."""
-    committed = commit(request, outcome, owner, slot.seen_seq)
+    with tracing.span("poppy.commit", conversation_id=slot.conversation_id, turn_id=slot.turn_id):
+        committed = commit(request, outcome, owner, slot.seen_seq)
     observe.moment(
         "turn_finished",
         signals.turn_finished,

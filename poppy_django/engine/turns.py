@@ -42,6 +42,7 @@ from poppy_django.engine.transitions import (
     next_claim,
     start_turn,
 )
+from poppy_django.observe import tracing
 
 logger = logging.getLogger("poppy_django.turns")
 
@@ -107,6 +108,14 @@ async def _run_one(running: Running, slot: TurnSlot, holder: leases.Holder) -> b
 
     True when its commit also ended the conversation's work (nothing left to claim).
     """
+    with tracing.span(
+        "poppy.turn", conversation_id=slot.conversation_id, turn_id=slot.turn_id
+    ) as span:
+        span.set_attribute("poppy.attempt", slot.attempt)
+        return await _turn(running, slot, holder)
+
+
+async def _turn(running: Running, slot: TurnSlot, holder: leases.Holder) -> bool:
     owner = holder.owner
     if slot.attempt > poppy_settings.TURN_MAX_ATTEMPTS:
         await running.run_sync(fail, slot, owner, f"gave up after {slot.attempt - 1} attempts")

@@ -34,9 +34,20 @@ def _own_file() -> Path:
     return directory() / f"{_host()}-{os.getpid()}"
 
 
+_last_beat: float | None = None
+_beating_pid: int | None = None
+
+
+def last_beat() -> float | None:
+    """When this process's engine last beat (Unix time), None if it has none."""
+    return _last_beat if _beating_pid == os.getpid() else None
+
+
 def beat() -> None:
     """Say this process's engine is alive now (never fails the caller: a full disk or a
     missing directory only makes the probe fail, which is what it is for)."""
+    global _last_beat, _beating_pid
+    _last_beat, _beating_pid = time.time(), os.getpid()
     path = _own_file()
     try:
         path.touch()
@@ -50,6 +61,8 @@ def beat() -> None:
 
 def stopped() -> None:
     """This process's engine stopped on purpose: its file goes."""
+    global _beating_pid
+    _beating_pid = None
     with contextlib.suppress(OSError):
         _own_file().unlink()
 
@@ -75,11 +88,14 @@ def engines() -> list[Engine]:
                 continue
             with contextlib.suppress(FileNotFoundError):
                 age = max(0.0, now - path.stat().st_mtime)
-                found.append(Engine(int(pid), age, _alive(int(pid))))
+                found.append(Engine(int(pid), age, process_alive(int(pid))))
     return sorted(found, key=lambda engine: engine.age)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process of this host (this pid namespace) runs with that pid."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.dispatch import Signal
 
 from poppy_django.models import Conversation
+from poppy_django.observe import metrics
 from poppy_django.observe.request_id import request_id
 
 logger = logging.getLogger("poppy_django")
@@ -51,6 +52,7 @@ def moment(
             ),
             extra={"poppy": logged},
         )
+        metrics.on_moment(name, fields)
         if signal is None:
             return
         for receiver, result in signal.send_robust(sender=Conversation, **arguments):

@@ -5,6 +5,7 @@ hands a turn to its database threads twice: before the model and for the commit.
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 import pytest
@@ -56,7 +57,9 @@ def test_a_turn_is_a_claim_and_a_commit(
             submit = database.submit
 
             def counted(function: Any, *args: Any, **kwargs: Any) -> Any:
-                jobs.append(function.__name__)
+                # A job runs in a copy of the turn's context: name the function it runs.
+                in_context = isinstance(getattr(function, "__self__", None), contextvars.Context)
+                jobs.append((args[0] if in_context else function).__name__)
                 return submit(function, *args, **kwargs)
 
             monkeypatch.setattr(database, "submit", counted)

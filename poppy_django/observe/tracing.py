@@ -1,0 +1,155 @@
+"""The app's traces, through the OpenTelemetry tracing API: a no-op until the deployment
+installs an SDK.
+
+A message's trace goes from the endpoint request through the dispatch, the Celery task (its
+context in the task's headers), onto the engine's loop (a turn outlives its task: the context
+is carried with it, :class:`Carried`), to each model call, tool call and the commit. A read
+that returns the reply links to the trace that wrote it (:func:`link_to`).
+
+Span attributes are ids, sizes and outcomes, never what a User wrote; each protocol moment
+(a conversation started, a message received, a refusal, an identity check…) is an event on
+the span it happened in (:func:`event`), with only the bounded fields of
+:data:`EVENT_FIELDS`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+from poppy_django.observe.request_id import request_id
+
+tracer = trace.get_tracer("poppy_django")
+
+#: The task header that carries the request id of the message that started a turn.
+REQUEST_ID_HEADER = "poppy_request_id"
+#: The fields of a moment that become attributes of its span event: ids, counts, durations,
+#: outcomes. Anything else a moment says (a reason, a summary) may quote a User.
+EVENT_FIELDS = frozenset(
+    {
+        "conversation_id",
+        "turn_id",
+        "message_id",
+        "parent_id",
+        "client_id",
+        "request_id",
+        "starts_turn",
+        "direct",
+        "duration",
+        "waited",
+        "outcome",
+        "status",
+        "tool",
+        "initiator",
+        "attempt",
+        "code",
+    }
+)
+
+
+def _attributes(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        f"poppy.{key}": value
+        for key, value in fields.items()
+        if key in EVENT_FIELDS and isinstance(value, str | int | float | bool)
+    }
+
+
+def event(name: str, **fields: Any) -> None:
+    """A protocol moment on the current span (nothing without a recording span)."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.add_event(f"poppy.{name}", _attributes(fields))
+
+
+@contextlib.contextmanager
+def span(name: str, *, kind: SpanKind = SpanKind.INTERNAL, **fields: Any) -> Iterator[trace.Span]:
+    """A span of the app's work, its attributes from ``fields`` (bounded, as for events);
+    an exception marks it failed by type only (its message may quote a User)."""
+    with tracer.start_as_current_span(
+        name, kind=kind, record_exception=False, set_status_on_exception=False
+    ) as current:
+        if current.is_recording():
+            current.set_attributes(_attributes(fields))
+        try:
+            yield current
+        except BaseException as exc:
+            if current.is_recording():
+                current.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                current.set_attribute("error.type", type(exc).__qualname__)
+            raise
+
+
+def set_fields(current: trace.Span, **fields: Any) -> None:
+    if current.is_recording():
+        current.set_attributes(_attributes(fields))
+
+
+# -- carrying a trace and a request id across processes and threads ------------------------
+
+
+def task_headers() -> dict[str, str]:
+    """The headers a dispatched task carries: the trace context and the request id."""
+    headers: dict[str, str] = {}
+    propagate.inject(headers)
+    if (current := request_id.get()) is not None:
+        headers[REQUEST_ID_HEADER] = current
+    return headers
+
+
+@contextlib.contextmanager
+def task_started(name: str, headers: Mapping[str, Any], **fields: Any) -> Iterator[None]:
+    """A task's work: its span a child of the dispatch's, the request id restored."""
+    carrier = {key: value for key, value in headers.items() if isinstance(value, str)}
+    token = otel_context.attach(propagate.extract(carrier))
+    restored = request_id.set(carrier.get(REQUEST_ID_HEADER))
+    try:
+        with span(name, kind=SpanKind.CONSUMER, **fields):
+            yield
+    finally:
+        request_id.reset(restored)
+        otel_context.detach(token)
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What a piece of work takes with it to another thread or loop: the trace context and
+    the request id of the message that started it (captured by :func:`carried`)."""
+
+    trace: otel_context.Context
+    request_id: str | None
+
+    @contextlib.contextmanager
+    def resumed(self) -> Iterator[None]:
+        token = otel_context.attach(self.trace)
+        restored = request_id.set(self.request_id)
+        try:
+            yield
+        finally:
+            request_id.reset(restored)
+            otel_context.detach(token)
+
+
+def carried() -> Carried:
+    return Carried(otel_context.get_current(), request_id.get())
+
+
+def link_to(trace_id: int, span_id: int) -> Link:
+    """A link to the span that wrote something this span reads."""
+    return Link(
+        trace.SpanContext(trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(1))
+    )
+
+
+def current_ids() -> tuple[str, str] | None:
+    """The current trace and span ids in hex (for log lines and stored links), if any."""
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return f"{context.trace_id:032x}", f"{context.span_id:016x}"

@@ -1,0 +1,165 @@
+"""Metrics and traces of the example project as shipped, in production mode: ``uvicorn
+--workers 2``, Celery prefork ``-c 2``, PostgreSQL, Redis, the SDK turned on by the standard
+OTEL_* variables the project reads (``POPPY["OPENTELEMETRY"]``), Prometheus's scrape of
+``/metrics`` adding up every process's files (``PROMETHEUS_MULTIPROC_DIR``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.agents import PersonalAgent
+from tests.multiprocess.cluster import Cluster, cluster
+from tests.otlp_receiver import Received, ReceivedSpan, receiving
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.multiprocess
+
+PREFORK = ["--pool=prefork", "--concurrency=2"]
+
+
+@pytest.fixture
+def observed(tmp_path: Path) -> Iterator[tuple[Cluster, Received]]:
+    with receiving() as (endpoint, received), cluster(tmp_path) as running:
+        running.env.update(
+            OTEL_SERVICE_NAME="acme",
+            OTEL_TRACES_EXPORTER="otlp",
+            OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=endpoint,
+            OTEL_BSP_SCHEDULE_DELAY="200",
+            OTEL_METRICS_EXPORTER="prometheus_multiprocess",
+            OTEL_METRIC_EXPORT_INTERVAL="500",
+            PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
+        )
+        yield running, received
+
+
+def scrape(web: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of ``/metrics``: (name, sorted labels) → value."""
+    answer = httpx.get(f"{web}/metrics", timeout=30)
+    assert answer.status_code == 200, answer.text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(answer.text)
+        for sample in family.samples
+    }
+
+
+def value(samples: dict[Any, float], name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples whose labels include ``labels``."""
+    return sum(
+        found
+        for (sample, sample_labels), found in samples.items()
+        if sample == name and set(labels.items()) <= set(sample_labels)
+    )
+
+
+def _settled(events: list[dict[str, Any]]) -> bool:
+    return bool(events) and events[-1]["type"] == "state" and events[-1]["status"] == "idle"
+
+
+def _converse(web: str, texts: list[str]) -> tuple[PersonalAgent, str]:
+    """One conversation, each message answered before the next: one turn each."""
+    pa = PersonalAgent()
+    conversation = pa.at(web).post("", pa.message(texts[0])).json()["conversation_id"]
+    pa.at(web).events_until(conversation, _settled)
+    for text in texts[1:]:
+        assert pa.at(web).post(f"/{conversation}/messages", pa.message(text)).status_code == 202
+        pa.at(web).events_until(conversation, _settled)
+    return pa, conversation
+
+
+def _descendants(spans: list[ReceivedSpan], root: ReceivedSpan) -> list[ReceivedSpan]:
+    below, frontier = [], [root.span_id]
+    while frontier:
+        children = [span for span in spans if span.parent_id in frontier]
+        below += children
+        frontier = [span.span_id for span in children]
+    return below
+
+
+def test_metrics_and_a_trace_from_the_post_to_the_model_call(
+    observed: tuple[Cluster, Received],
+) -> None:
+    mp, received = observed
+    mp.server_workers = 2
+    web = mp.web("web")
+
+    # A scripted conversation (the example's offline model): two turns.
+    mp.worker("scripted", options=PREFORK)
+    _converse(web, ["hi", "where is my order?"])
+    eventually(
+        lambda: value(scrape(web), "poppy_turns_total", outcome="answered") == 2,
+        what="the scripted turns counted",
+    )
+    mp.stop("scripted")
+
+    # An LLM-shaped conversation through pydantic-ai: a reply, then a tool call.
+    llm = mp.llm(ttft=0.05, tokens=6, rate=100)
+    mp.worker("llm", options=PREFORK)
+    pa, conversation = _converse(web, ["hi", "hello there", "store_hours?"])
+    served = httpx.get(f"{llm}/stats").json()
+
+    def counted() -> dict[Any, float] | None:
+        samples = scrape(web)
+        done = value(samples, "poppy_turns_total", outcome="answered") == 5
+        return samples if done and value(samples, "poppy_turns_in_flight") == 0 else None
+
+    samples = eventually(counted, what="five answered turns and none in flight")
+    assert value(samples, "poppy_turns_total") == 5  # no failed or lost turn
+    assert value(samples, "poppy_turn_duration_seconds_count") == 5
+    assert value(samples, "poppy_turn_start_delay_seconds_count") == 5
+    assert value(samples, "poppy_model_duration_seconds_count", model="local") == served["requests"]
+    # The local model reports 10 prompt tokens a request and the tokens it wrote.
+    tokens_in = value(samples, "poppy_model_tokens_total", model="local", direction="input")
+    assert tokens_in == 10 * served["requests"]
+    assert value(samples, "poppy_model_tokens_total", model="local", direction="output") > 0
+    assert value(samples, "poppy_request_duration_seconds_count", route="messages") == 3
+    assert value(samples, "poppy_conversations", status="idle") == 2
+    assert value(samples, "poppy_handoffs_waiting") == 0
+    assert value(samples, "poppy_engine_heartbeat_time_seconds") > 0
+    assert not [key for key in samples if "conversation" in dict(key[1])]  # no id labels
+
+    # A refusal is counted by its code.
+    stranger = PersonalAgent()
+    assert stranger.at(web).get(f"/{conversation}/events").status_code == 404
+    eventually(
+        lambda: value(scrape(web), "poppy_refusals_total", code="conversation_not_found") == 1,
+        what="the refusal counted",
+    )
+
+    # One trace from the POST of "store_hours?" through the worker to the model and the tool.
+    def traced() -> tuple[ReceivedSpan, list[ReceivedSpan]] | None:
+        spans = received.snapshot()
+        posts = [s for s in spans if s.name == "POST messages"]
+        for post in posts:
+            below = _descendants(spans, post)
+            if {"poppy.tool", "poppy.commit"} <= {span.name for span in below}:
+                return post, below
+        return None
+
+    post, below = eventually(traced, timeout=30, what="the message's whole trace")
+    names = [span.name for span in below]
+    for expected in ("poppy.dispatch", "poppy.task", "poppy.turn", "poppy.model", "poppy.tool"):
+        assert expected in names, names
+    by_id = {span.span_id: span for span in [post, *below]}
+
+    def parent(span: ReceivedSpan) -> str:
+        return by_id[span.parent_id].name
+
+    task = next(span for span in below if span.name == "poppy.task")
+    assert parent(task) == "poppy.dispatch" and parent(by_id[task.parent_id]) == "POST messages"
+    assert post.attributes["poppy.conversation_id"] == conversation
+    turn = next(span for span in below if span.name == "poppy.turn")
+    assert parent(turn) == "poppy.task"  # carried from the task onto the engine's loop
+    models = [span for span in below if span.name == "poppy.model"]
+    assert len(models) == 2 and all(parent(span) == "poppy.turn" for span in models)
+    assert all(span.attributes["gen_ai.usage.input_tokens"] == 10 for span in models)
+    assert parent(next(span for span in below if span.name == "poppy.commit")) == "poppy.turn"
+    # Ids, sizes and outcomes only: nothing the User wrote is on any span.
+    everything = repr([(s.attributes, s.events) for s in received.snapshot()])
+    assert "store_hours?" not in everything and "hello there" not in everything
