@@ -324,8 +324,22 @@ APPEND_SLASH = False
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Each line names its request and trace: a turn's, in a worker, those of the message
+    # that started it (docs/logging.md#correlation).
+    "filters": {"correlate": {"()": "poppy_django.observe.correlation.Correlate"}},
+    "formatters": {
+        "plain": {
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s"
+            " [request %(request_id)s trace %(trace_id)s]"
+        }
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["correlate"],
+        }
+    },
     "loggers": {
         "poppy_django": {
             "handlers": ["console"],

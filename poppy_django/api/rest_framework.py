@@ -38,6 +38,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from poppy_django.api.wire_errors import PoppyAPIException, wire_error_response
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
+from poppy_django.observe import tracing
 from poppy_django.verifier import AuthRefusal, Principal, RequestInfo
 from poppy_django.verifier.public_url import public_url
 
@@ -117,13 +118,14 @@ def authenticate(request: Request) -> tuple[PoppyUser, Principal]:
         logger.error("poppy: the token verifier cannot run: %s", exc)
         raise NotConfigured("The token verifier cannot run; the server's log says why.") from None
     except AuthRefusal as refusal:
-        setattr(request, REFUSAL_ATTR, refusal)
-        raise PoppyAuthenticationFailed(refusal) from None
+        result = refusal
     if isinstance(result, AuthRefusal):
+        tracing.event("identity_checked", outcome="refused", code=result.code)
         setattr(request, REFUSAL_ATTR, result)
-        raise PoppyAuthenticationFailed(result)
+        raise PoppyAuthenticationFailed(result) from None
     if not isinstance(result, Principal):
         raise TypeError(f"The verifier returned {type(result).__name__}, not a Principal.")
+    tracing.event("identity_checked", outcome="verified", client_id=result.client_id)
     return PoppyUser(result), result
 
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import InvalidSessionError, TooManySessionsError
 from poppy_django.authority.models import Client, Session
+from poppy_django.observe import tracing
 from poppy_django.verifier import sessions as session_status
 
 RATE_PREFIX = "poppy:authority:sessions:"
@@ -47,6 +48,7 @@ def start_session(client: Client, user_id: str, jkt: str | None) -> Session:
     """A new signed-out Session of ``client`` for ``user_id`` (no key yet: ``jkt`` None, a
     Session started for a Bearer MCP token)."""
     _count_new_session(client)
+    tracing.event("session_started")
     return Session.objects.create(
         session_id=new_session_id(), client=client, user_id=user_id, jkt=jkt or ""
     )
@@ -78,4 +80,5 @@ def end_sessions(sessions: QuerySet[Session]) -> int:
         ids = list(open_sessions.values_list("session_id", flat=True))
         ended = Session.objects.filter(session_id__in=ids).update(ended_at=timezone.now())
         transaction.on_commit(lambda: session_status.revoked(*ids))
+    tracing.event("signed_out", count=ended)
     return ended

@@ -34,10 +34,20 @@ import redis.asyncio
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from opentelemetry import metrics
 
 from poppy_django.conf import poppy_settings
 
 logger = logging.getLogger("poppy_django.fanout")
+
+#: From a publish to its receipt by a subscribed process (the OpenTelemetry API directly: the
+#: fan-out sits below poppy_django.observe, whose metrics it cannot import).
+fanout_lag = metrics.get_meter("poppy_django").create_histogram(
+    "poppy.fanout.lag",
+    unit="s",
+    description="From a wake-up's or text delta's publish to its receipt by a web process",
+    explicit_bucket_boundaries_advisory=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+)
 
 #: Messages an inbox holds for its reader before it says some were dropped.
 MAX_PENDING = 100
@@ -150,7 +160,7 @@ def redis_channel() -> str:
 def publish(key: str, message_type: str, data: dict[str, Any]) -> None:
     """Deliver a message to every waiting reader of ``key``, in any process; may raise."""
     if _redis_kwargs():
-        message = json.dumps({"key": key, "type": message_type, "data": data})
+        message = json.dumps({"key": key, "type": message_type, "data": data, "at": time.time()})
         _publisher().publish(redis_channel(), message)
         return
     item = Item(message_type, data)
@@ -166,7 +176,7 @@ def publish_many(items: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
             publish(key, message_type, data)
         return
     batch = [{"key": key, "type": message_type, "data": data} for key, message_type, data in items]
-    _publisher().publish(redis_channel(), json.dumps({"batch": batch}))
+    _publisher().publish(redis_channel(), json.dumps({"batch": batch, "at": time.time()}))
 
 
 def _redis_kwargs() -> dict[str, Any] | None:
@@ -264,6 +274,8 @@ def _hand_over(loop: asyncio.AbstractEventLoop, raw: bytes) -> None:
     except (ValueError, KeyError, TypeError):
         logger.warning("poppy: ignored a malformed fan-out message: %.200r", raw)
         return
+    if isinstance(sent := message.get("at"), int | float):
+        fanout_lag.record(max(0.0, time.time() - sent))
     for key, item in items:
         for inbox in _inboxes_of(key):
             if inbox._loop is loop:

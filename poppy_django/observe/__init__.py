@@ -6,6 +6,7 @@
 wrote) out of every log record.
 """
 
+from poppy_django.observe.correlation import Correlate
 from poppy_django.observe.moments import moment
 from poppy_django.observe.redaction import (
     WithholdUserText,
@@ -16,6 +17,7 @@ from poppy_django.observe.redaction import (
 from poppy_django.observe.request_id import begin_request, request_id
 
 __all__ = [
+    "Correlate",
     "WithholdUserText",
     "begin_request",
     "describe_failure",

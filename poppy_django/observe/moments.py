@@ -14,8 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.dispatch import Signal
 
-from poppy_django.models import Conversation
-from poppy_django.observe import metrics
+from poppy_django.observe import metrics, tracing
 from poppy_django.observe.request_id import request_id
 
 logger = logging.getLogger("poppy_django")
@@ -38,6 +37,8 @@ def moment(
     logged = {"moment": name, **fields}
     if (current := request_id.get()) is not None:
         logged["request_id"] = current
+    if (ids := tracing.current_ids()) is not None:
+        logged["trace_id"] = ids[0]
     arguments = {**fields, **(private or {})}
 
     def record() -> None:
@@ -53,8 +54,11 @@ def moment(
             extra={"poppy": logged},
         )
         metrics.on_moment(name, fields)
+        tracing.event(name, **logged)
         if signal is None:
             return
+        from poppy_django.models import Conversation  # the signals' sender
+
         for receiver, result in signal.send_robust(sender=Conversation, **arguments):
             if isinstance(result, Exception):
                 logger.error("poppy signal receiver %r failed", receiver, exc_info=result)

@@ -49,6 +49,7 @@ EVENT_FIELDS = frozenset(
         "initiator",
         "attempt",
         "code",
+        "count",
     }
 )
 
