@@ -24,5 +24,15 @@ if ! command -v pgbouncer >/dev/null && ! test -x /usr/sbin/pgbouncer; then
     echo "PgBouncer is missing (sudo apt-get install pgbouncer): its tests will fail" >&2
   fi
 fi
+# promtool (Debian's prometheus package) validates deploy/prometheus/ in the tests.
+if ! command -v promtool >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "installing promtool"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  else
+    echo "promtool is missing (sudo apt-get install prometheus): its tests will fail" >&2
+  fi
+fi
 pg_isready -h 127.0.0.1 -p 5432
 redis-cli -h 127.0.0.1 -p 6379 ping

@@ -55,7 +55,9 @@ model_tokens = meter.create_counter(
     "poppy.model.tokens", unit="{token}", description="Tokens by model and direction"
 )
 model_cost = meter.create_counter(
-    "poppy.model.cost", description="What the cost hook (POPPY['MODEL_COST']) said the calls cost"
+    "poppy.model.cost",
+    unit="{currency}",
+    description="What the cost hook (POPPY['MODEL_COST']) said the calls cost",
 )
 lease_take_ups = meter.create_counter(
     "poppy.leases.taken_up",
