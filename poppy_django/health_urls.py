@@ -7,20 +7,30 @@ each answers).
 
 from __future__ import annotations
 
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import URLPattern, path
 
-from poppy_django.conf import poppy_settings
+from poppy_django.conf import DEFAULTS, poppy_settings
 from poppy_django.observe import health
 
 app_name = "poppy_health"
 
+
+def _path(key: str) -> str | None:
+    """Where a probe is mounted; the default while ``POPPY`` cannot be read, so that
+    ``manage.py check`` (which imports the URLconf) reports why (E004) instead of crashing."""
+    try:
+        value: str | None = getattr(poppy_settings, key)
+    except ImproperlyConfigured:
+        value = DEFAULTS[key]
+    return value.strip("/") if value else None
+
+
 urlpatterns: list[URLPattern] = [
-    path(poppy_settings.LIVENESS_PATH.strip("/"), health.liveness, name="liveness"),
-    path(poppy_settings.READINESS_PATH.strip("/"), health.readiness, name="readiness"),
+    path(_path("LIVENESS_PATH") or "", health.liveness, name="liveness"),
+    path(_path("READINESS_PATH") or "", health.readiness, name="readiness"),
 ]
-if poppy_settings.METRICS_PATH:
+if (metrics_path := _path("METRICS_PATH")) is not None:
     from poppy_django.observe import prometheus
 
-    urlpatterns.append(
-        path(poppy_settings.METRICS_PATH.strip("/"), prometheus.metrics_view, name="metrics")
-    )
+    urlpatterns.append(path(metrics_path, prometheus.metrics_view, name="metrics"))
