@@ -163,3 +163,31 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
     # Ids, sizes and outcomes only: nothing the User wrote is on any span.
     everything = repr([(s.attributes, s.events) for s in received.snapshot()])
     assert "store_hours?" not in everything and "hello there" not in everything
+
+
+def test_a_worker_killed_mid_turn_shows_as_a_take_up(observed: tuple[Cluster, Received]) -> None:
+    """The metrics of a crash: the dead worker's turn in flight is gone from the sum (it runs
+    nowhere), the survivor's take-up is counted, the turn is answered once."""
+    mp, _ = observed
+    web = mp.web("web")
+    mp.worker("doomed")
+    pa = PersonalAgent()
+    conversation = pa.at(web).post("", pa.message("#slow please")).json()["conversation_id"]
+    stream = pa.at(web).stream(conversation)
+    next(data for name, _, data in stream if name == "text-delta")  # mid-reply
+    stream.close()
+    eventually(lambda: value(scrape(web), "poppy_turns_in_flight") == 1, what="the turn in flight")
+    mp.kill("doomed")
+    assert value(scrape(web), "poppy_turns_in_flight") == 0  # a dead process runs nothing
+
+    mp.worker("survivor")
+    pa.at(web).events_until(conversation, _settled, timeout=60)
+
+    def counted() -> dict[Any, float] | None:
+        samples = scrape(web)
+        answered = value(samples, "poppy_turns_total", outcome="answered") == 1
+        return samples if answered and value(samples, "poppy_turns_in_flight") == 0 else None
+
+    samples = eventually(counted, what="the turn answered by the survivor")
+    assert value(samples, "poppy_leases_taken_up_total") == 1
+    assert value(samples, "poppy_turns_total") == 1
