@@ -530,11 +530,37 @@ def table(result: dict[str, Any]) -> str:
             ("most model calls in flight at once", result["most_model_calls"]),
         ]
     rows += [(f"violations: {name}", len(found)) for name, found in result["violations"].items()]
+    rows += [
+        (f"metrics: {name}", f"{value:g}") for name, value in result.get("metrics", {}).items()
+    ]
     rows.append(("**violations**", f"**{total}**"))
     width = max(len(name) for name, _ in rows)
     lines = [f"| {'':<{width}} | value |", f"|{'-' * (width + 2)}|-------|"]
     lines += [f"| {name:<{width}} | {value} |" for name, value in rows]
     return "\n".join(lines)
+
+
+def scraped(campaign: Campaign) -> dict[str, float]:
+    """The campaign as a live web process's /metrics adds up every process's counts (a
+    process killed within its last export interval took its last second's counts along)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    time.sleep(2)  # the survivors' next export (OTEL_METRIC_EXPORT_INTERVAL=1000)
+    with campaign.lock:
+        url = next(iter(campaign.webs.values()))
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = sample.name
+            if "outcome" in sample.labels and sample.name == "poppy_turns_total":
+                key = f"poppy_turns_total{{outcome={sample.labels['outcome']}}}"
+            totals[key] = totals.get(key, 0.0) + sample.value
+    return {
+        name: value
+        for name, value in totals.items()
+        if name.startswith(("poppy_turns_total", "poppy_leases_taken_up", "poppy_turns_in"))
+    }
 
 
 def main() -> int:
@@ -566,6 +592,11 @@ def main() -> int:
     parser.add_argument(
         "--turn-timeout", type=float, default=30.0, help="TURN_TIMEOUT_SECONDS (default 30)"
     )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="the SDK on (prometheus_multiprocess): the take-ups and turns as /metrics counts them",
+    )
     args = parser.parse_args()
     kills, web_every = (args.kills, args.web_every) if not args.short else (6, 3)
     llm_pace = Pace(args.llm_ttft, args.llm_tokens, args.llm_rate)
@@ -585,6 +616,12 @@ def main() -> int:
         )
         if args.turns_in_flight is not None:
             cluster.env["POPPY_TURNS_IN_FLIGHT"] = str(args.turns_in_flight)
+        if args.metrics:
+            cluster.env.update(
+                OTEL_METRICS_EXPORTER="prometheus_multiprocess",
+                OTEL_METRIC_EXPORT_INTERVAL="1000",
+                PROMETHEUS_MULTIPROC_DIR=str(logs / "metrics"),
+            )
         cluster.create()
         llm = (
             cluster.llm(ttft=llm_pace.ttft, tokens=llm_pace.tokens, rate=llm_pace.rate)
@@ -629,6 +666,8 @@ def main() -> int:
                         time.sleep(0.2)
             campaign.stop_readers.set()
             result = check(cluster, campaign, agents)
+            if args.metrics:
+                result["metrics"] = scraped(campaign)
             if llm is not None:
                 served = httpx.get(f"{llm}/stats").json()
                 result.update(model_calls=served["requests"], most_model_calls=served["max_open"])

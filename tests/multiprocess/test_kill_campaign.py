@@ -22,7 +22,10 @@ pytestmark = pytest.mark.multiprocess
 def test_the_short_kill_campaign_finds_no_violation(tmp_path: Path):
     out = tmp_path / "kill_campaign.json"
     result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "kill_campaign.py"), "--short", "--out", str(out)],
+        [
+            *[sys.executable, str(ROOT / "bench" / "kill_campaign.py"), "--short", "--metrics"],
+            *["--out", str(out)],
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -40,3 +43,8 @@ def test_the_short_kill_campaign_finds_no_violation(tmp_path: Path):
     assert report["kills"] >= 5 and report["web_kills"] >= 1 and report["redis_restarts"] == 1
     assert report["messages_acked"] > 0 and report["replies"] >= report["messages_acked"]
     assert report["actions_succeeded"] == report["cancels_asked"] > 0
+    # The take-ups of the killed workers' conversations, as /metrics counts them, and every
+    # turn ended: none in flight once all is answered.
+    assert report["metrics"]["poppy_leases_taken_up_total"] >= 1
+    assert report["metrics"]["poppy_turns_in_flight"] == 0
+    assert report["metrics"]["poppy_turns_total{outcome=answered}"] > 0
