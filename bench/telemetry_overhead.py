@@ -1,0 +1,91 @@
+"""The OpenTelemetry SDK's cost per request, off against on, in alternated rounds.
+
+    DATABASE_URL=postgres://... REDIS_URL=redis://... \\
+    .venv/bin/python bench/telemetry_overhead.py [--rounds 8] [--requests 300]
+
+Each round runs ``bench/request_cost.py`` twice, in fresh processes, in an order that
+alternates (off/on, on/off, …) so the machine's drift falls on both: once with no ``OTEL_*``
+variable (the API's no-op: what every deployment without an SDK pays), once with the SDK the
+example project installs from them (``POPPY["OPENTELEMETRY"]``): spans batched to an OTLP
+receiver in this process, metrics written every 5 s for the multiprocess Prometheus path.
+Printed: the median CPU ms per request of each operation (a context-only message, a message
+that dispatches a turn, a JSON read) with the SDK off and on, and their ratio, as JSON.
+Production mode as request_cost.py runs it (DEBUG off, the fake verifier, the example
+project's settings); the database must be migrated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.otlp_receiver import receiving  # noqa: E402 - after the path
+
+BASE_ENV = {
+    "DJANGO_DEBUG": "0",
+    "POPPY_DEV_AUTHORITY": "0",
+    "POPPY_AUTHENTICATE": "poppy_django.verifier.fake.verify",
+    "POPPY_LOG_LEVEL": "WARNING",
+    "POPPY_THROTTLE_RATES": '{"conversation_start": "1000000/s", "message": "1000000/s"}',
+}
+
+
+def run(requests: int, env: dict[str, str]) -> dict[str, dict[str, float]]:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "request_cost.py"), "--requests", str(requests)],
+        env={**os.environ, **BASE_ENV, **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=True,
+    )
+    measured: dict[str, dict[str, float]] = json.loads(result.stdout.strip().splitlines()[-1])
+    return measured
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--requests", type=int, default=300)
+    args = parser.parse_args()
+    cpu: dict[str, dict[str, list[float]]] = {"off": {}, "on": {}}
+    with receiving() as (endpoint, received), tempfile.TemporaryDirectory() as metrics_dir:
+        telemetry = {
+            "OTEL_SERVICE_NAME": "bench",
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+            "OTEL_METRICS_EXPORTER": "prometheus_multiprocess",
+            "OTEL_METRIC_EXPORT_INTERVAL": "5000",
+            "PROMETHEUS_MULTIPROC_DIR": metrics_dir,
+        }
+        for round_ in range(args.rounds):
+            order = ["off", "on"] if round_ % 2 == 0 else ["on", "off"]
+            for mode in order:
+                measured = run(args.requests, telemetry if mode == "on" else {})
+                for op, figures in measured.items():
+                    cpu[mode].setdefault(op, []).append(figures["cpu_ms"])
+            print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+        spans = len(received.snapshot())
+    medians = {
+        op: {
+            "off_cpu_ms": round(statistics.median(cpu["off"][op]), 3),
+            "on_cpu_ms": round(statistics.median(cpu["on"][op]), 3),
+            "ratio": round(statistics.median(cpu["on"][op]) / statistics.median(cpu["off"][op]), 3),
+        }
+        for op in cpu["off"]
+    }
+    print(json.dumps({"rounds": args.rounds, "requests": args.requests, "spans": spans, **medians}))
+
+
+if __name__ == "__main__":
+    main()
