@@ -26,6 +26,8 @@ class Waiting:
     who: str
     said: str
     since: str
+    #: The teammate it waits for (the round robin's or someone's choice); "" for anyone.
+    assignee: str
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ def summary() -> Summary:
                 who=wording.who(row.account_id, row.user_id),
                 said=wording.first_words(row.said),
                 since=row.handoff_requested_at.isoformat() if row.handoff_requested_at else "",
+                assignee=row.assignee,
             )
             for row in rows[:SHOWN]
         ],

@@ -340,6 +340,7 @@ def alerts_json(request: HttpRequest, admin_site: AdminSite) -> JsonResponse:
     return JsonResponse(
         {
             "me": {"away": presence.away, "available": presence.available},
+            "office_open": service.office_open(),
             "waiting": found.count,
             "conversations": [
                 {
@@ -347,6 +348,7 @@ def alerts_json(request: HttpRequest, admin_site: AdminSite) -> JsonResponse:
                     "who": item.who,
                     "said": item.said,
                     "since": item.since,
+                    "assignee": item.assignee,
                     "url": _url(admin_site, CONVERSATION, item.id),
                 }
                 for item in found.waiting

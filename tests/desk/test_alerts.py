@@ -3,6 +3,8 @@ search by what was said, and the developer's text kept to superusers."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
@@ -26,6 +28,7 @@ def test_alerts_count_the_waiting_longest_first_with_what_the_customer_said(
 ) -> None:
     assert alerts(desk) == {
         "me": {"away": False, "available": True},  # reading it renews the reader's presence
+        "office_open": True,  # no OFFICE_HOURS: always
         "waiting": 0,
         "conversations": [],
     }
@@ -38,6 +41,7 @@ def test_alerts_count_the_waiting_longest_first_with_what_the_customer_said(
     # The customer's words, not the Company Agent's echo; staff's name for whom it is with.
     assert shown["said"] == "Where is my parcel?" and shown["who"] == "account acct-7"
     assert shown["url"] == desk_url(first) and shown["since"]
+    assert shown["assignee"] == "sam"  # the round robin's choice: the one on shift
     service.human_joined(first, by="sam")
     answer = alerts(desk)
     assert answer["waiting"] == 1 and [i["id"] for i in answer["conversations"]] == [second]
@@ -85,3 +89,17 @@ def test_every_desk_page_has_the_alerts_bar_and_the_shortcuts(
         assert "data-shortcuts" in page and "<kbd>n</kbd>" in page
         # The desk has the page's width: no admin model list beside it.
         assert 'id="nav-sidebar"' not in page
+
+
+def test_every_desk_page_says_when_it_is_outside_office_hours(desk: Client, settings) -> None:
+    from django.utils import timezone
+
+    today = timezone.now().date()
+    closed = [str(today), str(today + timedelta(days=1))]  # whatever the hour of the run
+    settings.POPPY = {
+        **settings.POPPY,
+        "OFFICE_HOURS": {"HOURS": {"mon-sun": "00:00-24:00"}, "CLOSED_DATES": closed},
+    }
+    assert alerts(desk)["office_open"] is False
+    settings.POPPY = {**settings.POPPY, "OFFICE_HOURS": None}
+    assert alerts(desk)["office_open"] is True

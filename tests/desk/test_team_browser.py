@@ -280,6 +280,11 @@ def test_assign_transfer_canned_reply_and_a_private_note(
         f".poppy-desk-event:has-text('{first.username} assigned it to {second.username}')"
     )
     assert "Dana is a returning customer" in first.page.text_content("[data-transcript]")
+    # The teammate is told, wherever they are on the desk.
+    given = f"{first.username} assigned a conversation to you"
+    second.page.wait_for_function(
+        f"(window.__poppyNotifications || []).some(n => n.title === {given!r})", timeout=20_000
+    )
     second.page.goto(f"{site.base}{DESK}?status=mine")
     second.live()
     row = f'tr[data-conversation-id="{conversation_id}"]'

@@ -22,6 +22,8 @@
   var root = document.getElementById("poppy-desk");
   var url = bar.getAttribute("data-alerts-url");
   var here = root ? root.getAttribute("data-conversation-id") : null;
+  var me = root ? root.getAttribute("data-user") : null;
+  var hours = bar.querySelector("[data-office-closed]");
   var count = bar.querySelector("[data-waiting-count]");
   var enable = bar.querySelector("[data-alerts-enable]");
   var stateText = bar.querySelector("[data-alerts-state]");
@@ -106,7 +108,8 @@
     if (!("Notification" in window) || window.Notification.permission !== "granted") {
       return;
     }
-    var shown = new window.Notification("Waiting for a person: " + item.who, {
+    var title = item.assignee === me ? "Waiting for you: " : "Waiting for a person: ";
+    var shown = new window.Notification(title + item.who, {
       body: item.said || "",
       tag: "poppy-waiting-" + item.id, // one per conversation, however many tabs are open
     });
@@ -171,6 +174,7 @@
 
   function apply(answer) {
     document.dispatchEvent(new CustomEvent("poppy:me", { detail: answer.me }));
+    hours.hidden = answer.office_open !== false;
     waiting = answer.conversations || [];
     count.textContent = String(answer.waiting);
     bar.setAttribute("data-waiting", String(answer.waiting));
@@ -250,6 +254,34 @@
     }
   }
 
+  /* A teammate gave you a conversation (assigned or transferred), or took yours. */
+  function given(event) {
+    var news = event.detail || {};
+    if (news.other !== me || news.by === me) {
+      return;
+    }
+    var words = {
+      assigned: news.by + " assigned a conversation to you",
+      transferred: news.by + " transferred a conversation to you",
+      took_over: news.by + " took over a conversation from you",
+    }[news.kind];
+    if (!words) {
+      return;
+    }
+    say(words);
+    if (news.kind !== "took_over") {
+      chime();
+    }
+    if ("Notification" in window && window.Notification.permission === "granted") {
+      var shown = new window.Notification(words, { tag: "poppy-desk-" + news.desk_event });
+      shown.onclick = function () {
+        window.focus();
+        window.location.href = bar.getAttribute("data-queue-url") + news.conversation_id + "/";
+      };
+    }
+  }
+
+  document.addEventListener("poppy:desk", given);
   bar.querySelector("[data-next-waiting]").addEventListener("click", nextWaiting);
   document.addEventListener("poppy:next-waiting", nextWaiting);
   document.addEventListener("poppy:live", soon);
