@@ -239,6 +239,15 @@ POPPY: dict[str, Any] = {
         "message": "example_project.shop.desk.forward_message",
         "cancel": "example_project.shop.desk.cancel_handoff",
     },
+    # The desk's office hours, as JSON (docs/settings.md#handoffs-and-the-desks-team), e.g.
+    # '{"TIME_ZONE": "Europe/Paris", "HOURS": {"mon-fri": "09:00-18:00"}}'; unset: always open.
+    "OFFICE_HOURS": (
+        json.loads(os.environ["POPPY_OFFICE_HOURS"])
+        if os.environ.get("POPPY_OFFICE_HOURS")
+        else None
+    ),
+    # A handoff no one joins within this many seconds goes back to the Company Agent.
+    "HANDOFF_MAX_WAIT_SECONDS": float(os.environ.get("POPPY_HANDOFF_MAX_WAIT_SECONDS", "600")),
     # Events are kept 30 days (the beat task "poppy-prune" deletes older ones hourly).
     "RETENTION_SECONDS": 30 * 86400,
     "LEASE_SECONDS": float(os.environ.get("POPPY_LEASE_SECONDS", "30")),

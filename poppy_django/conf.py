@@ -145,8 +145,9 @@ DEFAULTS: dict[str, Any] = {
     # "09:00-17:30", "sat": "10:00-13:00, 14:00-16:00"}, "CLOSED_DATES": ["2026-12-25"]};
     # outside them the default request hook answers unavailable. None: always open.
     "OFFICE_HOURS": None,
-    # A staff member none of whose desk pages was open for this long is away (the desk's
-    # pages renew their presence while open); no one available: handoffs are unavailable.
+    # A staff member none of whose desk pages was open for this long is away (a desk page
+    # renews their presence as it loads, when its stream connects and every 30 s); no one
+    # available: handoffs are unavailable.
     "STAFF_AWAY_AFTER_SECONDS": 90.0,
     # A handoff nobody joins within this many seconds goes back to the Company Agent (the
     # workers' sweep), its reason told to the personal agent. None: it waits for a person.

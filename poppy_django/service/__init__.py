@@ -199,8 +199,12 @@ def take_over(conversation_id: str, *, by: str, request_id: str | None = None) -
     human_joined(conversation_id, by=by, take_over=True, request_id=request_id)
 
 
-def _check_seen(conversation: Conversation, seen: str) -> None:
-    """Refuse a reply written over events the staffer had not read (compare-and-set)."""
+def _check_seen(conversation: Conversation, seen: str, by: str) -> None:
+    """Refuse a reply written over events the staffer had not read (compare-and-set).
+
+    Their own joining is no news to them: a ``state`` change ``by`` made after ``seen`` (the
+    join they pressed before writing, its event not yet on their page) does not refuse it.
+    """
     if seen == "" and conversation.last_seq == 0:
         return  # nothing written yet, so nothing unread
     seq = ids.parse_cursor(conversation.id, seen) if isinstance(seen, str) else None
@@ -210,10 +214,15 @@ def _check_seen(conversation: Conversation, seen: str) -> None:
         )
     if seq == conversation.last_seq:
         return
-    arrived = list(
-        Event.objects.filter(conversation=conversation, seq__gt=seq).order_by("seq")[:ARRIVED_SHOWN]
+    news = (
+        Event.objects.filter(conversation=conversation, seq__gt=seq)
+        .exclude(type=EventType.STATE, meta__by=by)
+        .order_by("seq")
     )
-    count = conversation.last_seq - seq
+    arrived = list(news[:ARRIVED_SHOWN])
+    if not arrived:
+        return
+    count = news.count() if len(arrived) == ARRIVED_SHOWN else len(arrived)
     raise PoppyError(
         "conversation_changed",
         f"{count} new event{'s' if count != 1 else ''} since you read it: read them first.",
@@ -256,7 +265,7 @@ def post_message(
             "The User is in a Direct Conversation opened from this one: answer there.",
             extra={"direct_conversation_id": direct.id},
         )
-    _check_seen(conversation, seen)
+    _check_seen(conversation, seen, by)
     meta = _meta(request_id, by)
     if not _holds(conversation, by):
         _join_locked(conversation, by, meta)

@@ -137,6 +137,27 @@ def test_a_reply_over_what_the_staffer_has_not_seen_is_refused_saying_what_arriv
     service.post_message(conversation_id, "A-2 it is.", by="sam", seen=newest(conversation_id))
 
 
+def test_ones_own_join_is_no_news(agent: PersonalAgent, team) -> None:
+    """The page may not have shown the join its staffer pressed before the reply is sent."""
+    conversation_id = quiet_start(agent)
+    seen = newest(conversation_id)
+    service.human_joined(conversation_id, by="sam")
+    service.post_message(conversation_id, "Sam here.", by="sam", seen=seen)
+    # A colleague's message is news, though.
+    seen = newest(conversation_id)
+    service.take_over(conversation_id, by="pat")
+    refused(
+        "held_by_other", lambda: service.post_message(conversation_id, "x", by="sam", seen=seen)
+    )
+    service.post_message(conversation_id, "Pat here.", by="pat", seen=newest(conversation_id))
+    service.take_over(conversation_id, by="sam")
+    error = refused(
+        "conversation_changed",
+        lambda: service.post_message(conversation_id, "Still me.", by="sam", seen=seen),
+    )
+    assert [e["message"]["text"] for e in error.extra["arrived"]] == ["Pat here."]
+
+
 def test_a_refused_reply_leaves_not_even_the_join(agent: PersonalAgent, team) -> None:
     conversation_id = quiet_start(agent)
     seen = newest(conversation_id)
