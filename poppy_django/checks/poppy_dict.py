@@ -132,8 +132,21 @@ def import_errors() -> Messages:
         try:
             getattr(poppy_settings, name)
         except ImproperlyConfigured as exc:
-            errors.append(checks.Error(str(exc), id=check_id("E001")))
+            errors.append(checks.Error(str(exc), hint=_renamed(name), id=check_id("E001")))
     return errors
+
+
+#: The verifier's package before 0.3.0, and its name since.
+_OLD_VERIFIER, _VERIFIER = "poppy_django.auth.", "poppy_django.verifier."
+
+
+def _renamed(name: str) -> str | None:
+    """The fix when the setting names the verifier's package by its name before 0.3.0."""
+    value = poppy_settings.raw(name)
+    if isinstance(value, str) and value.startswith(_OLD_VERIFIER):
+        renamed = _VERIFIER + value.removeprefix(_OLD_VERIFIER)
+        return f"poppy_django.auth is poppy_django.verifier since 0.3.0: use {renamed!r}."
+    return None
 
 
 def number_setting(name: str) -> float | None:

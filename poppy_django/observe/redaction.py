@@ -205,6 +205,7 @@ def _about_the_app(record: logging.LogRecord) -> bool:
 #: their names when their modules moved into the layer folders.
 TOPIC_LOGGERS = (
     "poppy_django.approvals",
+    "poppy_django.auth",
     "poppy_django.engine",
     "poppy_django.executors",
     "poppy_django.middleware",

@@ -20,22 +20,14 @@ from poppy_django.verifier import dpop, fake, local_issuer
 
 DPOP_VERIFIER = "poppy_django.verifier.dpop.verify"
 FAKE_VERIFIER = "poppy_django.verifier.fake.verify"
-#: The same verifiers by their deprecated paths (:mod:`poppy_django.auth`).
-_DEPRECATED_PATHS = {
-    "poppy_django.auth.dpop.verify": DPOP_VERIFIER,
-    "poppy_django.auth.fake.verify": FAKE_VERIFIER,
-}
 #: Cache backends that cannot hold a replay cache shared by processes (or at all).
 _DUMMY_CACHE = "django.core.cache.backends.dummy.DummyCache"
 _LOCAL_CACHE = "django.core.cache.backends.locmem.LocMemCache"
 
 
 def _configured_verifier() -> Any:
-    """``POPPY["AUTHENTICATE"]`` as set, a deprecated path read as the current one."""
-    configured = poppy_settings.raw("AUTHENTICATE")
-    return (
-        _DEPRECATED_PATHS.get(configured, configured) if isinstance(configured, str) else configured
-    )
+    """``POPPY["AUTHENTICATE"]`` as set."""
+    return poppy_settings.raw("AUTHENTICATE")
 
 
 def _uses_dpop_verifier() -> bool:

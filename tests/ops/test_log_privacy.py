@@ -155,16 +155,13 @@ def test_every_logger_of_the_package_withholds_user_text() -> None:
     A logger without it would log an exception's message, which may quote a User."""
     import importlib
     import pkgutil
-    import warnings
 
     import poppy_django
     from poppy_django.observe import WithholdUserText, withhold_user_text_in_logs
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # poppy_django.auth, the old name
-        for module in pkgutil.walk_packages(poppy_django.__path__, "poppy_django."):
-            if ".migrations" not in module.name:
-                importlib.import_module(module.name)
+    for module in pkgutil.walk_packages(poppy_django.__path__, "poppy_django."):
+        if ".migrations" not in module.name:
+            importlib.import_module(module.name)
     withhold_user_text_in_logs()
     uncovered = [
         name

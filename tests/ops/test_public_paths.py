@@ -1,20 +1,23 @@
-"""The paths the docs name keep working after the layout moved the code into layer folders.
-
-The package root re-exports each layer's public names (the stable paths to import or to put
-in settings); ``poppy_django.auth`` is the verifier's old name, kept with a warning."""
+"""Public import paths are decided once: code lives at its layer's path, and the package root
+holds one listed set of re-exports (``FACADES``, docs/layout.md), the stable names to import or
+to put in settings. The verifier's old package, ``poppy_django.auth``, is gone; a setting that
+still names it is E001, its hint naming the new path."""
 
 from __future__ import annotations
 
+import ast
 import importlib
-import warnings
+from pathlib import Path
 
 import pytest
 from django.core import checks
-from django.test import override_settings
-from django.utils.module_loading import import_string
 
-from poppy_django.checks import check_auth
+import poppy_django
+from poppy_django.checks import check_settings
 
+ROOT = Path(poppy_django.__file__).resolve().parent
+
+#: The root's re-exports and the layer module each names.
 FACADES = {
     "poppy_django.middleware": "poppy_django.api.middleware",
     "poppy_django.executors": "poppy_django.engine.executors",
@@ -29,6 +32,22 @@ FACADES = {
 }
 
 
+def only_re_exports(path: Path) -> bool:
+    """Whether a module holds nothing but its docstring, imports and ``__all__``."""
+    body = ast.parse(path.read_text()).body
+    for node in body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the docstring
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if isinstance(node, ast.Assign) and [
+            t.id for t in node.targets if isinstance(t, ast.Name)
+        ] == ["__all__"]:
+            continue
+        return False
+    return bool(body)
+
+
 @pytest.mark.parametrize("public", sorted(FACADES))
 def test_the_root_re_exports_the_same_objects(public: str) -> None:
     facade, layer = importlib.import_module(public), importlib.import_module(FACADES[public])
@@ -37,32 +56,24 @@ def test_the_root_re_exports_the_same_objects(public: str) -> None:
         assert getattr(facade, name) is getattr(layer, name), name
 
 
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        ("poppy_django.auth.dpop.verify", "poppy_django.verifier.dpop.verify"),
-        ("poppy_django.auth.fake.verify", "poppy_django.verifier.fake.verify"),
-        ("poppy_django.auth.sessions.revoked", "poppy_django.verifier.sessions.revoked"),
-        ("poppy_django.auth.local_issuer.register", "poppy_django.verifier.local_issuer.register"),
-        ("poppy_django.auth.Principal", "poppy_django.verifier.Principal"),
-    ],
-)
-def test_the_verifiers_old_paths_name_the_same_objects(old: str, new: str) -> None:
-    assert import_string(old) is import_string(new)
+def test_the_listed_re_exports_are_the_roots_only_ones() -> None:
+    """Each listed module only re-exports, and no unlisted root module only re-exports."""
+    re_exporting = {
+        f"poppy_django.{path.stem}"
+        for path in ROOT.glob("*.py")
+        if path.stem != "__init__" and only_re_exports(path)
+    }
+    assert re_exporting == set(FACADES)
 
 
-def test_importing_the_old_package_warns() -> None:
-    import sys
-
-    sys.modules.pop("poppy_django.auth", None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+def test_the_verifiers_old_package_is_gone() -> None:
+    with pytest.raises(ModuleNotFoundError):
         importlib.import_module("poppy_django.auth")
-    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
 
 
-def test_the_fake_verifier_by_its_old_path_is_still_refused_in_production(settings) -> None:
-    settings.POPPY = {**settings.POPPY, "AUTHENTICATE": "poppy_django.auth.fake.verify"}
-    with override_settings(DEBUG=False):
-        found = [m.id for m in check_auth() if isinstance(m, checks.CheckMessage)]
-    assert "poppy_django.E108" in found
+def test_a_setting_naming_the_old_package_is_e001_with_the_new_path(settings) -> None:
+    settings.POPPY = {**settings.POPPY, "AUTHENTICATE": "poppy_django.auth.dpop.verify"}
+    found = [m for m in check_settings() if isinstance(m, checks.CheckMessage)]
+    (e001,) = [m for m in found if m.id == "poppy_django.E001"]
+    assert "poppy_django.auth" in e001.msg
+    assert e001.hint is not None and "'poppy_django.verifier.dpop.verify'" in e001.hint
