@@ -40,15 +40,18 @@ class ChannelAgent(SdkAgent):
         self.world = world
         self.input = ScriptedInput()
         controlled = ControlledBrowser(world.network.client())
+        clock = RealClock()
         self.host = PersonalAgentHost(
             world.atlas,
-            RealClock(),  # type: ignore[arg-type]
+            clock,  # type: ignore[arg-type]
             protected_input=self.input,
             controlled_browser=form_post or controlled,
         )
         reactor = personal_agent_reactor(self.host, network=world.network, http_client=world.http)
         # Its browser is the controlled one it joins sessions in (``browser.page``).
-        super().__init__(world.atlas, reactor, world.http, world.discovery, world.user, controlled)
+        super().__init__(
+            world.atlas, reactor, world.http, world.discovery, world.user, controlled, clock
+        )
         self.mediated = MediatedSignInClient(reactor=self.reactor, http_client=world.http)
         self.feedback = FeedbackClient(transport=self.transport)
         self.accounts = AccountTokenClient(reactor=self.reactor, http_client=world.http)

@@ -34,7 +34,8 @@ class Agent(SdkAgent):
         self.acme = acme
         http = acme.client()
         browser = UserBrowser()
-        host = PersonalAgentHost(identity, RealClock(), browser=browser)  # type: ignore[arg-type]
+        clock = RealClock()
+        host = PersonalAgentHost(identity, clock, browser=browser)  # type: ignore[arg-type]
         reactor, _ = build_pap_reactor(
             http_client=http,
             address_resolver=acme.resolve,
@@ -47,6 +48,7 @@ class Agent(SdkAgent):
             DiscoveryClient(reactor=reactor),
             AcmeUser(acme.client, ORIGIN, PLAIN, password=PASSWORD),
             browser,
+            clock,
         )
 
     async def authorization_url(self, user: str, session: Any, scopes: tuple[str, ...]) -> str:

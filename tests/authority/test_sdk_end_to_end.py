@@ -50,7 +50,8 @@ class Atlas(SdkAgent):
         self.acme = acme
         http = acme.client(acme_port=acme_port)
         browser = UserBrowser()
-        host = PersonalAgentHost(ATLAS, RealClock(), browser=browser)  # type: ignore[arg-type]
+        clock = RealClock()
+        host = PersonalAgentHost(ATLAS, clock, browser=browser)  # type: ignore[arg-type]
         reactor, _ = build_pap_reactor(
             http_client=http,
             address_resolver=acme.resolve,
@@ -63,6 +64,7 @@ class Atlas(SdkAgent):
             DiscoveryClient(reactor=reactor),
             AcmeUser(acme.client, ORIGIN, PLAIN, password=PASSWORD),
             browser,
+            clock,
         )
 
 
