@@ -28,7 +28,8 @@ from django.utils import timezone
 
 from poppy_django import ids, observe, signals
 from poppy_django.conf import hook, poppy_settings
-from poppy_django.models import Conversation, Responder, StaffPresence, Status
+from poppy_django.engine import dispatch, transitions
+from poppy_django.models import Conversation, Event, EventType, Responder, StaffPresence, Status
 from poppy_django.staff import office_hours, presence
 from poppy_django.store import event_log
 
@@ -185,7 +186,9 @@ def request(
 def unavailable(
     conversation: Conversation, reason: str, *, meta: dict[str, Any] | None = None
 ) -> None:
-    """A queued handoff that no one can take: say why, and give it back to the agent."""
+    """A queued handoff that no one can take: say why, and give it back to the agent, which
+    answers what the personal agent said while it waited (those messages went to the
+    message hook, for a person who never came)."""
     event_log.append_company_message(
         conversation,
         message_id=ids.new_company_message_id(),
@@ -195,7 +198,37 @@ def unavailable(
     conversation.handoff_requested_at = None
     conversation.assignee = ""
     conversation.save(update_fields=["handoff_requested_at", "assignee", "updated_at"])
-    event_log.set_state(conversation, status=Status.IDLE, responder=Responder.AGENT, meta=meta)
+    unanswered = _said_while_waiting(conversation)
+    status = Status.WORKING if unanswered else Status.IDLE
+    event_log.set_state(conversation, status=status, responder=Responder.AGENT, meta=meta)
+    if unanswered:
+        dispatch.dispatch_on_commit(conversation.id)
+
+
+def _said_while_waiting(conversation: Conversation) -> bool:
+    """Whether user messages that start a turn arrived since the handoff was queued: they
+    are unanswered again (``answered_seq`` back to the queueing), for the agent's next turn.
+    Never below the last turn's messages, which a claim would take for a retry."""
+    queued = (
+        Event.objects.filter(
+            conversation=conversation, type=EventType.STATE, payload__status=Status.QUEUED
+        )
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    if queued is None:
+        return False
+    since = max(queued, conversation.turn_upto_seq)
+    if conversation.answered_seq <= since:
+        return bool(transitions.pending_messages(conversation))
+    waiting_answered = conversation.answered_seq
+    conversation.answered_seq = since
+    if transitions.pending_messages(conversation):
+        conversation.save(update_fields=["answered_seq", "updated_at"])
+        return True
+    conversation.answered_seq = waiting_answered
+    return False
 
 
 def overdue() -> Q:

@@ -148,6 +148,29 @@ def test_a_handoff_past_its_maximum_wait_goes_back_with_its_reason(agent: Person
     assert handoff.return_overdue() == []  # once
 
 
+def test_what_was_said_while_waiting_is_answered_once_back_with_the_agent(
+    agent: PersonalAgent,
+) -> None:
+    on_shift("sam")
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    agent.settled(conversation_id)
+    assert ask(agent, conversation_id)["status"] == "queued"
+    agent.send(conversation_id, "is anyone there?")  # for the person: the agent stays out
+    Conversation.objects.filter(pk=conversation_id).update(
+        handoff_requested_at=timezone.now() - timedelta(seconds=601)
+    )
+    assert handoff.return_overdue() == [conversation_id]
+    events = agent.events_until(
+        conversation_id,
+        lambda events: "You said: is anyone there?" in str(messages(events)[-1].get("text")),
+    )
+    said = [m.get("text") for m in messages(events) if m["role"] == "company"]
+    assert said.count("You said: is anyone there?") == 1
+    assert said[-2] == DEFAULT_TEXTS["handoff_unavailable"].format(
+        reason=DEFAULT_TEXTS["handoff_timed_out"]
+    )
+
+
 def test_without_a_maximum_wait_a_handoff_waits(agent: PersonalAgent) -> None:
     on_shift("sam")
     conversation_id = quiet_start(agent)

@@ -144,10 +144,24 @@ def test_a_handoff_no_one_joins_goes_back_after_the_maximum_wait(site) -> None:
         # It waits on the desk, given to the one person there (the round robin)...
         page = desk.get(f"{DESK}?status=waiting")
         assert conversation_id in page.text
-        # ...who does not join: past 3 s the worker's sweep gives it back, and says why.
+        # The User writes meanwhile, for the person who does not come.
+        assert agent.send(conversation_id, "is anyone there?").status_code == 202
+        # Past 3 s the worker's sweep gives it back, says why, and the Company Agent answers
+        # what was said while it waited.
         events = agent.events_until(
-            conversation_id, lambda events: handed_back(events, TOO_LONG), timeout=60
+            conversation_id, lambda events: answered_after(events, TOO_LONG), timeout=60
         )
     states = [(e["status"], e["responder"]) for e in events if e["type"] == "state"]
     assert ("queued", "agent") in states and ("idle", "human") not in states
     the_agent_answers_again(agent, conversation_id)
+
+
+def answered_after(events: list[dict[str, Any]], told: str) -> bool:
+    """The personal agent was told ``told``, then the Company Agent answered, and is idle."""
+    said = company_messages(events)
+    at = next((i for i, m in enumerate(said) if m.get("text", "").startswith(told)), None)
+    return (
+        at is not None
+        and any(m["sender"] == "agent" for m in said[at + 1 :])
+        and handed_back(events, told)
+    )
