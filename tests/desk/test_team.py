@@ -164,3 +164,26 @@ def test_staff_without_the_permission_reach_none_of_it(agent: PersonalAgent) -> 
     for name in ("take_over", "assign", "unassign", "transfer", "note"):
         assert act(client, conversation_id, name, to="sam", text="x").status_code == 403
     assert not DeskEvent.objects.filter(conversation_id=conversation_id).exists()
+
+
+def test_bad_bodies_are_refused_and_change_nothing(desk: Client, agent: PersonalAgent) -> None:
+    conversation_id = queued(agent)
+    before = Conversation.objects.get(pk=conversation_id)
+    bad = [
+        ("assign", {}),
+        ("assign", {"to": 7}),
+        ("assign", {"to": "bob", "note": ["x"]}),
+        ("assign", {"to": "sam", "note": "x" * 10_001}),
+        ("transfer", {"to": None}),
+        ("note", {}),
+        ("note", {"text": {"a": 1}}),
+        ("reply", {"text": "hello", "seen": None}),
+        ("reply", {"text": "hello", "seen": "7"}),
+    ]
+    for name, body in bad:
+        response = act(desk, conversation_id, name, **body)
+        assert response.status_code == 400, (name, body, response.content)
+        assert response.json()["error"] == "invalid_request", (name, body)
+    after = Conversation.objects.get(pk=conversation_id)
+    assert (after.last_seq, after.assignee) == (before.last_seq, before.assignee)
+    assert not DeskEvent.objects.filter(conversation_id=conversation_id).exists()

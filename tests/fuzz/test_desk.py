@@ -3,7 +3,8 @@
 A personal agent's ``data`` and ``context`` may hold any JSON, and rows written by older
 versions or other code may hold any shape at all; the conversation page and its events
 JSON must answer 200 for each, and ``events.json?after=`` anything but a sequence number
-is a JSON 400.
+is a JSON 400 (``desk_after`` too); the queue, its search and the alerts read any stored
+message too.
 """
 
 from __future__ import annotations
@@ -68,11 +69,19 @@ def test_fuzz_the_desk_shows_any_stored_message(desk: Client) -> None:
         answer = desk.get(desk_url(conversation.id, "events.json"), {"after": event.seq - 1})
         assert answer.status_code == 200
         assert [e["seq"] for e in answer.json()["events"]] == [event.seq]
+        # The queue (what the customer last said, a search of what was said) and every
+        # page's alerts read the same rows.
+        for query in ({"partial": "rows"}, {"partial": "rows", "q": "pole tent"}):
+            assert desk.get("/admin/poppy_django/conversation/desk/", query).status_code == 200
+        Conversation.objects.filter(pk=conversation.id).update(status="queued")
+        alerts = desk.get("/admin/poppy_django/conversation/desk/alerts.json")
+        assert alerts.status_code == 200 and alerts.json()["waiting"] >= 1
 
     case()
 
 
-def test_fuzz_events_json_after(desk: Client) -> None:
+@pytest.mark.parametrize("name", ["after", "desk_after"])
+def test_fuzz_events_json_after(desk: Client, name: str) -> None:
     conversation = Conversation.objects.create(
         client_id="https://pa.example/c", user_id="u", agent_name="support"
     )
@@ -80,7 +89,7 @@ def test_fuzz_events_json_after(desk: Client) -> None:
     @settings(settings.get_profile(PROFILE))
     @given(after=st.text(max_size=30) | st.text("0123456789", min_size=19, max_size=5000))
     def case(after: str) -> None:
-        answer = desk.get(desk_url(conversation.id, "events.json"), {"after": after})
+        answer = desk.get(desk_url(conversation.id, "events.json"), {name: after})
         sequence = after.isascii() and after.isdigit() and len(after) <= 18
         assert answer.status_code == (200 if sequence else 400), after
         assert (

@@ -367,7 +367,7 @@
         entry.events.push(seq);
       }
       var n = entry.events.length;
-      markPending(entry, "settled", "done (" + n + (n === 1 ? " event" : " events") + ")");
+      markPending(entry, "settled", developer ? "done (" + n + (n === 1 ? " event" : " events") + ")" : "done");
     }
 
     function stray(requestId, seq, type, via) {
