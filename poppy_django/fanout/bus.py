@@ -34,7 +34,7 @@ import redis.asyncio
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
-from opentelemetry import metrics
+from opentelemetry import metrics, propagate, trace
 
 from poppy_django.conf import poppy_settings
 
@@ -59,10 +59,12 @@ HEALTH_CHECK_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class Item:
-    """One message received for a conversation: its type and data."""
+    """One message received for a conversation: its type and data, and the W3C
+    ``traceparent`` of the span that published it (a turn's commit), if one was recording."""
 
     type: str
     data: Any
+    writer: str | None = None
 
 
 class Inbox:
@@ -102,6 +104,7 @@ class Inbox:
         self._arrived.clear()
         items, self._items = self._items, []
         dropped, self._dropped = self._dropped, False
+        _link_writers(items)
         return dropped, items
 
     def poke(self) -> None:
@@ -154,16 +157,51 @@ def redis_channel() -> str:
     return f"{namespace()}:fanout"
 
 
+# The trace that woke a reader ----------------------------------------------------------------
+# The OpenTelemetry API directly: the fan-out sits below poppy_django.observe.
+
+
+def _traceparent() -> str | None:
+    """The publishing span's ``traceparent``, when one is recording (a turn's commit)."""
+    if not trace.get_current_span().is_recording():
+        return None
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier.get("traceparent")
+
+
+def _writer(entry: Any) -> str | None:
+    writer = entry.get("tp") if isinstance(entry, dict) else None
+    return writer if isinstance(writer, str) and len(writer) <= 64 else None
+
+
+def _link_writers(items: list[Item]) -> None:
+    """The reader's span (the read that returns what was written) links to each span that
+    published what woke it: a reply's read joins the turn that wrote it."""
+    reading = trace.get_current_span()
+    if not reading.is_recording():
+        return
+    for item in items:
+        if item.writer is None:
+            continue
+        context = trace.get_current_span(propagate.extract({"traceparent": item.writer}))
+        if context.get_span_context().is_valid:
+            reading.add_link(context.get_span_context(), {"poppy.woken_by": item.type})
+
+
 # Publishing -------------------------------------------------------------------------------
 
 
 def publish(key: str, message_type: str, data: dict[str, Any]) -> None:
     """Deliver a message to every waiting reader of ``key``, in any process; may raise."""
+    writer = _traceparent()
     if _redis_kwargs():
-        message = json.dumps({"key": key, "type": message_type, "data": data, "at": time.time()})
-        _publisher().publish(redis_channel(), message)
+        message = {"key": key, "type": message_type, "data": data, "at": time.time()}
+        if writer is not None:
+            message["tp"] = writer
+        _publisher().publish(redis_channel(), json.dumps(message))
         return
-    item = Item(message_type, data)
+    item = Item(message_type, data, writer)
     for inbox in _inboxes_of(key):
         inbox._call_soon(inbox._deliver, item)
 
@@ -268,7 +306,9 @@ def _hand_over(loop: asyncio.AbstractEventLoop, raw: bytes) -> None:
     try:
         message = json.loads(raw)
         batch = message["batch"] if isinstance(message, dict) and "batch" in message else [message]
-        items = [(entry["key"], Item(entry["type"], entry["data"])) for entry in batch]
+        items = [
+            (entry["key"], Item(entry["type"], entry["data"], _writer(entry))) for entry in batch
+        ]
         if not all(isinstance(item.data, dict) for _, item in items):
             raise TypeError(raw)
     except (ValueError, KeyError, TypeError):

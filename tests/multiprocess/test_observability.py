@@ -62,14 +62,15 @@ def _settled(events: list[dict[str, Any]]) -> bool:
     return bool(events) and events[-1]["type"] == "state" and events[-1]["status"] == "idle"
 
 
-def _converse(web: str, texts: list[str]) -> tuple[PersonalAgent, str]:
-    """One conversation, each message answered before the next: one turn each."""
+def _converse(web: str, texts: list[str], long_poll: bool = False) -> tuple[PersonalAgent, str]:
+    """One conversation, each message answered before the next: one turn each (read by
+    long-polls: a waiting read that the reply's nudge wakes)."""
     pa = PersonalAgent()
     conversation = pa.at(web).post("", pa.message(texts[0])).json()["conversation_id"]
-    pa.at(web).events_until(conversation, _settled)
+    pa.at(web).events_until(conversation, _settled, long_poll=long_poll)
     for text in texts[1:]:
         assert pa.at(web).post(f"/{conversation}/messages", pa.message(text)).status_code == 202
-        pa.at(web).events_until(conversation, _settled)
+        pa.at(web).events_until(conversation, _settled, long_poll=long_poll)
     return pa, conversation
 
 
@@ -101,7 +102,7 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
     # An LLM-shaped conversation through pydantic-ai: a reply, then a tool call.
     llm = mp.llm(ttft=0.05, tokens=6, rate=100)
     mp.worker("llm", options=PREFORK)
-    pa, conversation = _converse(web, ["hi", "hello there", "store_hours?"])
+    pa, conversation = _converse(web, ["hi", "hello there", "store_hours?"], long_poll=True)
     served = httpx.get(f"{llm}/stats").json()
 
     def counted() -> dict[Any, float] | None:
@@ -160,6 +161,10 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
     assert len(models) == 2 and all(parent(span) == "poppy.turn" for span in models)
     assert all(span.attributes["gen_ai.usage.input_tokens"] == 10 for span in models)
     assert parent(next(span for span in below if span.name == "poppy.commit")) == "poppy.turn"
+    # A waiting read that the reply woke links to the commit that wrote it.
+    commits = {s.span_id for s in received.snapshot() if s.name == "poppy.commit"}
+    reads = [s for s in received.snapshot() if s.name == "GET events" and s.links]
+    assert any(span_id in commits for read in reads for _, span_id in read.links)
     # Ids, sizes and outcomes only: nothing the User wrote is on any span.
     everything = repr([(s.attributes, s.events) for s in received.snapshot()])
     assert "store_hours?" not in everything and "hello there" not in everything
