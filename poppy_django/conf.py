@@ -194,8 +194,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_CONTEXT_BYTES": 1024 * 1024,
     # Feedback reports (docs/channels.md): POST /poppy/feedback, listed in poppy.json.
     "FEEDBACK": False,
-    # Reports one Session may send per hour (past it: 429 rate_limited).
+    # Reports one client's pairwise User may send per hour, across its Sessions, and one
+    # client in all (past either: 429 rate_limited).
     "FEEDBACK_REPORTS_PER_HOUR": 10,
+    "FEEDBACK_CLIENT_REPORTS_PER_HOUR": 1000,
     # The probes' paths (poppy_django.health_urls): liveness answers from the process alone,
     # readiness checks the database, migrations, cache, Redis and broker (docs/operations.md).
     "LIVENESS_PATH": "health/live",
@@ -473,6 +475,7 @@ class PoppySettings(TypedSettings):
     MAX_CONTEXT_BYTES = Setting(integer)
     FEEDBACK = Setting(flag)
     FEEDBACK_REPORTS_PER_HOUR = Setting(integer)
+    FEEDBACK_CLIENT_REPORTS_PER_HOUR = Setting(integer)
     LIVENESS_PATH = Setting(text)
     READINESS_PATH = Setting(text)
     HEARTBEAT_DIR = Setting(optional_text)

@@ -7,7 +7,8 @@ needed) and its DPoP proof; it is stored as a :class:`~poppy_django.models.Feedb
 (``202``, no body) for staff to read in the admin. ``kind`` is ``missing`` today; kinds this
 company does not know are stored as sent, as the protocol asks. Bounded: a task of at most
 200 characters, a description of at most 2000, a body of at most 16 KiB, and
-``FEEDBACK_REPORTS_PER_HOUR`` reports per Session (then ``429 rate_limited``).
+``FEEDBACK_REPORTS_PER_HOUR`` reports per pairwise User of a client, and
+``FEEDBACK_CLIENT_REPORTS_PER_HOUR`` per client (then ``429 rate_limited``).
 """
 
 from __future__ import annotations
@@ -98,15 +99,29 @@ def _caller(request: HttpRequest) -> Principal:
 
 
 def _admit(principal: Principal) -> None:
-    """One more report of this Session in the hour, or ``429 rate_limited``."""
-    key = f"feedback:{principal.client_id}:{principal.session_id or principal.user_id}"
-    if windows.count(key, seconds=WINDOW_SECONDS) > poppy_settings.FEEDBACK_REPORTS_PER_HOUR:
-        wait = windows.retry_after(key, seconds=WINDOW_SECONDS)
-        raise PoppyError(
-            "rate_limited",
-            "Too many feedback reports from this Session; retry later.",
-            headers={"Retry-After": str(wait)},
-        )
+    """One more report of this client's User, and of this client, in the hour, or ``429
+    rate_limited`` (counted per pairwise User, not per Session: a new Session resets
+    nothing)."""
+    limits = [
+        (
+            f"feedback:{principal.client_id}:{principal.user_id}",
+            poppy_settings.FEEDBACK_REPORTS_PER_HOUR,
+            "this User",
+        ),
+        (
+            f"feedback-client:{principal.client_id}",
+            poppy_settings.FEEDBACK_CLIENT_REPORTS_PER_HOUR,
+            "this personal agent",
+        ),
+    ]
+    for key, limit, whose in limits:
+        if windows.count(key, seconds=WINDOW_SECONDS) > limit:
+            wait = windows.retry_after(key, seconds=WINDOW_SECONDS)
+            raise PoppyError(
+                "rate_limited",
+                f"Too many feedback reports from {whose}; retry later.",
+                headers={"Retry-After": str(wait)},
+            )
 
 
 def record(principal: Principal, report: dict[str, str]) -> FeedbackReport:
@@ -139,7 +154,7 @@ def feedback_view(request: HttpRequest) -> HttpResponse:
             raise PoppyError("invalid_request", "The report is application/json.")
         try:
             body = json.loads(request.body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raise PoppyError("invalid_request", "The body is not JSON.") from None
         report = _report(body)
         _admit(principal)

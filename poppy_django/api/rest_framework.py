@@ -39,6 +39,7 @@ from poppy_django.api.wire_errors import PoppyAPIException, wire_error_response
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
 from poppy_django.observe import tracing
+from poppy_django.store import storable
 from poppy_django.verifier import AuthRefusal, Principal, RequestInfo
 from poppy_django.verifier.public_url import public_url
 
@@ -136,6 +137,16 @@ def _challenge(request: Request) -> str:
     return f'DPoP algs="{_algs()}"'
 
 
+def refuse_unstorable_path(request: Request) -> None:
+    """``400 invalid_request`` for a URL whose path parts hold what no resource can have (NUL,
+    a lone surrogate): before a view's query or proposal sees it (PostgreSQL refuses NUL)."""
+    kwargs = (getattr(request, "parser_context", None) or {}).get("kwargs") or {}
+    if storable.problem(list(kwargs.values())) is not None:
+        raise PoppyAPIException(
+            PoppyError("invalid_request", "The URL's path holds U+0000 or a lone surrogate.")
+        )
+
+
 class DPoPAuthentication(BaseAuthentication):
     """Authenticates a company API's requests with ``POPPY["AUTHENTICATE"]``.
 
@@ -149,6 +160,7 @@ class DPoPAuthentication(BaseAuthentication):
         authorization = request.META.get("HTTP_AUTHORIZATION", "")
         if authorization.split(" ", 1)[0].lower() not in ("dpop", "bearer"):
             return None
+        refuse_unstorable_path(request)
         return authenticate(request)
 
     def authenticate_header(self, request: Request) -> str:

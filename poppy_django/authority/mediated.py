@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -53,6 +54,8 @@ from poppy_django.verifier import AuthRefusal, Principal
 logger = logging.getLogger("poppy_django.authority")
 
 MAX_BODY_BYTES = 16 * 1024
+#: What a sign-in id this server made looks like ("msi_" and URL-safe base64).
+_SIGN_IN_ID = re.compile(r"msi_[A-Za-z0-9_-]{1,64}")
 MAX_VALUE_LENGTH = 1024
 DEFAULT_FIELDS = [
     {"name": "username", "label": "Username", "secret": False},
@@ -168,7 +171,7 @@ def _json_body(request: HttpRequest) -> dict[str, Any]:
         raise MediatedRefused("request_too_large", "The body is too large.")
     try:
         body = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise MediatedRefused("invalid_request", "The body is not JSON.") from None
     if not isinstance(body, dict):
         raise MediatedRefused("invalid_request", "The body is not a JSON object.")
@@ -398,6 +401,8 @@ def mediated_code_view(request: HttpRequest, sign_in_id: str) -> JsonResponse:
     body = _json_body(request)
     code = body.pop("code", None)
     options = authority_settings()
+    if not _SIGN_IN_ID.fullmatch(sign_in_id):  # never a query with what no id can be (NUL)
+        raise MediatedRefused("sign_in_not_found", "No such sign-in in this Session.")
     with transaction.atomic():
         record = (
             MediatedSignIn.objects.select_for_update()

@@ -32,6 +32,7 @@ Why not the ``mcp`` SDK: docs/dependencies.md.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from dataclasses import replace
 from typing import Any
@@ -51,13 +52,19 @@ from poppy_django.api.rest_framework import request_info
 from poppy_django.conf import poppy_settings, unknown_keys
 from poppy_django.errors import PoppyError, error_response
 from poppy_django.operations import negotiation, options, service
+from poppy_django.store import storable, windows
 from poppy_django.verifier import AuthRefusal, Principal, local_issuer
 from poppy_django.verifier import dpop as dpop_verifier
 
 PROTOCOL_VERSION = "2025-06-18"
-KEYS = frozenset({"ENABLED", "PATH", "AGENT", "DPOP"})
+#: The ``MCP-Protocol-Version`` values this server speaks (Streamable HTTP: a request naming
+#: another is ``400``; one naming none is taken as the oldest, 2025-03-26).
+SUPPORTED_VERSIONS = frozenset({PROTOCOL_VERSION, "2025-03-26"})
+KEYS = frozenset({"ENABLED", "PATH", "AGENT", "DPOP", "CALLS_PER_MINUTE"})
 #: JSON-RPC error codes.
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+#: Calls one personal agent's User may make per minute by default.
+CALLS_PER_MINUTE = 120
 
 
 def _options() -> dict[str, Any]:
@@ -234,6 +241,9 @@ def mcp_view(request: HttpRequest) -> HttpResponse:
         return error_response("not_found")
     if request.method != "POST":
         return error_response("method_not_allowed", "Use POST.", headers={"Allow": "POST"})
+    refused = _transport_refusal(request)
+    if refused is not None:
+        return refused
     authenticated = _authenticate(request)
     if isinstance(authenticated, HttpResponse):
         return authenticated
@@ -242,16 +252,24 @@ def mcp_view(request: HttpRequest) -> HttpResponse:
         return error_response("request_too_large")
     try:
         message = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return _rpc_error(None, PARSE_ERROR, "Parse error")
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return _rpc_error(None, INVALID_REQUEST, "Invalid Request")
     method, rpc_id = message.get("method"), message.get("id")
+    if not _valid_id(rpc_id):
+        return _rpc_error(None, INVALID_REQUEST, "Invalid Request")
     if "id" not in message:  # a notification (notifications/initialized): accepted
         return HttpResponse(status=202)
     params = message.get("params") or {}
     if not isinstance(method, str) or not isinstance(params, dict):
         return _rpc_error(rpc_id, INVALID_REQUEST, "Invalid Request")
+    if storable.problem(params) is not None:
+        return _rpc_error(rpc_id, INVALID_PARAMS, "Invalid params")
+    if not _admitted(principal):
+        return error_response(
+            "rate_limited", "Too many MCP calls; retry later.", headers={"Retry-After": "60"}
+        )
     try:
         if method == "initialize":
             return _rpc_result(rpc_id, _initialize())
@@ -264,6 +282,41 @@ def mcp_view(request: HttpRequest) -> HttpResponse:
     except PoppyError as error:
         return _refused(request, error)
     return _rpc_error(rpc_id, METHOD_NOT_FOUND, f"Method not found: {method}")
+
+
+def _transport_refusal(request: HttpRequest) -> HttpResponse | None:
+    """Streamable HTTP's header rules: an unsupported ``MCP-Protocol-Version`` is ``400``; an
+    ``Origin`` other than this server's is ``403`` (DNS rebinding)."""
+    version = request.headers.get("MCP-Protocol-Version")
+    if version is not None and version not in SUPPORTED_VERSIONS:
+        return error_response(
+            "invalid_request",
+            f"Unsupported MCP-Protocol-Version; this server speaks "
+            f"{', '.join(sorted(SUPPORTED_VERSIONS))}.",
+        )
+    origin = request.headers.get("Origin")
+    if origin is not None and origin.rstrip("/") != public_origin(request).rstrip("/"):
+        return error_response("forbidden", "Requests from another origin are refused.")
+    return None
+
+
+def _valid_id(rpc_id: Any) -> bool:
+    """A JSON-RPC id: a string, an integer, a finite number or null (never NaN, Infinity or
+    a structure, which could not be echoed as JSON)."""
+    if isinstance(rpc_id, bool):
+        return False
+    if rpc_id is None or isinstance(rpc_id, int):
+        return True
+    if isinstance(rpc_id, str):
+        return storable.problem(rpc_id) is None
+    return isinstance(rpc_id, float) and math.isfinite(rpc_id)
+
+
+def _admitted(principal: Principal) -> bool:
+    """One more call of this client's User in the minute (``MCP["CALLS_PER_MINUTE"]``)."""
+    limit = int(_options().get("CALLS_PER_MINUTE", CALLS_PER_MINUTE))
+    key = f"mcp:{principal.client_id}:{principal.user_id}"
+    return windows.count(key, seconds=60) <= limit
 
 
 def _initialize() -> dict[str, Any]:

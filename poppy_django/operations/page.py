@@ -17,6 +17,7 @@ then answers ``303`` to itself, so a reload never posts again.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol, runtime_checkable
 
 from asgiref.sync import sync_to_async
@@ -33,6 +34,8 @@ from poppy_django.operations.views import settled
 from poppy_django.verifier import Principal
 
 TEMPLATE = "poppy_django/operation_page.html"
+#: A revision as the form posts it: ASCII digits only (``str.isdigit`` takes "²").
+_REVISION = re.compile(r"[0-9]{1,9}")
 
 
 class _See(HttpResponseRedirect):
@@ -128,7 +131,7 @@ def _handle(request: HttpRequest, operation_id: str) -> tuple[HttpResponse, str 
         if action == "cancel":
             service.cancel(principal, operation_id)
             return _See(request.path), None
-        if action != "confirm" or not revision.isdigit() or len(revision) > 9:
+        if action != "confirm" or not _REVISION.fullmatch(revision):
             return _page(
                 request, 400, operation=operation, message="This form is not one this page sent."
             ), None

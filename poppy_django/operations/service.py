@@ -36,9 +36,14 @@ from poppy_django.errors import PoppyError
 from poppy_django.operations import conversation, negotiation, perform
 from poppy_django.operations.models import Operation, OperationRevision, OperationState
 from poppy_django.operations.options import options
+from poppy_django.store import storable
 from poppy_django.verifier import Actor, Principal
 
 APPROVERS = ("user", "standing_permission")
+#: A proposal's arguments as JSON, its summary, and the open proposals of one client's User.
+MAX_ARGUMENTS_BYTES = 8 * 1024
+MAX_SUMMARY_CHARS = 500
+MAX_OPEN_PROPOSALS = 20
 NOT_FOUND = "operation_not_found"
 
 
@@ -75,7 +80,15 @@ def propose(
     roles: frozenset[str],
     conversation_id: str | None = None,
 ) -> Operation:
-    """The proposed operation for this call: the one already proposed, or a new one."""
+    """The proposed operation for this call: the one already proposed, or a new one.
+
+    Bounded: arguments the database can keep and at most :data:`MAX_ARGUMENTS_BYTES` of JSON
+    (``invalid_request``), a summary of at most :data:`MAX_SUMMARY_CHARS`, and at most
+    :data:`MAX_OPEN_PROPOSALS` open proposals per client's User (``rate_limited``).
+    """
+    problem = storable.problem(arguments)
+    if problem is not None or len(json.dumps(arguments, default=str)) > MAX_ARGUMENTS_BYTES:
+        raise PoppyError("invalid_request", "The arguments cannot be proposed (too large?).")
     key = proposal_key(client_id, user_id, account_id, tool.name, arguments)
     now = timezone.now()
     with transaction.atomic():
@@ -87,6 +100,15 @@ def propose(
         )
         if known is not None:
             return known
+        open_proposals = Operation.objects.filter(
+            client_id=client_id, user_id=user_id, state=OperationState.PROPOSED, expires_at__gt=now
+        )
+        if open_proposals.count() >= MAX_OPEN_PROPOSALS:
+            raise PoppyError(
+                "rate_limited",
+                "Too many open proposals: confirm or cancel some first.",
+                headers={"Retry-After": "60"},
+            )
         operation = Operation.objects.create(
             operation_id=ids.new_operation_id(),
             client_id=client_id,
@@ -99,7 +121,7 @@ def propose(
             actor_id=actor.id,
             roles=sorted(roles),
             conversation_id=conversation_id,
-            summary=tool.describe_call(arguments),
+            summary=tool.describe_call(arguments)[:MAX_SUMMARY_CHARS],
             terms=dict(arguments),
             user_approval_required=not tool.allows_standing_permission(arguments),
             expires_at=now + timedelta(seconds=options().lifetime_seconds),

@@ -16,6 +16,7 @@ import jwt
 from personal_agent_protocol import DirectSignInClient, DiscoveryClient
 from personal_agent_protocol.accounts import AccountTokenClient, AccountTokenContext
 from personal_agent_protocol.demo.kit import AgentIdentity, PersonalAgentHost
+from personal_agent_protocol.mcp import McpDpopAuth
 from personal_agent_protocol.reactor import build_pap_reactor
 from reactor import PluginManifest  # type: ignore[import-untyped]
 
@@ -25,6 +26,7 @@ from tests.authority.shipped import ORIGIN, PASSWORD, ShippedAcme
 
 ATLAS = AgentIdentity(domain="atlas.example", name="Atlas")
 PLAIN = AgentIdentity(domain="plain.example", name="Plain", extensions=())
+MCP_URL = f"{ORIGIN}/poppy/mcp"
 
 
 class Agent(SdkAgent):
@@ -126,5 +128,40 @@ class Agent(SdkAgent):
             token=token,
             headers={"Content-Type": "application/json"},
             content=json.dumps(body).encode(),
+            **self.who(user),
+        )
+
+    async def mcp_token(self, user: str, polled: Any) -> Any:
+        """A Session Token for Acme's MCP server, from a signed-in Session's Account Token."""
+        tokens = AccountTokenClient(reactor=self.reactor, http_client=self.http)
+        result = await tokens.token_for_mcp(
+            polled.account_token_reference,
+            context=self.account_tokens(user),
+            session_id=polled.token.session_id,
+            resource=MCP_URL,
+            dpop=True,
+        )
+        return result.token
+
+    async def mcp(self, user: str, token: Any, body: bytes, **headers: str) -> httpx.Response:
+        """One raw POST to Acme's MCP server with a DPoP-bound token and its proof."""
+        auth = McpDpopAuth(token, MCP_URL, reactor=self.reactor, who=self.who(user))
+        return await self.http.post(
+            MCP_URL,
+            content=body,
+            headers={"Content-Type": "application/json", **headers},
+            auth=auth,
+        )
+
+    async def dpop(
+        self, user: str, token: Any, method: str, url: str, body: bytes | None = None
+    ) -> httpx.Response:
+        """One raw request with the Session Token and a DPoP proof (no client budget)."""
+        return await self.transport.request(
+            method,
+            url,
+            token=token,
+            headers={"Content-Type": "application/json"} if body is not None else None,
+            content=body,
             **self.who(user),
         )

@@ -247,7 +247,9 @@ def test_a_burst_on_each_channel_is_served_within_the_configured_connections(
         await atlas.discover()
         user = "usr_limits_burst_0000001"
         session = await atlas.session(user)
-        feedback = json.dumps({"task": "track a parcel", "description": "burst"}).encode()
+        feedback = json.dumps(
+            {"kind": "missing", "task": "track a parcel", "description": "burst"}
+        ).encode()
 
         async def report() -> httpx.Response:
             return await atlas.transport.request(
