@@ -2,6 +2,7 @@
 
     DATABASE_URL=postgres://... REDIS_URL=redis://... \\
     .venv/bin/python bench/telemetry_overhead.py [--rounds 8] [--requests 300]
+    .venv/bin/python bench/telemetry_overhead.py --turns [--rounds 4] [--n 50]
 
 Each round runs ``bench/request_cost.py`` twice, in fresh processes, in an order that
 alternates (off/on, on/off, …) so the machine's drift falls on both: once with no ``OTEL_*``
@@ -12,6 +13,10 @@ Printed: the median CPU ms per request of each operation (a context-only message
 that dispatches a turn, a JSON read) with the SDK off and on, and their ratio, as JSON.
 Production mode as request_cost.py runs it (DEBUG off, the fake verifier, the example
 project's settings); the database must be migrated.
+
+``--turns``: the worker's side of a message instead, ``bench/turn_cpu.py`` (a cluster of its
+own: one Celery worker process, ``--n`` LLM-shaped turns at once, two measured batches) off
+and on in alternated rounds; printed: the median worker CPU ms per turn off and on.
 """
 
 from __future__ import annotations
@@ -53,11 +58,68 @@ def run(requests: int, env: dict[str, str]) -> dict[str, dict[str, float]]:
     return measured
 
 
+def turn_cpu(n: int, env: dict[str, str]) -> list[float]:
+    """The worker's CPU ms per turn of each measured batch of bench/turn_cpu.py."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "turn_cpu.py"), "--n", str(n)],
+        env={**os.environ, **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=True,
+    )
+    line = next(
+        line for line in result.stdout.splitlines() if line.startswith("worker CPU ms/turn:")
+    )
+    return [float(ms) for ms in line.partition(":")[2].split(",")]
+
+
+def turns(rounds: int, n: int) -> None:
+    per_turn: dict[str, list[float]] = {"off": [], "on": []}
+    with receiving() as (endpoint, received), tempfile.TemporaryDirectory() as metrics_dir:
+        telemetry = {
+            "OTEL_SERVICE_NAME": "bench",
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+            "OTEL_METRICS_EXPORTER": "prometheus_multiprocess",
+            "OTEL_METRIC_EXPORT_INTERVAL": "5000",
+            "PROMETHEUS_MULTIPROC_DIR": metrics_dir,
+        }
+        for round_ in range(rounds):
+            for mode in ["off", "on"] if round_ % 2 == 0 else ["on", "off"]:
+                per_turn[mode] += turn_cpu(n, telemetry if mode == "on" else {})
+            print(f"round {round_ + 1}/{rounds} done", file=sys.stderr, flush=True)
+        spans = len(received.snapshot())
+    off, on = statistics.median(per_turn["off"]), statistics.median(per_turn["on"])
+    print(
+        json.dumps(
+            {
+                "rounds": rounds,
+                "n": n,
+                "spans": spans,
+                "worker_cpu_ms_per_turn": {
+                    "off": round(off, 2),
+                    "on": round(on, 2),
+                    "ratio": round(on / off, 3),
+                    "off_all": per_turn["off"],
+                    "on_all": per_turn["on"],
+                },
+            }
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--turns", action="store_true", help="the worker's CPU per turn")
+    parser.add_argument("--n", type=int, default=50, help="--turns: turns at once")
     args = parser.parse_args()
+    if args.turns:
+        turns(args.rounds, args.n)
+        return
     cpu: dict[str, dict[str, list[float]]] = {"off": {}, "on": {}}
     with receiving() as (endpoint, received), tempfile.TemporaryDirectory() as metrics_dir:
         telemetry = {
