@@ -66,7 +66,7 @@ def test_the_files_of_live_and_dead_processes_add_up(tmp_path: Path) -> None:
     (tmp_path / "poppy-torn.json").write_text("{not json")  # being replaced: skipped
 
     samples = _samples(tmp_path)
-    assert samples[("poppy_turns_total", (("outcome", "ok"),))] == 8  # both processes
+    assert samples[("poppy_turns_total", (("outcome", "answered"),))] == 8  # both processes
     assert samples[("poppy_turns_in_flight", ())] == 2  # the dead one runs nothing
     assert samples[("poppy_conversations", (("status", "idle"),))] == 5  # the live one's
     assert samples[("poppy_turn_duration_seconds_count", ())] == 6
