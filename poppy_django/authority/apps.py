@@ -27,6 +27,10 @@ class AuthorityConfig(AppConfig):
         from poppy_django.verifier import local_issuer
 
         checks.register(check_authority)
+        if serves_oauth():  # sign-ins exist only where the OAuth side runs (its extra)
+            from poppy_django.authority import account_changes
+
+            account_changes.connect()
         # The core verifies; it learns this issuer's keys and default issuer only from here.
         local_issuer.register(
             local_issuer.LocalIssuer(

@@ -20,6 +20,7 @@ import httpx
 import pytest
 from personal_agent_protocol import DeviceSignInClient
 
+from tests.authority.driver import AcmeUser
 from tests.authority.sdk_agent import TENANT
 from tests.authority.shipped import ORIGIN, PASSWORD, ShippedAcme, shipped_acme
 from tests.authority.shipped_agent import ATLAS, PLAIN, Agent
@@ -27,10 +28,27 @@ from tests.authority.shipped_agent import ATLAS, PLAIN, Agent
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
 STAFF = "staff-1"
 _CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+#: Customers whose accounts change (one each): their agent sign-ins must end.
+CHANGERS = {"password page": "acct-ch-1", "password reset": "acct-ch-2", "deactivated": "acct-ch-3"}
+NEW_PASSWORD = "a-new-password-for-acme"
 _MAKE_STAFF = (
     "from django.contrib.auth.models import User; "
-    f"User.objects.create_superuser({STAFF!r}, password={PASSWORD!r})"
+    f"User.objects.create_superuser({STAFF!r}, password={PASSWORD!r}); "
+    f"[User.objects.create_user(name, password={PASSWORD!r}) "
+    f"for name in {sorted(CHANGERS.values())!r}]"
 )
+#: What the operator's shell does to an account: a password reset (what Django's
+#: SetPasswordForm.save does) and a deactivation (what the admin's save does).
+_OPERATOR = {
+    "password reset": (
+        "from django.contrib.auth.models import User; u = User.objects.get(username={name!r}); "
+        f"u.set_password({NEW_PASSWORD!r}); u.save()"
+    ),
+    "deactivated": (
+        "from django.contrib.auth.models import User; u = User.objects.get(username={name!r}); "
+        "u.is_active = False; u.save()"
+    ),
+}
 
 
 @pytest.fixture(scope="module")
@@ -228,3 +246,52 @@ def test_a_browser_joined_signed_out_follows_its_sessions_sign_in_and_sign_out(
     assert orders.status_code == 200 and "A-1" in orders.text
     assert 'data-signed-in="false"' in signed_out.text
     assert orders_after.status_code == 403 and "A-1" not in orders_after.text
+
+
+@pytest.mark.parametrize("change", sorted(CHANGERS))
+def test_an_account_change_ends_its_agent_sign_ins(acme: ShippedAcme, change: str) -> None:
+    account = CHANGERS[change]
+    user = f"usr_lp_change_{account}"
+    orders = f"{ORIGIN}/api/orders"
+
+    async def scenario() -> dict[str, Any]:
+        atlas = Agent(acme)
+        await atlas.discover()
+        polled = await atlas.signed_in(user, account, ("poppy:read", "orders:read"))
+        browser = await atlas.join(user, polled.token.session_id)
+        seen: dict[str, Any] = {
+            "api_before": await atlas.dpop(user, polled.token, "GET", orders),
+            "page_before": await browser.get(f"{ORIGIN}/account/session"),
+        }
+        if change == "password page":  # the person, on Acme's own page, in their own browser
+            person = AcmeUser(acme.client, ORIGIN, PLAIN, password=PASSWORD).browser()
+            await person.log_in(account)
+            form = await person.get("/account/password")
+            done = await person.post(
+                "/account/password",
+                form,
+                [
+                    ("old_password", PASSWORD),
+                    ("new_password1", NEW_PASSWORD),
+                    ("new_password2", NEW_PASSWORD),
+                ],
+            )
+            assert done.status_code == 302, done.text[:300]
+        else:
+            await asyncio.to_thread(
+                acme.manage, "shell", "-c", _OPERATOR[change].format(name=account)
+            )
+        seen["api_after"] = await atlas.dpop(user, polled.token, "GET", orders)
+        seen["page_after"] = await browser.get(f"{ORIGIN}/account/session")
+        seen["renewed"] = await atlas.session(user, polled.token.session_id)
+        # The Account Token, refreshed: the SDK hears invalid_grant as signed out (no token).
+        seen["account_token"] = await atlas.mcp_token(user, polled)
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen["api_before"].status_code == 200
+    assert 'data-signed-in="true"' in seen["page_before"].text
+    assert seen["api_after"].status_code in (401, 403), seen["api_after"].text
+    assert 'data-signed-in="false"' in seen["page_after"].text
+    assert seen["renewed"].signed_in is False
+    assert seen["account_token"] is None
