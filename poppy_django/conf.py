@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar, overload
 
-from django.conf import settings
+from django.conf import ENVIRONMENT_VARIABLE, settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
@@ -550,7 +551,8 @@ def debug_configured() -> bool:
         return _debug_overrides[-1]
     if settings.DEBUG:
         return True
-    module = getattr(settings, "SETTINGS_MODULE", None)
+    # The module Django read the settings from (override_settings hides SETTINGS_MODULE).
+    module = os.environ.get(ENVIRONMENT_VARIABLE)
     if not module:
         return False  # settings.configure(): the live value is the project's
     return getattr(importlib.import_module(module), "DEBUG", False) is True

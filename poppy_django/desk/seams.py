@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from django.core import checks
 
-from poppy_django.desk.checks import check_channel_manager
+from poppy_django.desk.checks import check_channel_manager, check_static_files
 
 
 def register() -> None:
     checks.register(check_channel_manager, checks.Tags.security)
+    checks.register(check_static_files, checks.Tags.staticfiles)

@@ -35,3 +35,10 @@ def test_a_test_that_sets_debug_off_is_judged_as_production() -> None:
             assert debug_configured() is True
         assert debug_configured() is False
     assert debug_configured() is True
+
+
+def test_another_setting_overridden_keeps_the_projects_debug() -> None:
+    """override_settings of anything (poppy_test_settings, STATIC_ROOT) is not production."""
+    with override_settings(STATIC_ROOT=None, POPPY={**settings.POPPY}):
+        assert debug_configured() is True
+        assert development.enabled()
