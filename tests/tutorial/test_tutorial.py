@@ -16,6 +16,7 @@ import queue
 import re
 import secrets
 import shutil
+import ssl
 import subprocess
 import sys
 import threading
@@ -82,6 +83,8 @@ class Reader:
         }
         self.env["PYTHONUNBUFFERED"] = "1"
         self.processes: list[subprocess.Popen[str]] = []
+        #: Section 10's https port (``localhost:8443`` on the page).
+        self.tls_port = 0
 
     def text(self, block: str) -> str:
         for old, new in self.substitutions.items():
@@ -156,6 +159,28 @@ class Reader:
             )
         return logs
 
+    def serve_tls(self, block: str) -> dict[str, Path]:
+        """Section 10's processes; up once ``poppy.json`` answers over https (the page's CA)."""
+        logs = {}
+        for index, command in enumerate(self.text(block).splitlines()):
+            log = self.project / f"serve-tls-{index}.log"
+            self.start(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
+            logs[command.split()[0]] = log
+        trusted = ssl.create_default_context(cafile=str(self.project / "var" / "ca.pem"))
+        url = f"https://localhost:{self.tls_port}/.well-known/poppy.json"
+        eventually(
+            lambda: http_get(url, trusted) == 200,
+            timeout=PATIENCE,
+            what=lambda: f"the server over TLS\n{logs['uvicorn'].read_text()}",
+        )
+        log = logs["celery"]
+        eventually(
+            lambda: "[queues]" in log.read_text(),
+            timeout=PATIENCE,
+            what=lambda: f"the worker's banner\n{log.read_text()}",
+        )
+        return logs
+
     def stop_all(self) -> None:
         for process in self.processes:
             if process.poll() is None:
@@ -167,9 +192,9 @@ class Reader:
         self.processes.clear()
 
 
-def http_get(url: str) -> int:
+def http_get(url: str, context: ssl.SSLContext | None = None) -> int:
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - our own server
+        with urllib.request.urlopen(url, timeout=5, context=context) as response:  # noqa: S310
             return int(response.status)
     except OSError:
         return 0
@@ -268,7 +293,7 @@ def reader(tmp_path: Path) -> Iterator[Reader]:
     cluster = Cluster(tmp_path)  # a private Redis and database name
     cluster.start_redis()
     database = f"poppy_tutorial_{secrets.token_hex(4)}"
-    port = free_port()
+    port, tls_port = free_port(), free_port()
     project = tmp_path / "project"
     project.mkdir()
     (project / "dist").mkdir()
@@ -276,6 +301,8 @@ def reader(tmp_path: Path) -> Iterator[Reader]:
     substitutions = {
         "127.0.0.1:8000": f"127.0.0.1:{port}",
         "--port 8000": f"--port {port}",
+        "localhost:8443": f"localhost:{tls_port}",
+        "--port 8443": f"--port {tls_port}",
         "postgres://postgres@127.0.0.1:5432/mysite": (
             f"postgres://postgres@127.0.0.1:5432/{database}"
         ),
@@ -283,6 +310,7 @@ def reader(tmp_path: Path) -> Iterator[Reader]:
         "redis://127.0.0.1:6379/0": f"redis://127.0.0.1:{cluster.redis_port}/0",
     }
     reader = Reader(project, port, substitutions)
+    reader.tls_port = tls_port
     try:
         yield reader
     finally:
@@ -365,3 +393,21 @@ def test_the_tutorial_works_as_written(reader: Reader) -> None:
     assert signing_in.process.wait(timeout=PATIENCE) == 0, signing_in.seen
     reader.apply_file(blocks["raw-agent"])
     assert_shown(reader.text(blocks["raw-agent-output"]), reader.shell(blocks["raw-agent-run"]))
+
+    # 10: the production settings on this machine, over TLS with a throwaway CA: DEBUG off,
+    # the project's own authority and key, the static files served by WhiteNoise.
+    reader.stop_all()
+    reader.shell(blocks["tls-ca"])
+    reader.apply_file(blocks["settings-local-production"])
+    output = reader.shell(blocks["local-production-check"])
+    assert reader.env["LOCAL_PRODUCTION"] == "1"
+    assert "poppy_django." not in output and "poppy_authority." not in output, output
+    assert "ERRORS" not in output, output
+    logs = reader.serve_tls(blocks["serve-local-production"])
+    trusted = ssl.create_default_context(cafile=str(reader.project / "var" / "ca.pem"))
+    origin = f"https://localhost:{reader.tls_port}"
+    assert http_get(f"{origin}/static/poppy_django/desk/desk.js", trusted) == 200
+    assert http_get(f"http://127.0.0.1:{reader.tls_port}/.well-known/poppy.json") == 0
+    said = reader.shell(blocks["chat-local-production"])
+    assert_shown(blocks["chat-local-production-output"], said)
+    assert "Traceback" not in logs["uvicorn"].read_text(), logs["uvicorn"].read_text()

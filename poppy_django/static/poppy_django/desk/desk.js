@@ -18,6 +18,11 @@
 (function () {
   "use strict";
 
+  // The scripts loaded: base.html's notice that they did not is not for this page.
+  Array.prototype.forEach.call(document.querySelectorAll("[data-desk-unloaded]"), function (n) {
+    n.parentNode.removeChild(n);
+  });
+
   var root = document.getElementById("poppy-desk");
   if (!root) {
     return;
