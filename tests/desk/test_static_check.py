@@ -33,3 +33,13 @@ def test_not_collected_then_collected(settings, tmp_path: Path) -> None:
 def test_in_development_django_serves_them(settings) -> None:
     settings.STATIC_ROOT = None  # DEBUG as tests.settings says: True
     assert w202(settings) == []
+
+
+def test_collectstatic_itself_is_not_told_to_run_collectstatic(settings, tmp_path: Path) -> None:
+    from io import StringIO
+
+    settings.DEBUG = False
+    settings.STATIC_ROOT = str(tmp_path)
+    said = StringIO()
+    call_command("collectstatic", interactive=False, skip_checks=False, stdout=said, stderr=said)
+    assert "W202" not in said.getvalue()
