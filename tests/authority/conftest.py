@@ -39,6 +39,7 @@ def acme_settings(settings: Any, tmp_path: Path) -> Any:
             serialization.NoEncryption(),
         )
     )
+    settings.DEBUG = False  # production, whatever tests.settings says (not only the runner)
     settings.ALLOWED_HOSTS = [DOMAIN, "testserver"]
     settings.POPPY = {
         **settings.POPPY,
