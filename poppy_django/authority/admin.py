@@ -66,7 +66,19 @@ class ClientAdmin(admin.ModelAdmin):
     list_filter = ("status", "registered")
     search_fields = ("client_id", "name")
     readonly_fields = ("fetched_at", "created_at")
-    actions = ["block", "allow", "register"]
+    actions = ["take_down", "block", "allow", "register"]
+
+    @admin.action(description="Take down: block, revoke its sign-ins, cancel its proposals")
+    def take_down(self, request: HttpRequest, queryset: QuerySet[Client]) -> None:
+        from poppy_django.authority.take_down import take_down
+
+        done = take_down(list(queryset.values_list("client_id", flat=True)))
+        self.message_user(
+            request,
+            f"Taken down: {done.clients} client(s), {done.sign_ins} sign-in(s) revoked, "
+            f"{done.sessions} Session(s) ended, {done.operations} proposal(s) cancelled.",
+            messages.SUCCESS,
+        )
 
     @admin.action(description="Block: refuse new Sessions and end the current ones")
     def block(self, request: HttpRequest, queryset: QuerySet[Client]) -> None:

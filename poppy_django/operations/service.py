@@ -267,6 +267,23 @@ def cancel(principal: Principal, operation_id: str) -> Operation:
         return operation
 
 
+def cancel_for_client(client_id: str, reason: str) -> int:
+    """The company cancels every open proposal of a client (taking it down); ``reason`` is
+    the outcome's summary the personal agent reads. How many were cancelled."""
+    cancelled = 0
+    with transaction.atomic():
+        open_ones = Operation.objects.select_for_update().filter(
+            client_id=client_id, state=OperationState.PROPOSED
+        )
+        for operation in open_ones:
+            operation.state = OperationState.CANCELLED
+            operation.result_summary = reason
+            operation.save(update_fields=["state", "result_summary", "updated_at"])
+            _settle_action_record(operation)
+            cancelled += 1
+    return cancelled
+
+
 def revise(
     operation_id: str,
     *,

@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
+from personal_agent_protocol.errors import AuthorizationError, SessionError
 
 from tests.authority.shipped import ORIGIN, ShippedAcme, shipped_acme
 from tests.authority.shipped_agent import ATLAS, MCP_URL, Agent
@@ -230,3 +231,45 @@ def test_a_revision_in_other_digits_is_a_clear_400_on_the_operation_page(
 
     for answer in asyncio.run(scenario()):
         assert answer.status_code == 400, answer.text[:300]
+
+
+def test_taking_the_client_down_ends_everything_it_holds(acme: ShippedAcme) -> None:
+    """Last in this module: Atlas is taken down for good."""
+    user = "usr_hostile_take_down_01"
+    reason = "Acme stopped serving this agent after abuse; ask your User to contact us."
+
+    async def scenario() -> dict[str, Any]:
+        atlas, polled, mcp = await signed_in(acme, user)
+        proposed = await atlas.mcp(
+            user,
+            mcp,
+            rpc("tools/call", {"name": "cancel_order", "arguments": {"order_id": "A-1"}}),
+        )
+        operation = strict_json(proposed)["result"]["structuredContent"]["operation"]
+        said = await asyncio.to_thread(
+            acme.manage, "poppy_take_down_client", ATLAS.client_id, "--reason", reason
+        )
+        seen: dict[str, Any] = {"said": said, "operation_id": operation["operation_id"]}
+        seen["mcp"] = await atlas.mcp(user, mcp, rpc("ping"))
+        seen["api"] = await atlas.dpop(user, polled.token, "GET", f"{ORIGIN}/api/orders")
+        for name, attempt in (
+            ("account_token", lambda: atlas.mcp_token(user, polled)),
+            ("new_session", lambda: atlas.session(user)),
+        ):
+            try:
+                seen[name] = "works" if await attempt() is not None else "signed_out"
+            except (AuthorizationError, SessionError) as refused:
+                seen[name] = refused.code
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert "Taken down: 1 client(s)" in seen["said"]
+    assert seen["mcp"].status_code == 401 and seen["api"].status_code == 401
+    assert seen["account_token"] == seen["new_session"] == "invalid_client"
+    state = acme.manage(
+        "shell",
+        "-c",
+        "from poppy_django.operations.models import Operation; "
+        f"o = Operation.objects.get(pk={seen['operation_id']!r}); print(o.state, o.result_summary)",
+    )
+    assert f"cancelled {reason}" in state
