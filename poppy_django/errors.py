@@ -39,6 +39,8 @@ ERRORS: dict[str, ErrorCode] = {
     "message_id_conflict": ErrorCode(409),
     "direct_conversation_open": ErrorCode(409),
     "cursor_expired": ErrorCode(410),
+    # A company API's write: the Idempotency-Key names another request (or one running).
+    "idempotency_key_conflict": ErrorCode(409, wire=False),
     "request_timeout": ErrorCode(408, wire=False),
     "request_too_large": ErrorCode(413),
     "too_many_requests": ErrorCode(429),

@@ -7,6 +7,7 @@ import or to put in settings (docs/layout.md).
 from poppy_django.api.rest_framework import (
     DPoPAuthentication,
     EndpointAuthentication,
+    IdempotentWrites,
     NotConfigured,
     PoppyAPIException,
     PoppyAuthenticationFailed,
@@ -19,6 +20,7 @@ from poppy_django.api.rest_framework import (
 __all__ = [
     "DPoPAuthentication",
     "EndpointAuthentication",
+    "IdempotentWrites",
     "NotConfigured",
     "PoppyAPIException",
     "PoppyAuthenticationFailed",

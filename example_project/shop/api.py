@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from example_project.shop.models import Order
 from poppy_django.operations.api import propose_response
 from poppy_django.permissions import HasPoppyScope, IsPoppyCaller
-from poppy_django.rest_framework import DPoPAuthentication, exception_handler
+from poppy_django.rest_framework import DPoPAuthentication, IdempotentWrites, exception_handler
 
 
 class OrderSerializer(serializers.ModelSerializer):
@@ -55,7 +55,7 @@ class OrderDetail(AccountOrders, generics.RetrieveAPIView[Order]):
     lookup_url_kwarg = "order_id"
 
 
-class CancelOrder(APIView):
+class CancelOrder(IdempotentWrites, APIView):
     """``POST /api/orders/<id>/cancel``: proposes cancelling the order, as an Operation.
 
     Answers ``202 {"operation": ...}``: nothing is cancelled until the User confirms this

@@ -35,6 +35,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from poppy_django.api.idempotency import IdempotentWrites  # noqa: F401 - the public path re-exports it
 from poppy_django.api.wire_errors import PoppyAPIException, wire_error_response
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError

@@ -154,14 +154,21 @@ class Agent(SdkAgent):
         )
 
     async def dpop(
-        self, user: str, token: Any, method: str, url: str, body: bytes | None = None
+        self,
+        user: str,
+        token: Any,
+        method: str,
+        url: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
     ) -> httpx.Response:
         """One raw request with the Session Token and a DPoP proof (no client budget)."""
+        sent = {"Content-Type": "application/json"} if body is not None else {}
         return await self.transport.request(
             method,
             url,
             token=token,
-            headers={"Content-Type": "application/json"} if body is not None else None,
+            headers={**sent, **(headers or {})} or None,
             content=body,
             **self.who(user),
         )

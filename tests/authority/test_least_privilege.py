@@ -295,3 +295,32 @@ def test_an_account_change_ends_its_agent_sign_ins(acme: ShippedAcme, change: st
     assert 'data-signed-in="false"' in seen["page_after"].text
     assert seen["renewed"].signed_in is False
     assert seen["account_token"] is None
+
+
+def test_a_write_with_an_idempotency_key_is_performed_once(acme: ShippedAcme) -> None:
+    user = "usr_lp_idempotency_00001"
+    key = {"Idempotency-Key": "c0ffee-retry-0001"}
+
+    async def scenario() -> list[httpx.Response]:
+        atlas = Agent(acme)
+        await atlas.discover()
+        polled = await atlas.signed_in(user, "acct-2", ("poppy:read", "poppy:write"))
+
+        async def cancel(order_id: str, headers: dict[str, str]) -> httpx.Response:
+            url = f"{ORIGIN}/api/orders/{order_id}/cancel"
+            return await atlas.dpop(user, polled.token, "POST", url, b"{}", headers)
+
+        return [
+            await cancel("B-1", key),
+            await cancel("B-1", key),
+            await cancel("B-2", key),  # the same key for another write
+            await cancel("B-1", {"Idempotency-Key": "bad key with spaces"}),
+        ]
+
+    first, again, other, malformed = asyncio.run(scenario())
+    assert first.status_code == 202, first.text
+    assert again.status_code == 202 and again.json() == first.json()
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert "Idempotent-Replayed" not in first.headers
+    assert other.status_code == 409 and other.json()["error"] == "idempotency_key_conflict"
+    assert malformed.status_code == 400 and malformed.json()["error"] == "invalid_request"
