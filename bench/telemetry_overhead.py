@@ -35,6 +35,9 @@ sys.path.insert(0, str(ROOT))
 
 from tests.otlp_receiver import receiving  # noqa: E402 - after the path
 
+#: ``--env``: more variables for the SDK-on runs (a sampler, metrics only, …).
+EXTRA_ENV: dict[str, str] = {}
+
 BASE_ENV = {
     "DJANGO_DEBUG": "0",
     "POPPY_DEV_AUTHORITY": "0",
@@ -85,6 +88,7 @@ def turns(rounds: int, n: int) -> None:
             "OTEL_METRICS_EXPORTER": "prometheus_multiprocess",
             "OTEL_METRIC_EXPORT_INTERVAL": "5000",
             "PROMETHEUS_MULTIPROC_DIR": metrics_dir,
+            **EXTRA_ENV,
         }
         for round_ in range(rounds):
             for mode in ["off", "on"] if round_ % 2 == 0 else ["on", "off"]:
@@ -116,7 +120,13 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--turns", action="store_true", help="the worker's CPU per turn")
     parser.add_argument("--n", type=int, default=50, help="--turns: turns at once")
+    parser.add_argument(
+        "--env",
+        default="{}",
+        help='JSON of more OTEL_* variables when on: {"OTEL_TRACES_SAMPLER": …}',
+    )
     args = parser.parse_args()
+    EXTRA_ENV.update(json.loads(args.env))
     if args.turns:
         turns(args.rounds, args.n)
         return
@@ -129,6 +139,7 @@ def main() -> None:
             "OTEL_METRICS_EXPORTER": "prometheus_multiprocess",
             "OTEL_METRIC_EXPORT_INTERVAL": "5000",
             "PROMETHEUS_MULTIPROC_DIR": metrics_dir,
+            **EXTRA_ENV,
         }
         for round_ in range(args.rounds):
             order = ["off", "on"] if round_ % 2 == 0 else ["on", "off"]
