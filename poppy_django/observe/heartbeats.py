@@ -102,7 +102,17 @@ def process_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # someone else's process: it exists
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A killed process not yet reaped (a worker's children, their parent killed with them,
+    wait for a reaper that may be slow or absent in a container): it runs nothing."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no /proc (not Linux): the signal's answer stands
+    return stat.rpartition(")")[2].split()[:1] in (["Z"], ["X"])
 
 
 def healthy(within: float) -> tuple[bool, str]:

@@ -108,7 +108,10 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
     def counted() -> dict[Any, float] | None:
         samples = scrape(web)
         done = value(samples, "poppy_turns_total", outcome="answered") == 5
-        return samples if done and value(samples, "poppy_turns_in_flight") == 0 else None
+        # Each process's counts as of its last export (every 500 ms here): the web
+        # processes' requests too.
+        served = value(samples, "poppy_request_duration_seconds_count", route="messages") == 3
+        return samples if done and served and value(samples, "poppy_turns_in_flight") == 0 else None
 
     samples = eventually(counted, what="five answered turns and none in flight")
     assert value(samples, "poppy_turns_total") == 5  # no failed or lost turn

@@ -11,6 +11,9 @@ from poppy_django.observe import heartbeats
 
 
 class Command(BaseCommand):
+    #: A probe says whether the engine beats, fast: the project's system checks are not its
+    #: business (a check failing on a worker host would make every probe fail).
+    requires_system_checks: list[str] = []
     help = (
         "Exit 0 if a live turn engine on this host (a Celery worker process) has heartbeated "
         "within the bound, else exit 1 saying what it found: a container's exec probe."
