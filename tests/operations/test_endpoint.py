@@ -170,13 +170,31 @@ def test_wrong_methods_and_paths_are_json_errors() -> None:
     assert unauthenticated.json()["error"] == "invalid_token"
 
 
-def test_the_operation_reads_back_by_id_without_null_members() -> None:
-    operation = _proposed()
+def _read_back(operation: Operation) -> dict[str, Any]:
     read = Client().get(f"/poppy/operations/{operation.operation_id}", **_auth())
     assert read.status_code == 200
-    body = read.json()
+    body: dict[str, Any] = read.json()
     assert body["state"] == "proposed"
     assert body["terms"] == {"order_id": "A-2"}
     assert body["expires_at"].endswith("Z")
     assert body["confirmation"] is None and body["result"] is None
+    return body
+
+
+def test_the_operation_reads_back_by_id_with_its_page(settings: Any) -> None:
+    """PAGE_PATH set and an origin known (the test settings' dev authority): a ``url``."""
+    if not settings.POPPY["OPERATIONS"].get("PAGE_PATH"):
+        pytest.skip("the operation page needs the authority extra (browser sessions)")
+    operation = _proposed()
+    body = _read_back(operation)
+    assert body["url"].endswith(f"/operations/{operation.operation_id}")
+
+
+def test_the_operation_reads_back_without_null_members(settings: Any) -> None:
+    """No PAGE_PATH: no page, and the member is absent rather than null."""
+    settings.POPPY = {
+        **settings.POPPY,
+        "OPERATIONS": {**settings.POPPY["OPERATIONS"], "PAGE_PATH": None},
+    }
+    body = _read_back(_proposed())
     assert "url" not in body
