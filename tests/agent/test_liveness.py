@@ -185,8 +185,11 @@ def test_a_direct_conversation_waits_for_its_parents_turn(acct1: PersonalAgent):
     assert parent_reply["text"] == "Let me check that for you."
     # The Direct turn ran after the parent's, in the same thread: it saw what was written.
     assert direct_reply["text"] == "I see 2 messages; the first was: #slow please."
-    root = Conversation.objects.get(pk=parent)
-    assert root.thread_owner is None
+    # The thread is let go in the statement after the reply's commit: wait for it.
+    eventually(
+        lambda: Conversation.objects.get(pk=parent).thread_owner is None,
+        what="the parent's thread to be released after the Direct's turn",
+    )
 
 
 class TimedModel:
@@ -224,7 +227,10 @@ def test_a_parents_turn_waits_for_a_turn_of_its_direct(acct1: PersonalAgent, mon
     model.release.set()
     acct1.settled(parent)
     assert model.ran["and now"][0] >= model.ran["#slow please"][1]
-    assert Conversation.objects.get(pk=parent).thread_owner is None
+    eventually(
+        lambda: Conversation.objects.get(pk=parent).thread_owner is None,
+        what="the parent's thread to be released after its turn",
+    )
 
 
 # -- the delta rule ------------------------------------------------------------------------
