@@ -85,6 +85,9 @@ INSTALLED_APPS = [
 # development mode issues tokens (poppy_token; the package's no-extras test run).
 AUTHORITY = all(importlib.util.find_spec(name) for name in ("authlib", "httpx"))
 DEV_AUTHORITY = os.environ.get("POPPY_DEV_AUTHORITY", "1" if DEBUG else "0") == "1"
+# The demo customers acct-1 and acct-2 with their published password (shop/demo_accounts.py):
+# only while the project says it is a demo: on with DEBUG, else ACME_DEMO_ACCOUNTS=1.
+ACME_DEMO_ACCOUNTS = os.environ.get("ACME_DEMO_ACCOUNTS", "1" if DEBUG else "0") == "1"
 if AUTHORITY or DEV_AUTHORITY:
     INSTALLED_APPS.insert(INSTALLED_APPS.index("example_project.shop"), "poppy_django.authority")
 

@@ -40,7 +40,8 @@ from tests.threaded_server import serve
 
 #: What every routed name "resolves" to for the SSRF rules on both sides (a public address).
 PUBLIC_ADDRESS = "93.184.216.34"
-#: The example project's demo customers (shop migration 0003) and their published password.
+#: The example project's demo customers and their published password (shop/demo_accounts.py),
+#: there because these runs say the project is a demo (ACME_DEMO_ACCOUNTS=1).
 ACCOUNTS = ("acct-1", "acct-2")
 PASSWORD = "acme-demo"
 #: Shipped defaults the multiprocess launcher shortens for its own tests: not overridden here.
@@ -200,6 +201,7 @@ class ShippedAcme:
         self.cluster.env.update(
             {
                 "DJANGO_DEBUG": "0",
+                "ACME_DEMO_ACCOUNTS": "1",
                 "DJANGO_ALLOWED_HOSTS": DOMAIN,
                 "POPPY_BASE_URL": ORIGIN,
                 "POPPY_OUTBOUND_ROUTES": json.dumps(routes),

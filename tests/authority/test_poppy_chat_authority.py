@@ -19,12 +19,13 @@ from tests.multiprocess.cluster import ROOT, cluster, free_port
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(240)]
 
-#: The example project's seeded customer (shop migration 0003).
+#: The example project's demo customer (shop/demo_accounts.py: ACME_DEMO_ACCOUNTS=1 below).
 ACCOUNT, PASSWORD = "acct-1", "acme-demo"
+DEMO = {"ACME_DEMO_ACCOUNTS": "1"}
 
 
 def test_poppy_chat_signs_in_through_the_authority(tmp_path: Path) -> None:
-    with cluster(tmp_path) as running:
+    with cluster(tmp_path, env=DEMO) as running:
         running.env.pop("REDIS_URL")  # embedded: one web process answers the turns
         port = free_port()
         base = f"http://127.0.0.1:{port}"

@@ -193,8 +193,10 @@ class Cluster:
 
     def _template(self) -> str:
         """This process's migrated database for this cluster's apps, made on first use."""
-        # What decides the example project's INSTALLED_APPS (its development authority).
-        key = tuple(self.env.get(n, "") for n in ("DJANGO_DEBUG", "POPPY_DEV_AUTHORITY"))
+        # What decides what migrate makes: the example project's INSTALLED_APPS (its
+        # development authority) and its demo accounts.
+        switches = ("DJANGO_DEBUG", "POPPY_DEV_AUTHORITY", "ACME_DEMO_ACCOUNTS")
+        key = tuple(self.env.get(n, "") for n in switches)
         key += ("REDIS_URL" in self.env,)
         if key not in _templates:
             name = f"poppy_mp_template_{os.getpid()}_{len(_templates)}"
@@ -438,8 +440,8 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(tmp: Path) -> Iterator[Cluster]:
-    running = Cluster(tmp)
+def cluster(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Cluster]:
+    running = Cluster(tmp, env=env)
     running.create()
     try:
         yield running
