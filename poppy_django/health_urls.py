@@ -31,6 +31,7 @@ urlpatterns: list[URLPattern] = [
     path(_path("READINESS_PATH") or "", health.readiness, name="readiness"),
 ]
 if (metrics_path := _path("METRICS_PATH")) is not None:
+    # Only when served: prometheus-client is the observability extra's, not the core's.
     from poppy_django.observe import prometheus
 
     urlpatterns.append(path(metrics_path, prometheus.metrics_view, name="metrics"))

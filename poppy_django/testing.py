@@ -104,6 +104,7 @@ def _turn_model(model: Any) -> TurnModel | AsyncTurnModel:
     """A turn model as is; a pydantic-ai model (``TestModel``, ``FunctionModel``) wrapped."""
     if hasattr(model, "run") and not hasattr(model, "request"):
         return model
+    # Here: the llm extra (pydantic-ai) is needed only for a pydantic-ai model.
     from poppy_django.agent.llm import PydanticAIModel
 
     return PydanticAIModel(model)

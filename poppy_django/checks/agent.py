@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from poppy_django.agent import registry
 from poppy_django.agent.model_choice import SCRIPTED, build_model, is_scripted
+from poppy_django.agent.tool_problems import duplicate_problems
 from poppy_django.checks.poppy_dict import Messages, check_id
 from poppy_django.conf import poppy_settings
 
@@ -52,8 +53,6 @@ def agent_errors() -> Messages:
 
 def tool_errors(agents: Iterable[CompanyAgent]) -> Messages:
     """E401-E404, W401-W402: each registered agent's tools as declared, one message each."""
-    from poppy_django.agent.tool_problems import duplicate_problems
-
     levels = {"E": checks.Error, "W": checks.Warning}
     return [
         levels[problem.code[0]](problem.message, hint=problem.hint, id=check_id(problem.code))

@@ -18,6 +18,7 @@ from poppy_django.conf import (
     poppy_settings,
     unknown_keys,
 )
+from poppy_django.staff import office_hours
 
 #: A retention shorter than this prunes events a personal agent may still hold a cursor to
 #: (it comes back after a pause, or a stream reconnects with Last-Event-ID): W004.
@@ -236,8 +237,6 @@ def _format_problem(text: str, fields: frozenset[str]) -> str | None:
 
 def office_hours_errors() -> Messages:
     """E010: office hours that cannot be read (a day, a time, a time zone, a date)."""
-    from poppy_django.staff import office_hours
-
     try:
         office_hours.parse(poppy_settings.raw("OFFICE_HOURS"))
     except ImproperlyConfigured as exc:

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
 
+from poppy_django.conf import debug_configured
 from poppy_django.desk.channels import DeskChannelManager
 
 CHANNEL_MANAGER = "poppy_django.desk.channels.DeskChannelManager"
@@ -46,8 +47,6 @@ def check_static_files(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
     Served by uvicorn alone, the desk was unstyled and said "Connecting…" for ever: with
     ``DEBUG`` off Django serves no static files, and nothing said so.
     """
-    from poppy_django.conf import debug_configured
-
     if debug_configured() or "django.contrib.staticfiles" not in settings.INSTALLED_APPS:
         return []
     serve = "serve STATIC_URL from it (an nginx location, or WhiteNoise: see the deployment docs)"

@@ -27,6 +27,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from poppy_django.conf import poppy_settings
 from poppy_django.observe.redaction import describe_failure
 
 #: The app whose migrations must all be applied for the process to be ready.
@@ -111,8 +112,6 @@ def check_broker() -> None:
 
 
 def _uses_celery() -> bool:
-    from poppy_django.conf import poppy_settings
-
     executor = poppy_settings.raw("EXECUTOR")
     name = executor if isinstance(executor, str) else getattr(executor, "__name__", "")
     return str(name).rsplit(".", 1)[-1] == "CeleryExecutor"

@@ -22,6 +22,9 @@ from django.utils import timezone
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
+from poppy_django.conf import poppy_settings
+from poppy_django.observe import heartbeats
+
 logger = logging.getLogger("poppy_django.observe")
 
 meter = metrics.get_meter("poppy_django")
@@ -129,8 +132,6 @@ def model_call(model: str, seconds: float, outcome: str, tokens_in: int, tokens_
         model_tokens.add(tokens_in, {"model": model, "direction": "input"})
     if tokens_out:
         model_tokens.add(tokens_out, {"model": model, "direction": "output"})
-    from poppy_django.conf import poppy_settings
-
     cost_of = poppy_settings.MODEL_COST
     if cost_of is not None and (tokens_in or tokens_out):
         try:
@@ -170,6 +171,10 @@ def _database_gauge(
     return callback
 
 
+# The gauges import the models when they read: the settings' LOGGING imports this package
+# (its filters) before Django's app registry is ready, and the models need it.
+
+
 def _conversations_by_status() -> Iterable[Observation]:
     from django.db.models import Count
 
@@ -207,7 +212,6 @@ def _working_past_bound() -> Iterable[Observation]:
     lease: every one of them is a turn that nothing is answering."""
     from django.db.models import Q
 
-    from poppy_django.conf import poppy_settings
     from poppy_django.models import Conversation, Status
 
     now = timezone.now()
@@ -247,8 +251,6 @@ meter.create_observable_gauge(
 
 
 def _last_heartbeat(options: CallbackOptions) -> Iterable[Observation]:
-    from poppy_django.observe import heartbeats
-
     last = heartbeats.last_beat()
     return [] if last is None else [Observation(last)]
 

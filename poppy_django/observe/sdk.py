@@ -30,6 +30,8 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
+from poppy_django.conf import poppy_settings
+
 logger = logging.getLogger("poppy_django.observe")
 
 
@@ -41,6 +43,7 @@ def _names(variable: str) -> list[str]:
 def _exporter(group: str, name: str) -> Any:
     """An exporter instance by its ``OTEL_*_EXPORTER`` name."""
     if group == "opentelemetry_metrics_exporter":
+        # Here: prometheus-client and the SDK are the observability extra's, not the core's.
         from poppy_django.observe import prometheus
 
         if name == prometheus.EXPORTER_NAME:
@@ -71,8 +74,6 @@ def at_start() -> None:
 
 
 def configure_if_enabled() -> None:
-    from poppy_django.conf import poppy_settings
-
     if poppy_settings.OPENTELEMETRY:
         configure()
 
