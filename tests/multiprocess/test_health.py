@@ -8,8 +8,10 @@ import sys
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
+from tests import private_postgres
 from tests.multiprocess.cluster import ROOT, Cluster, free_port
 from tests.waiting import eventually
 
@@ -58,11 +60,31 @@ def test_readiness_names_the_part_that_is_down(mp: Cluster) -> None:
     cut_off = mp.web("cut-off", env={"CELERY_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0"})
     _failing(cut_off, ["broker"])
 
-    # PostgreSQL unreachable: the cluster's database is gone.
+    # The cluster's database gone (dropped): the database and its migrations are named.
     mp.pg(f'DROP DATABASE "{mp.name}" WITH (FORCE)')
     body = _failing(web, ["database", "migrations"])
     assert "OperationalError" in body["checks"]["database"]["error"]
     assert mp.name not in str(body)  # described without the driver's message
+
+
+def test_readiness_follows_the_database_server_stopping_and_starting(mp: Cluster) -> None:
+    """A PostgreSQL server of its own, stopped at once under the running web process (as a
+    crash looks) and started again: not ready while it is down, ready again after."""
+    with private_postgres.running() as server:
+        with psycopg.connect(server.url("postgres"), autocommit=True) as admin:
+            admin.execute("CREATE DATABASE acme")
+        url = server.url("acme")
+        mp.manage("migrate", "-v0", env={"DATABASE_URL": url})
+        web = mp.web("web", env={"DATABASE_URL": url})
+        assert eventually(lambda: _ready(web)[0] == 200, what="ready on the private server")
+
+        server.stop()
+        body = _failing(web, ["database", "migrations"])
+        assert "OperationalError" in body["checks"]["database"]["error"]
+        assert str(server.port) not in str(body)  # described without the driver's message
+
+        server.start()
+        assert eventually(lambda: _ready(web)[0] == 200, what="ready once PostgreSQL is back")
 
 
 def _probe(mp: Cluster) -> subprocess.CompletedProcess[str]:
