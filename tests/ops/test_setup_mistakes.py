@@ -15,6 +15,9 @@ from django.core import checks
 from django.test import Client
 
 from poppy_django.engine.broker_health import REPORT_INTERVAL, BrokerHealth, redacted
+from poppy_django.models import Conversation
+from poppy_django.verifier import dpop
+from tests.agents import PersonalAgent
 from tests.multiprocess.cluster import ROOT, free_port
 
 SECRET = "my-private-words-7f3a"
@@ -236,22 +239,25 @@ def test_the_authoritys_pages_for_people_stay_html(settings) -> None:
     assert not response["Content-Type"].startswith("application/json")
 
 
-# -- a wrong REDIS_URL: the token endpoint's answer and log name it ------------------------
+# -- a wrong REDIS_URL: the token endpoint's and the conversation endpoint's answer and log --
+# -- name it --------------------------------------------------------------------------------
+
+REDIS_CACHE = "django.core.cache.backends.redis.RedisCache"
+
+
+def _unreachable(location: str) -> str:
+    """The port of another service, or a whole URL that names no Redis at all."""
+    if location == "port":
+        return f"redis://127.0.0.1:{free_port()}/0"
+    return "redis://redis.invalid:6379/0"
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("location", ["port", "host"])
 def test_redis_out_of_reach_is_a_json_500_naming_redis_url(settings, caplog, location) -> None:
-    """The port of another service, or a whole URL that names no Redis at all."""
-    url = (
-        f"redis://127.0.0.1:{free_port()}/0"
-        if location == "port"
-        else "redis://redis.invalid:6379/0"
-    )
+    """The token endpoint, its client's replay and fetch records in the (Redis) cache."""
     settings.DEBUG = False
-    settings.CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
-    }
+    settings.CACHES = {"default": {"BACKEND": REDIS_CACHE, "LOCATION": _unreachable(location)}}
     form = {"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer"}
     form["client_id"] = "https://agent.example/client"
     with caplog.at_level(logging.ERROR, logger="django.request"):
@@ -266,6 +272,45 @@ def test_redis_out_of_reach_is_a_json_500_naming_redis_url(settings, caplog, loc
     assert "redis.invalid" not in body["error_description"]
     (logged,) = [r for r in caplog.records if r.name == "django.request"]
     assert "redis.exceptions.ConnectionError" in logged.poppy["error"]  # its kind, logged
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("location", ["port", "host"])
+def test_redis_out_of_reach_on_the_endpoint_is_a_json_500_naming_redis_url(
+    settings, caplog, location, tmp_path
+) -> None:
+    """The conversation endpoint with the production verifier, whose DPoP proofs are recorded
+    in the (Redis) replay cache: the same answer and log as the token endpoint's."""
+    base = "http://testserver"
+    settings.DEBUG = False
+    settings.POPPY = {
+        **settings.POPPY,
+        "AUTHENTICATE": "poppy_django.verifier.dpop.verify",
+        "BASE_URL": base,
+        "ISSUER": None,
+        "TOKENS": {},
+        "DEV_AUTHORITY": {"KEY_FILE": str(tmp_path / "key.pem"), "ALLOW_WITHOUT_DEBUG": True},
+    }
+    dpop.reset()
+    agent = PersonalAgent.with_session_token(base)
+    agent.client = Client(raise_request_exception=False)
+    settings.CACHES = {"default": {"BACKEND": REDIS_CACHE, "LOCATION": _unreachable(location)}}
+    dpop.reset()
+    try:
+        with caplog.at_level(logging.ERROR):
+            response = agent.post("", {"message": {"id": "m1", "sender": "agent", "text": "hi"}})
+    finally:
+        dpop.reset()
+    assert response.status_code == 500, response.content
+    body = response.json()
+    assert body["error"] == "server_error"
+    assert "REDIS_URL" in body["error_description"]
+    assert "redis.invalid" not in body["error_description"]
+    # The app's own error line: the fix and the failure's kind (django.request's line follows).
+    (logged,) = [r for r in caplog.records if r.name == "poppy_django.views"]
+    assert "REDIS_URL" in logged.getMessage()
+    assert "redis.exceptions.ConnectionError" in logged.poppy["error"]
+    assert not Conversation.objects.exists()  # refused before anything was written
 
 
 # -- make demo on a port another server holds ------------------------------------------------
