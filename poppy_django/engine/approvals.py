@@ -33,6 +33,7 @@ from poppy_django.models import (
     AgentThread,
     Conversation,
     Event,
+    Responder,
     Status,
 )
 from poppy_django.store import backends, event_log
@@ -139,7 +140,11 @@ def _remember(conversation: Conversation, record: ActionRecord, text: str) -> No
 def post_outcome(
     conversation: Conversation, record: ActionRecord, components: list[dict[str, Any]]
 ) -> Event:
-    """Post a decided action's outcome as a company message (in the caller's transaction)."""
+    """Post a decided action's outcome as a company message (in the caller's transaction).
+
+    While a person holds the conversation the Company Agent does not speak in it: the outcome
+    of what staff decided is then said by the company's person side (``sender: human``).
+    """
     outcome = record.to_wire()
     try:
         text = poppy_settings.ACTION_FORMATTER(outcome, poppy_settings.texts)
@@ -153,10 +158,12 @@ def post_outcome(
     if record.request_id:
         meta["request_id"] = record.request_id
     _remember(conversation, record, text)
+    held = conversation.responder == Responder.HUMAN
     return event_log.append_company_message(
         conversation,
         message_id=ids.new_company_message_id(),
         text=text,
+        sender="human" if held else "agent",
         data=data,
         meta=meta,
     )

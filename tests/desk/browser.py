@@ -65,6 +65,19 @@ RECORD_NOTIFICATIONS = """
   window.Notification = Recorded;
 })();
 """
+#: Runs before the page's scripts: every tone the page's WebAudio makes is counted.
+RECORD_TONES = """
+(() => {
+  window.__poppyTones = 0;
+  const Context = window.AudioContext || window.webkitAudioContext;
+  if (!Context) { return; }
+  const make = Context.prototype.createOscillator;
+  Context.prototype.createOscillator = function () {
+    window.__poppyTones += 1;
+    return make.call(this);
+  };
+})();
+"""
 
 
 def chromium() -> str:
@@ -135,6 +148,7 @@ class Staff:
         self.context = browser.new_context(viewport={"width": width, "height": height})
         self.context.grant_permissions(["notifications"], origin=site.base)
         self.context.add_init_script(RECORD_NOTIFICATIONS)
+        self.context.add_init_script(RECORD_TONES)
         serve_static(site, self.context)
         self.page = self.context.new_page()
         self.errors: list[str] = []
@@ -162,6 +176,10 @@ class Staff:
 
     def notifications(self) -> list[dict[str, str]]:
         return list(self.page.evaluate("window.__poppyNotifications || []"))
+
+    def tones(self) -> int:
+        """How many tones this page has sounded (a chime is two)."""
+        return int(self.page.evaluate("window.__poppyTones || 0"))
 
     def settled(self, count: int) -> None:
         self.page.wait_for_function(

@@ -10,12 +10,13 @@ from django.test import Client
 
 from example_project.shop import agent as shop
 from example_project.shop.models import Order
+from poppy_django import service
 from poppy_django.agent import CompanyAgent, ToolContext, register, tool
 from poppy_django.desk import decisions
 from poppy_django.errors import PoppyError
 from poppy_django.models import ActionRecord, ActionStatus, AgentThread, Event
 from tests.agents import PersonalAgent, messages
-from tests.desk.conftest import desk_url, new_request_id
+from tests.desk.conftest import desk_url, make_user, new_request_id
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
 
@@ -97,6 +98,23 @@ def test_approve_runs_under_the_recorded_actor_and_roles(acct1: PersonalAgent) -
     # The Company Agent's thread learns the decision, for its later turns.
     thread = AgentThread.objects.get(conversation_id=conversation_id, actor_id="acct-1")
     assert thread.history[-1] == {"role": "assistant", "text": "Done: Cancel order A-2."}
+
+
+@pytest.mark.parametrize("decide", ["approve", "reject"])
+def test_while_a_person_holds_it_the_outcome_is_not_the_company_agents(
+    acct1: PersonalAgent, decide: str
+) -> None:
+    """A person joined before deciding: the agent does not speak while they hold it."""
+    make_user(name="sam")
+    conversation_id, record = proposed(acct1)
+    service.human_joined(conversation_id, by="sam")
+    getattr(decisions, decide)(record.pk, by="sam")
+    outcome = told(acct1, conversation_id)
+    assert outcome["role"] == "company" and outcome["sender"] == "human"
+    assert outcome["data"]["actions"][0]["status"] == (
+        "succeeded" if decide == "approve" else "rejected"
+    )
+    assert service.get(conversation_id).responder == "human"  # still theirs
 
 
 def test_a_failing_action_is_told_as_failed(acct1: PersonalAgent) -> None:

@@ -87,6 +87,9 @@ def test_a_new_handoff_is_announced_on_every_desk_page(
     before = waiting_count(alice.page)
     assert before >= 1 and re.match(rf"^\({before}\) ", alice.page.title())
     assert alice.notifications() == [] and bob.notifications() == []  # nothing new yet
+    # Bob turns the sound on (it chimes once, to say what it will sound like); Alice does not.
+    bob.page.check("[data-alerts-sound]")
+    bob.page.wait_for_function("window.__poppyTones === 2", timeout=10_000)
 
     words = "My tent pole snapped, can someone help?"
     conversation_id, _ = handed_off(site, words)
@@ -110,6 +113,9 @@ def test_a_new_handoff_is_announced_on_every_desk_page(
         )
         assert person.page.text_content("[data-waiting-count]") == str(before + 1)
         assert "is waiting for a person" in person.page.text_content("[data-notice]")
+    # The arrival chimed for Bob, who turned the sound on, and for him only.
+    bob.page.wait_for_function("window.__poppyTones === 4", timeout=10_000)
+    assert alice.tones() == 0
 
     # Bob goes to the next waiting conversation by keyboard: the one waiting longest.
     bob.page.keyboard.press("q")
