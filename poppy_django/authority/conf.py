@@ -108,6 +108,16 @@ DEFAULTS: dict[str, Any] = {
     # codes end that sign-in as failed.
     "MEDIATED_CODE_SECONDS": 300,
     "MEDIATED_CODE_ATTEMPTS": 3,
+    # Import string of looks_unusual(request, session, account_id, *, earlier_failures) ->
+    # bool: whether a sign-in the check let in (Authenticated) must also prove a one-time
+    # code (PAP-4.7-04). The default asks after failed attempts on the account in the window
+    # and on a client's first sign-in to the account. None: never.
+    "MEDIATED_CODE_WHEN": "poppy_django.authority.mediated_codes.looks_unusual",
+    # Import string of send_code(request, account_id, code) -> str | None: sends the code,
+    # answering where it went, masked ("a•••@example.com"), or None when it could not (the
+    # sign-in then goes on without a code, with a warning). The default e-mails the
+    # account's user. None: no code is sent, as MEDIATED_CODE_WHEN = None.
+    "MEDIATED_SEND_CODE": "poppy_django.authority.mediated_codes.email_code",
 }
 
 
@@ -176,6 +186,10 @@ class AuthoritySettings(TypedSettings):
     MEDIATED_ADDRESS_MAX_FAILURES = Setting(integer)
     MEDIATED_CODE_SECONDS = Setting(number)
     MEDIATED_CODE_ATTEMPTS = Setting(integer)
+    #: looks_unusual(request, session, account_id, *, earlier_failures) -> bool.
+    MEDIATED_CODE_WHEN: Setting[Callable[..., Any] | None] = Setting(imported)
+    #: send_code(request, account_id, code) -> masked place | None.
+    MEDIATED_SEND_CODE: Setting[Callable[..., Any] | None] = Setting(imported)
 
     def validate(self) -> None:
         """Parse every key now (the system check), raising the first error."""

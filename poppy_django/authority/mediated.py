@@ -7,7 +7,10 @@ its Session's DPoP token to ``/poppy/sign-in``; the company's check
 :class:`Authenticated` (the Session is signed in: ``complete`` with a Session Token and an
 Account Token), :class:`CodeRequired` (the company sent a one-time code: ``code_required``;
 the same Session continues at ``/poppy/sign-in/{sign_in_id}`` with ``{"code"}``), or None
-(``failed``).
+(``failed``). A sign-in the check let in is asked for a code too when it looks unusual
+(PAP-4.7-04: ``MEDIATED_CODE_WHEN``, sent by ``MEDIATED_SEND_CODE``; the defaults, in
+:mod:`poppy_django.authority.mediated_codes`, e-mail one after failed attempts on the account
+or at a client's first sign-in to it).
 
 Credentials are never logged, stored, echoed or put in an error: the body is read here and
 dropped, every refusal has a fixed description, the functions that hold them are marked
@@ -26,7 +29,7 @@ import logging
 import re
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -57,6 +60,8 @@ MAX_BODY_BYTES = 16 * 1024
 #: What a sign-in id this server made looks like ("msi_" and URL-safe base64).
 _SIGN_IN_ID = re.compile(r"msi_[A-Za-z0-9_-]{1,64}")
 MAX_VALUE_LENGTH = 1024
+#: The prefix of the counter of the account an attempt names (its non-secret fields).
+_ACCOUNT_COUNTER = "mediated:account:"
 DEFAULT_FIELDS = [
     {"name": "username", "label": "Username", "secret": False},
     {"name": "password", "label": "Password", "secret": True},
@@ -253,7 +258,7 @@ def _counters(
     ]
     named = [credentials[f["name"]].strip().casefold() for f in declared if not f["secret"]]
     if any(named):
-        counters.append(attempts.Counter("mediated:account:" + "\x00".join(named), limit))
+        counters.append(attempts.Counter(_ACCOUNT_COUNTER + "\x00".join(named), limit))
     counters += [
         attempts.Counter(
             f"mediated:client:{client_id}", int(options.MEDIATED_CLIENT_MAX_FAILURES), False
@@ -284,6 +289,49 @@ def _admit(counters: list[attempts.Counter], client_id: str) -> None:
 
 def _code_key(account_id: str) -> str:
     return f"mediated:code:{account_id}"
+
+
+def _earlier_failures(counters: list[attempts.Counter]) -> int:
+    """Failed attempts on the named account earlier in this window (read before a success
+    clears them; this attempt was counted by :func:`_admit`). 0 when no field names one."""
+    named = [c.name for c in counters if c.name.startswith(_ACCOUNT_COUNTER)]
+    return max(0, windows.current(named[0], alias=_alias()) - 1) if named else 0
+
+
+def _keeping_failures(counters: list[attempts.Counter]) -> list[attempts.Counter]:
+    """The counters for a success that was asked for a code: the account's count is taken
+    back, not cleared, so its earlier failures stand until the window ends (sending the
+    right password again does not lose the doubt that asked for the code)."""
+    return [
+        replace(c, cleared_by_success=False) if c.name.startswith(_ACCOUNT_COUNTER) else c
+        for c in counters
+    ]
+
+
+@sensitive_variables("code")
+def _unusual_code(
+    request: HttpRequest, session: Session, account_id: str, counters: list[attempts.Counter]
+) -> CodeRequired | None:
+    """The default second step: a one-time code sent (``MEDIATED_SEND_CODE``) when the
+    sign-in looks unusual (``MEDIATED_CODE_WHEN``); None when it does not, or when no code
+    could be sent (the sign-in goes on without one, with a warning naming the client)."""
+    options = authority_settings()
+    when, send = options.MEDIATED_CODE_WHEN, options.MEDIATED_SEND_CODE
+    if when is None or send is None:
+        return None
+    if not when(request, session, account_id, earlier_failures=_earlier_failures(counters)):
+        return None
+    _refuse_if_locked([_code_key(account_id)])  # before sending a code no one may enter
+    code = f"{secrets.randbelow(10**6):06d}"
+    sent_to = send(request, account_id, code)
+    if sent_to is None:
+        logger.warning(
+            "Mediated Sign-In looked unusual but no one-time code could be sent; signed in "
+            "without one: a Session of %s",
+            session.client.client_id,
+        )
+        return None
+    return CodeRequired(account_id, code, str(sent_to))
 
 
 def _complete(request: HttpRequest, session: Session, account_id: str, scope: str) -> JsonResponse:
@@ -377,9 +425,15 @@ def mediated_view(request: HttpRequest) -> JsonResponse:
             principal.client_id,
         )
         raise AccountMismatchError("The Session belongs to another account.")
-    attempts.succeeded(counters, alias=_alias())
     if isinstance(outcome, Authenticated):
-        return _complete(request, session, outcome.account_id, scope)
+        # Right, but perhaps unusual: then a code, as if the check had asked for one.
+        asked = _unusual_code(request, session, outcome.account_id, counters)
+        attempts.succeeded(_keeping_failures(counters) if asked else counters, alias=_alias())
+        if asked is None:
+            return _complete(request, session, outcome.account_id, scope)
+        outcome = asked
+    else:
+        attempts.succeeded(counters, alias=_alias())
     _refuse_if_locked([_code_key(outcome.account_id)])
     record = MediatedSignIn.objects.create(
         sign_in_id="msi_" + secrets.token_urlsafe(24),

@@ -3,6 +3,7 @@
 ``POPPY_AUTHORITY["MEDIATED_CHECK"] = "tests.authority.mediated_checks.with_a_code"``: the
 username and password as Django's check has them, then a code "sent" to the User (here:
 kept in :data:`SENT` for the test to type in, as the User would read it from a text).
+:func:`text_code` is the same stand-in as a ``MEDIATED_SEND_CODE`` for the default check.
 """
 
 from __future__ import annotations
@@ -25,3 +26,10 @@ def with_a_code(request: HttpRequest, credentials: Mapping[str, str]) -> CodeReq
     code = f"{secrets.randbelow(10**6):06d}"
     SENT[checked.account_id] = code
     return CodeRequired(checked.account_id, code, sent_to="+1 *** *** 42")
+
+
+def text_code(request: HttpRequest, account_id: str, code: str) -> str:
+    """``POPPY_AUTHORITY["MEDIATED_SEND_CODE"]``: the default's code "texted" (kept in
+    :data:`SENT`) instead of e-mailed."""
+    SENT[account_id] = code
+    return "+1 *** *** 42"
