@@ -146,7 +146,10 @@ def test_a_support_agent_handles_a_handoff_live(server: Site) -> None:
                 lambda events: "Monday" in str(company_messages(events)[-1].get("text")),
             )
             page.wait_for_selector(".poppy-kind-company:has-text('Monday to Friday')")
-            assert page.text_content("[data-field=status_label]") == "agent idle"
+            # The status line follows the reply's own state event, a moment later.
+            page.wait_for_function(
+                "document.querySelector('[data-field=status_label]').textContent === 'agent idle'"
+            )
             assert not page.is_disabled("button[data-action=join]")  # left: Join again
             # Staff read no developer's text: no diagnostics panel, no request ids.
             assert page.locator("[data-diagnostics]").count() == 0
