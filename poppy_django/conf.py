@@ -558,6 +558,13 @@ def debug_configured() -> bool:
     return getattr(importlib.import_module(module), "DEBUG", False) is True
 
 
+def organization_name() -> str:
+    """The company's name for pages and mails a person reads (``DISCOVERY["ORGANIZATION"]``'s
+    ``name``), or "this company" where the project set none."""
+    organization = (poppy_settings.DISCOVERY or {}).get("ORGANIZATION") or {}
+    return str(organization.get("name") or "this company")
+
+
 def hook(group: str, name: str) -> Callable[..., Any] | None:
     """A configured hook (``HANDOFF_HOOKS`` / ``DIRECT_HOOKS``) or None."""
     hooks: dict[str, Callable[..., Any]] = getattr(poppy_settings, group)

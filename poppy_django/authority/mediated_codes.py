@@ -25,7 +25,7 @@ from django.views.decorators.debug import sensitive_variables
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.models import Grant, Session
 from poppy_django.authority.website import user_for_account
-from poppy_django.conf import poppy_settings
+from poppy_django.conf import organization_name
 
 logger = logging.getLogger("poppy_django.authority")
 
@@ -69,11 +69,6 @@ def _masked(address: str) -> str:
     return f"{local[:1]}•••@{domain}" if local and domain else "•••"
 
 
-def _organization() -> str:
-    organization = (poppy_settings.DISCOVERY or {}).get("ORGANIZATION") or {}
-    return str(organization.get("name") or "this company")
-
-
 @sensitive_variables("code")
 def email_code(request: HttpRequest, account_id: str, code: str) -> str | None:
     """The default ``MEDIATED_SEND_CODE``: e-mail ``code`` to the account's user (see
@@ -90,7 +85,7 @@ def email_code(request: HttpRequest, account_id: str, code: str) -> str | None:
     address = str(getattr(user, field, "") or "").strip()
     if not address:
         return None
-    company = _organization()
+    company = organization_name()
     minutes = max(1, math.ceil(float(authority_settings().MEDIATED_CODE_SECONDS) / 60))
     lasts = f"{minutes} minute{'s' if minutes != 1 else ''}"
     body = (

@@ -24,17 +24,12 @@ from poppy_django.authority import device, direct, grants, metadata
 from poppy_django.authority.clients import client_for, normal_client_id, remember
 from poppy_django.authority.metadata import scopes
 from poppy_django.authority.models import Grant
-from poppy_django.conf import poppy_settings
+from poppy_django.conf import organization_name
 
 logger = logging.getLogger("poppy_django.authority")
 
 #: An S256 code challenge: base64url of a SHA-256 digest (RFC 7636 §4.2), 43 characters.
 _S256_CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")
-
-
-def _organization() -> str:
-    organization = (poppy_settings.DISCOVERY or {}).get("ORGANIZATION") or {}
-    return str(organization.get("name") or "this company")
 
 
 @never_cache
@@ -47,7 +42,7 @@ def device_page(request: HttpRequest) -> HttpResponse:
     limit the page takes no code for a while, so user codes cannot be guessed through it.
     """
     code = (request.POST.get("user_code") or request.GET.get("user_code") or "").strip()
-    context: dict[str, Any] = {"organization": _organization(), "user_code": code}
+    context: dict[str, Any] = {"organization": organization_name(), "user_code": code}
     guesser = device.Guesser(str(request.user.pk), request.META.get("REMOTE_ADDR", ""))
     if code and guesser.over_limit():
         context["error"] = "Too many wrong codes. Try again later."
@@ -95,7 +90,7 @@ def connections_page(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "poppy_authority/connections.html",
-        {"organization": _organization(), "clients": clients},
+        {"organization": organization_name(), "clients": clients},
     )
 
 
@@ -112,7 +107,7 @@ def _redirect_with(redirect_uri: str, **params: str) -> HttpResponseRedirect:
 def authorize_page(request: HttpRequest) -> HttpResponse:
     """Direct Sign-In's authorization page: check the request, then approve or deny."""
     params = request.GET
-    context: dict[str, Any] = {"organization": _organization()}
+    context: dict[str, Any] = {"organization": organization_name()}
     try:
         client = client_for(params.get("client_id"))
         redirect_uri = direct.redirect_uri_of(client, params.get("redirect_uri"))

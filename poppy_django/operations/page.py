@@ -25,7 +25,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.views.decorators.csrf import csrf_protect
 
-from poppy_django.conf import poppy_settings
+from poppy_django.conf import organization_name
 from poppy_django.errors import PoppyError
 from poppy_django.operations import service
 from poppy_django.operations.models import Operation, OperationState
@@ -71,11 +71,6 @@ def _principal(request: HttpRequest) -> Principal | None:
     )
 
 
-def _organization() -> str:
-    organization = (poppy_settings.DISCOVERY or {}).get("ORGANIZATION") or {}
-    return str(organization.get("name") or "this company")
-
-
 def _page(
     request: HttpRequest,
     status: int,
@@ -84,7 +79,7 @@ def _page(
     message: str = "",
 ) -> HttpResponse:
     context: dict[str, Any] = {
-        "organization": _organization(),
+        "organization": organization_name(),
         "operation": operation,
         "message": message,
         "terms": sorted((operation.terms or {}).items()) if operation is not None else [],
