@@ -10,10 +10,12 @@ client of its network and hands them here.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 from django.core.asgi import get_asgi_application
 from personal_agent_protocol import (
     ConversationClient,
@@ -204,3 +206,15 @@ class World(SdkAgent):
             browser,
             clock,
         )
+
+    def record_responses(self) -> list[str]:
+        """Every response Atlas gets from now on, headers and body, as text (a list that
+        fills as they come): where a test looks for what must never be answered."""
+        seen: list[str] = []
+
+        async def keep(response: httpx.Response) -> None:
+            await response.aread()
+            seen.append(json.dumps(dict(response.headers)) + response.text)
+
+        self.http.event_hooks["response"].append(keep)
+        return seen

@@ -211,13 +211,7 @@ def test_the_password_appears_in_no_log_no_response_and_no_row(
 ) -> None:
     agent = ChannelAgent(world)
     user = "usr_mediated_private_001"
-    bodies: list[str] = []
-
-    async def keep(response: httpx.Response) -> None:
-        await response.aread()
-        bodies.append(json.dumps(dict(response.headers)) + response.text)
-
-    world.http.event_hooks["response"].append(keep)
+    bodies = world.record_responses()
 
     async def scenario() -> None:
         session = await agent.session(user)

@@ -9,12 +9,10 @@ window. Through the SDK's mediated client, with Django's locmem e-mail backend.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
 from typing import Any
 
-import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.mail import EmailMessage
@@ -50,13 +48,7 @@ def test_a_clients_first_sign_in_needs_the_emailed_code_and_its_next_does_not(
 ) -> None:
     agent = ChannelAgent(world)
     user = "usr_unusual_first_00001"
-    bodies: list[str] = []
-
-    async def keep(response: httpx.Response) -> None:
-        await response.aread()
-        bodies.append(json.dumps(dict(response.headers)) + response.text)
-
-    world.http.event_hooks["response"].append(keep)
+    bodies = world.record_responses()
 
     async def scenario() -> tuple[Any, Any, Any]:
         session = await agent.session(user)
