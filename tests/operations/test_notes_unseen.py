@@ -14,13 +14,15 @@ import asyncio
 import pytest
 from django.db import connection
 from personal_agent_protocol import FeedbackClient, FeedbackReport
-from personal_agent_protocol.accounts import AccountTokenClient, AccountTokenContext
+from personal_agent_protocol.accounts import AccountTokenClient
 from personal_agent_protocol.mcp import McpClient
 
 from poppy_django import service
 from poppy_django.operations.models import Operation
-from tests.authority.sdk_agent import ORIGIN, TENANT, World
+from tests.authority.sdk_agent import TENANT, World
 from tests.desk.conftest import make_user
+from tests.operations.test_mcp import URL as MCP_URL
+from tests.operations.test_mcp import _context
 from tests.operations.test_sdk_operations import _operations, _proposed_in_conversation
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shop_orders")]
@@ -62,28 +64,19 @@ def test_no_operation_mcp_or_feedback_answer_carries_a_note(world: World, custom
         )
 
         # MCP: every tool the server lists, called as the signed-in User.
-        metadata = world.company.oauth_metadata
-        mcp_url = f"{ORIGIN}/poppy/mcp"
         granted = await AccountTokenClient(
             reactor=world.reactor, http_client=world.http
         ).token_for_mcp(
             polled.account_token_reference,
-            context=AccountTokenContext(
-                token_endpoint=metadata.token_endpoint,
-                issuer=metadata.issuer,
-                client_id=world.atlas.client_id,
-                tenant_id=TENANT,
-                pairwise_user_id=user,
-                revocation_endpoint=metadata.revocation_endpoint,
-            ),
+            context=_context(world, user),
             session_id=session.session_id,
-            resource=mcp_url,
+            resource=MCP_URL,
             dpop=True,
         )
         mcp = McpClient(
             http_client=world.http,
             token=granted.token,
-            url=mcp_url,
+            url=MCP_URL,
             reactor=world.reactor,
             who=world.who(user),
         )
@@ -100,7 +93,7 @@ def test_no_operation_mcp_or_feedback_answer_carries_a_note(world: World, custom
             token=polled.token,
             tenant_id=TENANT,
             pairwise_user_id=user,
-            issuer=metadata.issuer,
+            issuer=world.company.oauth_metadata.issuer,
         )
         return answers
 
