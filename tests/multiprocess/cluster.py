@@ -29,6 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 APP = "example_project.asgi:application"
 SERVERS = ("uvicorn", "granian")
+#: uvicorn's ``--timeout-graceful-shutdown`` here: in-flight requests get this long after
+#: SIGTERM (the tests stop web processes dozens of times; production gives its own).
+GRACEFUL_SHUTDOWN_SECONDS = 2
 #: The benchmarks' production mode: DEBUG off, production's lease and heartbeat (the tests
 #: shorten them), throttles that run (a cache read and write per request) but never refuse.
 BENCH_ENV = {
@@ -268,6 +271,10 @@ class Cluster:
             *[sys.executable, "-m", "uvicorn", self.app, *common],
             *([] if access_log else ["--no-access-log"]),
             *["--timeout-keep-alive", "60"],
+            # As docs/deployment.md advises: a stop is bounded. Without it a TLS connection
+            # whose idle client never answers the server's close_notify holds the process
+            # for asyncio's SSL shutdown timeout (30 s), past stop_all's grace.
+            *["--timeout-graceful-shutdown", str(GRACEFUL_SHUTDOWN_SECONDS)],
         ]
 
     def web(
