@@ -70,11 +70,15 @@ class AcmeUser:
         forget: Callable[[str], None] | None = None,
         revise: Callable[[str], None] | None = None,
         performed: Callable[[str], int] | None = None,
+        pass_time: Callable[[float], None] | None = None,
     ) -> None:
         """``browser_client`` makes a person's HTTP client (a new cookie jar each time);
         what the company's operator does, when it can: ``forget(conversation_id)`` prunes a
         conversation's events, ``revise(operation_id)`` changes a proposal's terms,
-        ``performed(operation_id)`` counts the runs of its action."""
+        ``performed(operation_id)`` counts the runs of its action. ``pass_time(seconds)``:
+        the agent's clock lets a wait pass for its next request instead of a sleep
+        (``RealClock.lend``); the company's clock is real, so this is not the suite's
+        ``clock`` capability (moving time for both)."""
         self.browser_client = browser_client
         self.origin = origin
         self.password = password
@@ -82,6 +86,7 @@ class AcmeUser:
         self.forget = forget
         self.reviser = revise
         self.counter = performed
+        self.pass_time = pass_time
         offered = {"forget_events": forget, "revise": revise, "performed": performed}
         self.capabilities = frozenset(
             {"disconnect", "second_identity", "direct_sign_in"}
@@ -105,7 +110,11 @@ class AcmeUser:
         assert "is connected" in done.text, done.text
 
     async def wait(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
+        """The suite waits out a device sign-in's polling interval here before its poll."""
+        if self.pass_time is None:
+            await asyncio.sleep(seconds)
+        else:
+            self.pass_time(seconds)
 
     async def disconnect(self, client_id: str, account: str) -> None:
         browser = self.browser()

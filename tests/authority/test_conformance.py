@@ -37,6 +37,7 @@ from personal_agent_protocol.demo.kit import AgentIdentity
 from personal_agent_protocol.operations import TermLimit
 
 from tests.authority.driver import AcmeUser
+from tests.authority.sdk_agent import RealClock
 from tests.authority.shipped import ORIGIN, PASSWORD, Operator, shipped_acme
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(1200)]
@@ -108,6 +109,10 @@ def test_every_suite_as_shipped(tmp_path: Path) -> None:
         def revise(operation_id: str) -> None:
             operator.revise(operation_id, REVISED_SUMMARY)
 
+        # A device sign-in's interval passes on the agents' clock for their poll, which the
+        # authority answers at once (the consent was given first); its pacing of a second
+        # poll stays as shipped.
+        clock = RealClock()
         driver = AcmeUser(
             acme.client,
             ORIGIN,
@@ -116,6 +121,7 @@ def test_every_suite_as_shipped(tmp_path: Path) -> None:
             forget=forget,
             revise=revise,
             performed=operator.performed,
+            pass_time=clock.lend,
         )
 
         async def run() -> Any:
@@ -124,6 +130,7 @@ def test_every_suite_as_shipped(tmp_path: Path) -> None:
                     ORIGIN,
                     identity=atlas,
                     http=http,
+                    clock=clock,
                     driver=driver,
                     scenario=SCENARIO,
                     address_resolver=acme.resolve,
