@@ -3,6 +3,7 @@
     DATABASE_URL=postgres://... REDIS_URL=redis://... \\
     .venv/bin/python bench/telemetry_overhead.py [--rounds 8] [--requests 300]
     .venv/bin/python bench/telemetry_overhead.py --turns [--rounds 4] [--n 50]
+    .venv/bin/python bench/telemetry_overhead.py --instrumentation [--requests 5000]
 
 Each round runs ``bench/request_cost.py`` twice, in fresh processes, in an order that
 alternates (off/on, on/off, …) so the machine's drift falls on both: once with no ``OTEL_*``
@@ -17,6 +18,13 @@ project's settings); the database must be migrated.
 ``--turns``: the worker's side of a message instead, ``bench/turn_cpu.py`` (a cluster of its
 own: one Celery worker process, ``--n`` LLM-shaped turns at once, two measured batches) off
 and on in alternated rounds; printed: the median worker CPU ms per turn off and on.
+
+``--instrumentation``: the part of a read that differs between off and on, alone
+(``bench/instrumentation_cost.py``: the request's span, its event and its histogram around a
+ready answer, no database), ``--requests`` times a process; printed: the median CPU µs per
+read off, on, and ``raw`` (the same span made on the tracer directly: the SDK's own floor).
+A whole read's CPU varies by about ±10 % between runs here, more than the 5 % it is asked to
+resolve; this part alone varies far less.
 """
 
 from __future__ import annotations
@@ -45,6 +53,20 @@ BASE_ENV = {
     "POPPY_LOG_LEVEL": "WARNING",
     "POPPY_THROTTLE_RATES": '{"conversation_start": "1000000/s", "message": "1000000/s"}',
 }
+
+
+def sdk_on(endpoint: str, metrics_dir: str) -> dict[str, str]:
+    """The variables of an SDK-on run: spans to the receiver at ``endpoint``, metrics into
+    ``metrics_dir`` for the multiprocess Prometheus path, and ``--env``'s."""
+    return {
+        "OTEL_SERVICE_NAME": "bench",
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+        "OTEL_METRICS_EXPORTER": "prometheus_multiprocess",
+        "OTEL_METRIC_EXPORT_INTERVAL": "5000",
+        "PROMETHEUS_MULTIPROC_DIR": metrics_dir,
+        **EXTRA_ENV,
+    }
 
 
 def run(requests: int, env: dict[str, str]) -> dict[str, dict[str, float]]:
@@ -81,15 +103,7 @@ def turn_cpu(n: int, env: dict[str, str]) -> list[float]:
 def turns(rounds: int, n: int) -> None:
     per_turn: dict[str, list[float]] = {"off": [], "on": []}
     with receiving() as (endpoint, received), tempfile.TemporaryDirectory() as metrics_dir:
-        telemetry = {
-            "OTEL_SERVICE_NAME": "bench",
-            "OTEL_TRACES_EXPORTER": "otlp",
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
-            "OTEL_METRICS_EXPORTER": "prometheus_multiprocess",
-            "OTEL_METRIC_EXPORT_INTERVAL": "5000",
-            "PROMETHEUS_MULTIPROC_DIR": metrics_dir,
-            **EXTRA_ENV,
-        }
+        telemetry = sdk_on(endpoint, metrics_dir)
         for round_ in range(rounds):
             for mode in ["off", "on"] if round_ % 2 == 0 else ["on", "off"]:
                 per_turn[mode] += turn_cpu(n, telemetry if mode == "on" else {})
@@ -114,12 +128,48 @@ def turns(rounds: int, n: int) -> None:
     )
 
 
+def instrumentation(rounds: int, requests: int) -> None:
+    per_read: dict[str, list[float]] = {"off": [], "on": [], "raw": []}
+    script = ROOT / "bench" / "instrumentation_cost.py"
+    with receiving() as (endpoint, received), tempfile.TemporaryDirectory() as metrics_dir:
+        telemetry = sdk_on(endpoint, metrics_dir)
+        for round_ in range(rounds):
+            for mode in ["off", "on", "raw"] if round_ % 2 == 0 else ["raw", "on", "off"]:
+                result = subprocess.run(
+                    [sys.executable, str(script), "--requests", str(requests)]
+                    + (["--raw"] if mode == "raw" else []),
+                    env={**os.environ, **BASE_ENV, **(telemetry if mode != "off" else {})},
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                    check=True,
+                )
+                per_read[mode].append(float(result.stdout.strip().splitlines()[-1]))
+        spans = len(received.snapshot())
+    medians = {mode: round(statistics.median(values), 1) for mode, values in per_read.items()}
+    print(
+        json.dumps(
+            {
+                "rounds": rounds,
+                "requests": requests,
+                "spans": spans,
+                "instrumentation_cpu_us_per_read": medians,
+                "all": {mode: [round(us, 1) for us in values] for mode, values in per_read.items()},
+            }
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--turns", action="store_true", help="the worker's CPU per turn")
     parser.add_argument("--n", type=int, default=50, help="--turns: turns at once")
+    parser.add_argument(
+        "--instrumentation", action="store_true", help="a read's instrumentation alone"
+    )
     parser.add_argument(
         "--env",
         default="{}",
@@ -130,17 +180,12 @@ def main() -> None:
     if args.turns:
         turns(args.rounds, args.n)
         return
+    if args.instrumentation:
+        instrumentation(args.rounds, args.requests)
+        return
     cpu: dict[str, dict[str, list[float]]] = {"off": {}, "on": {}}
     with receiving() as (endpoint, received), tempfile.TemporaryDirectory() as metrics_dir:
-        telemetry = {
-            "OTEL_SERVICE_NAME": "bench",
-            "OTEL_TRACES_EXPORTER": "otlp",
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
-            "OTEL_METRICS_EXPORTER": "prometheus_multiprocess",
-            "OTEL_METRIC_EXPORT_INTERVAL": "5000",
-            "PROMETHEUS_MULTIPROC_DIR": metrics_dir,
-            **EXTRA_ENV,
-        }
+        telemetry = sdk_on(endpoint, metrics_dir)
         for round_ in range(args.rounds):
             order = ["off", "on"] if round_ % 2 == 0 else ["on", "off"]
             for mode in order:
