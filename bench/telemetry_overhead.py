@@ -4,6 +4,7 @@
     .venv/bin/python bench/telemetry_overhead.py [--rounds 8] [--requests 300]
     .venv/bin/python bench/telemetry_overhead.py --turns [--rounds 4] [--n 50]
     .venv/bin/python bench/telemetry_overhead.py --instrumentation [--requests 5000]
+    .venv/bin/python bench/telemetry_overhead.py --span-floor --rounds 4 --requests 20000
 
 Each round runs ``bench/request_cost.py`` twice, in fresh processes, in an order that
 alternates (off/on, on/off, …) so the machine's drift falls on both: once with no ``OTEL_*``
@@ -25,6 +26,11 @@ ready answer, no database), ``--requests`` times a process; printed: the median 
 read off, on, and ``raw`` (the same span made on the tracer directly: the SDK's own floor).
 A whole read's CPU varies by about ±10 % between runs here, more than the 5 % it is asked to
 resolve; this part alone varies far less.
+
+``--span-floor``: the SDK's span alone, outside Django, part by part (``bench/span_floor.py``:
+not sampled, recorded, batched, encoded, sent over OTLP/HTTP to this process's receiver),
+with and without the identity check's event, ``--requests`` times a process; printed: the
+median CPU µs per read of each.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.otlp_receiver import receiving  # noqa: E402 - after the path
+from bench.span_floor import PARTS  # noqa: E402 - after the path
+from tests.otlp_receiver import receiving  # noqa: E402
 
 #: ``--env``: more variables for the SDK-on runs (a sampler, metrics only, …).
 EXTRA_ENV: dict[str, str] = {}
@@ -161,6 +168,29 @@ def instrumentation(rounds: int, requests: int) -> None:
     )
 
 
+def span_floor(rounds: int, requests: int) -> None:
+    script = ROOT / "bench" / "span_floor.py"
+    cases = [(part, event) for part in PARTS for event in (True, False)]
+    per_read: dict[str, list[float]] = {}
+    with receiving() as (endpoint, _received):
+        for round_ in range(rounds):
+            for part, event in cases if round_ % 2 == 0 else list(reversed(cases)):
+                result = subprocess.run(
+                    [sys.executable, str(script), "--part", part, "--requests", str(requests)]
+                    + ["--endpoint", endpoint]
+                    + ([] if event else ["--no-event"]),
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                    check=True,
+                )
+                name = part if event else f"{part} (no event)"
+                per_read.setdefault(name, []).append(float(result.stdout.strip().splitlines()[-1]))
+    medians = {name: round(statistics.median(values), 1) for name, values in per_read.items()}
+    print(json.dumps({"rounds": rounds, "requests": requests, "span_cpu_us_per_read": medians}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=8)
@@ -169,6 +199,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=50, help="--turns: turns at once")
     parser.add_argument(
         "--instrumentation", action="store_true", help="a read's instrumentation alone"
+    )
+    parser.add_argument(
+        "--span-floor", action="store_true", help="the SDK's span alone, part by part"
     )
     parser.add_argument(
         "--env",
@@ -182,6 +215,9 @@ def main() -> None:
         return
     if args.instrumentation:
         instrumentation(args.rounds, args.requests)
+        return
+    if args.span_floor:
+        span_floor(args.rounds, args.requests)
         return
     cpu: dict[str, dict[str, list[float]]] = {"off": {}, "on": {}}
     with receiving() as (endpoint, received), tempfile.TemporaryDirectory() as metrics_dir:
