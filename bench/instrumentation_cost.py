@@ -38,8 +38,8 @@ def measure(requests: int, raw: bool) -> float:
     from django.test import RequestFactory
     from django.urls import resolve
     from opentelemetry import metrics, trace
-    from opentelemetry.trace import SpanKind
 
+    from bench.span_floor import read_span
     from poppy_django.observe import served, tracing
 
     path = "/poppy/conversations/cnv_0123456789abcdef0123456789/events"
@@ -57,22 +57,7 @@ def measure(requests: int, raw: bool) -> float:
     started = time.process_time()
     for n in range(requests):
         if raw:
-            with tracing.tracer.start_as_current_span(
-                "poppy.request", kind=SpanKind.SERVER
-            ) as span:
-                span.add_event(
-                    "poppy.identity_checked",
-                    {"poppy.outcome": "verified", "poppy.client_id": "https://pa.example"},
-                )
-                span.update_name("GET events")
-                span.set_attributes(
-                    {
-                        "http.request.method": "GET",
-                        "http.route": "events",
-                        "http.response.status_code": 200,
-                        "poppy.conversation_id": "cnv_0123456789abcdef0123456789",
-                    }
-                )
+            read_span(tracing.tracer)
         else:
             with served.endpoint_request(request) as serving:
                 tracing.event(
