@@ -86,7 +86,7 @@ package: $(STAMP)
 	$(VENV)/bin/twine check --strict var/dist/*
 
 docs: $(STAMP)
-	@if [ -f mkdocs.yml ]; then $(VENV)/bin/mkdocs build --strict --quiet --site-dir var/site; fi
+	@if [ -f mkdocs.yml ]; then $(VENV)/bin/mkdocs build --strict --site-dir var/site; fi
 
 clean:
 	rm -rf $(VENV) var .tox
