@@ -152,6 +152,33 @@ def request_served(route: str, method: str, status: int, seconds: float, code: s
 # -- read from the database when the SDK collects ------------------------------------------
 
 
+class _FailureStreak:
+    """Failures of the gauges' reads told once a streak: a database that is down, or not
+    migrated yet, is logged when it starts failing and when it reads again, not at every
+    gauge of every collection of every process."""
+
+    def __init__(self) -> None:
+        self.since: datetime | None = None
+
+    def failed(self) -> None:
+        if self.since is None:
+            self.since = timezone.now()
+            logger.warning(
+                "poppy: could not read the database's gauges (not logged again until they read)",
+                exc_info=True,
+            )
+        else:
+            logger.debug("poppy: the database's gauges still fail", exc_info=True)
+
+    def read(self) -> None:
+        if self.since is not None:
+            logger.info("poppy: the database's gauges read again (failing since %s)", self.since)
+            self.since = None
+
+
+_gauge_failures = _FailureStreak()
+
+
 def _database_gauge(
     read: Callable[[], Iterable[Observation]],
 ) -> Callable[[CallbackOptions], Iterable[Observation]]:
@@ -160,13 +187,15 @@ def _database_gauge(
 
     def callback(options: CallbackOptions) -> Iterable[Observation]:
         try:
-            return list(read())
+            observed = list(read())
         except Exception:
-            logger.warning("poppy: could not read the conversations' gauges", exc_info=True)
+            _gauge_failures.failed()
             return []
         finally:
             if not connection.in_atomic_block:
                 connection.close()
+        _gauge_failures.read()
+        return observed
 
     return callback
 

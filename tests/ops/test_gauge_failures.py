@@ -1,0 +1,54 @@
+"""The database's gauges when the database cannot answer them: the example project as shipped,
+its SDK on, before its migrations have run. Every collection reads each gauge, in every
+process; a failure is logged when it starts and when the gauges read again, not at each."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+COLLECT_UNMIGRATED_THEN_MIGRATED = """
+import django
+django.setup()
+from django.core.management import call_command
+from opentelemetry import metrics
+
+provider = metrics.get_meter_provider()
+for _ in range(3):
+    provider.force_flush()
+call_command("migrate", verbosity=0)
+provider.force_flush()
+print("collected")
+"""
+FAILED = "could not read the"
+READ_AGAIN = "the database's gauges read again"
+
+
+def test_a_failing_database_is_logged_once_a_streak(tmp_path: Path) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("POPPY_", "DJANGO_"))}
+    result = subprocess.run(
+        [sys.executable, "-c", COLLECT_UNMIGRATED_THEN_MIGRATED],
+        cwd=ROOT,
+        env={
+            **clean,
+            "DJANGO_SETTINGS_MODULE": "example_project.settings",
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'unmigrated.sqlite3'}",
+            "OTEL_METRICS_EXPORTER": "prometheus_multiprocess",
+            "OTEL_METRIC_EXPORT_INTERVAL": "3600000",  # only the script's collections
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.strip().endswith("collected")
+    logged = result.stderr
+    # Three collections of four gauges each failed: one warning, with its cause.
+    assert logged.count(FAILED) == 1, logged
+    assert "no such table" in logged
+    assert logged.count(READ_AGAIN) == 1, logged
+    assert logged.index(FAILED) < logged.index(READ_AGAIN)
