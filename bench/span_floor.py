@@ -90,15 +90,12 @@ def measure(part: str, requests: int, event: bool, endpoint: str | None) -> floa
     made = provider(part, endpoint)
     tracer = made.get_tracer("poppy_django")
 
-    def read() -> None:
-        read_span(tracer, event)
-
     for _ in range(FLUSH_EVERY):
-        read()
+        read_span(tracer, event)
     made.force_flush()
     started = time.process_time()
     for n in range(requests):
-        read()
+        read_span(tracer, event)
         if n % FLUSH_EVERY == FLUSH_EVERY - 1:
             made.force_flush()
     made.force_flush()

@@ -152,31 +152,37 @@ def request_served(route: str, method: str, status: int, seconds: float, code: s
 # -- read from the database when the SDK collects ------------------------------------------
 
 
-class _FailureStreak:
-    """Failures of the gauges' reads told once a streak: a database that is down, or not
-    migrated yet, is logged when it starts failing and when it reads again, not at every
-    gauge of every collection of every process."""
+class _FailingGauges:
+    """The database gauges whose last read failed, told once a streak: a database that is
+    down, or not migrated yet, is logged when the first gauge starts failing and when the
+    last reads again, not at every gauge of every collection of every process. A gauge that
+    fails while the others read keeps the streak open rather than ending it each time."""
 
     def __init__(self) -> None:
+        self.failing: set[str] = set()
         self.since: datetime | None = None
 
-    def failed(self) -> None:
-        if self.since is None:
+    def failed(self, gauge: str) -> None:
+        if not self.failing:
             self.since = timezone.now()
             logger.warning(
                 "poppy: could not read the database's gauges (not logged again until they read)",
                 exc_info=True,
             )
         else:
-            logger.debug("poppy: the database's gauges still fail", exc_info=True)
+            logger.debug("poppy: the database's gauge %s still fails", gauge, exc_info=True)
+        self.failing.add(gauge)
 
-    def read(self) -> None:
-        if self.since is not None:
-            logger.info("poppy: the database's gauges read again (failing since %s)", self.since)
-            self.since = None
+    def read(self, gauge: str) -> None:
+        if gauge in self.failing:
+            self.failing.discard(gauge)
+            if not self.failing:
+                logger.info(
+                    "poppy: the database's gauges read again (failing since %s)", self.since
+                )
 
 
-_gauge_failures = _FailureStreak()
+_failing_gauges = _FailingGauges()
 
 
 def _database_gauge(
@@ -189,12 +195,12 @@ def _database_gauge(
         try:
             observed = list(read())
         except Exception:
-            _gauge_failures.failed()
+            _failing_gauges.failed(read.__name__)
             return []
         finally:
             if not connection.in_atomic_block:
                 connection.close()
-        _gauge_failures.read()
+        _failing_gauges.read(read.__name__)
         return observed
 
     return callback
