@@ -169,6 +169,16 @@ class Staff:
         """The page's scripts ran and its live stream is open."""
         self.page.wait_for_selector("[data-live][data-state=live]", timeout=20_000)
 
+    def told_of(self, conversation_id: str) -> None:
+        """This tab's alerts have read ``conversation_id`` as waiting, so a reload that follows
+        counts it rather than announcing it (desk-alerts.js keeps what a tab was told in
+        sessionStorage)."""
+        self.page.wait_for_function(
+            "id => (sessionStorage.getItem('poppy-desk.waiting-seen') || '').includes(id)",
+            arg=conversation_id,
+            timeout=20_000,
+        )
+
     def open(self, conversation_id: str) -> None:
         self.page.goto(f"{self.site.base}{DESK}{conversation_id}/")
         self.page.wait_for_selector("#poppy-desk[data-ready='1']")

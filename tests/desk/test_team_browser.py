@@ -79,6 +79,8 @@ def test_a_new_handoff_is_announced_on_every_desk_page(
 ) -> None:
     alice, bob = team
     earlier, _ = handed_off(site, "an earlier question")
+    # Alice's tab hears of it before she reloads: a tab told of nothing announces it on reload.
+    alice.told_of(earlier)
     bob.open(earlier)  # Bob reads a conversation; Alice watches the queue
     alice.page.reload()
     alice.live()
