@@ -8,10 +8,12 @@ each answers).
 from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DEFAULT_DB_ALIAS
 from django.urls import URLPattern, path
 
 from poppy_django.conf import DEFAULTS, poppy_settings
 from poppy_django.observe import health
+from poppy_django.store.backends import for_alias
 
 app_name = "poppy_health"
 
@@ -28,7 +30,11 @@ def _path(key: str) -> str | None:
 
 urlpatterns: list[URLPattern] = [
     path(_path("LIVENESS_PATH") or "", health.liveness, name="liveness"),
-    path(_path("READINESS_PATH") or "", health.readiness, name="readiness"),
+    path(
+        _path("READINESS_PATH") or "",
+        health.Readiness.as_view(database=lambda: for_alias(DEFAULT_DB_ALIAS).answers()),
+        name="readiness",
+    ),
 ]
 if (metrics_path := _path("METRICS_PATH")) is not None:
     # Only when served: prometheus-client is the observability extra's, not the core's.

@@ -47,6 +47,12 @@ class StoreBackend:
         """This thread's connection to the alias."""
         return connections[self.alias]
 
+    def answers(self) -> None:
+        """One round trip to the database, raising when it cannot be made (the readiness
+        probe's: a kept connection that the server has dropped fails here, not on a request)."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(Statements.ROUND_TRIP)
+
     # -- reads ------------------------------------------------------------------------------
 
     def fetch(self, model: type[ModelT], sql: str, params: Sequence[Any]) -> list[ModelT]:

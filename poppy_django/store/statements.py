@@ -24,6 +24,9 @@ from poppy_django.models import ActionRecord, AgentThread, AgentThreadEntry, Con
 class Statements:
     """The statements of one database (its quoting), each built once and kept."""
 
+    #: The least a database can answer: the readiness probe's round trip.
+    ROUND_TRIP = "SELECT 1"
+
     def __init__(self, quote: Callable[[str], str]) -> None:
         #: The connection's ``ops.quote_name``: how this database quotes an identifier.
         self._quote = quote

@@ -175,3 +175,11 @@ def test_the_demo_mints_a_token_for_a_key_whose_thumbprint_starts_with_a_dash(tm
     }
     token = demo.mint(env, key)
     assert token.count(".") == 2  # a JWT, not argparse's usage text
+
+
+def test_readiness_makes_its_round_trip_to_sqlite(client):
+    answer = client.get("/health/ready")
+    body = answer.json()
+    assert answer.status_code == 200, body
+    assert list(body["checks"]) == ["database", "migrations", "cache"]
+    assert client.post("/health/ready").status_code == 405
