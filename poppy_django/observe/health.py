@@ -152,8 +152,8 @@ class Readiness(View):
     """200 with every check passed, else 503; each check by name with its seconds.
 
     The database's round trip is the store backend's, given by the URLconf
-    (``Readiness.as_view(database=...)``): the store is measured by this package, so it sits
-    above it and this module cannot import it.
+    (``Readiness.as_view(database=...)``): the store reports its moments and metrics through
+    this package, so it sits above it and this module cannot import it.
     """
 
     http_method_names = ["get"]
@@ -163,15 +163,11 @@ class Readiness(View):
     def get(self, request: HttpRequest) -> JsonResponse:
         if self.database is None:
             raise ImproperlyConfigured("Readiness.as_view() needs database=, the round trip")
-        return _answer(checks(self.database))
-
-
-def _answer(chosen: dict[str, Callable[[], None]]) -> JsonResponse:
-    outcomes = [run(name, check) for name, check in chosen.items()]
-    ready = all(outcome.ok for outcome in outcomes)
-    body = {
-        "status": "ready" if ready else "not ready",
-        "failing": [outcome.name for outcome in outcomes if not outcome.ok],
-        "checks": {outcome.name: outcome.as_json() for outcome in outcomes},
-    }
-    return JsonResponse(body, status=200 if ready else 503)
+        outcomes = [run(name, check) for name, check in checks(self.database).items()]
+        ready = all(outcome.ok for outcome in outcomes)
+        body = {
+            "status": "ready" if ready else "not ready",
+            "failing": [outcome.name for outcome in outcomes if not outcome.ok],
+            "checks": {outcome.name: outcome.as_json() for outcome in outcomes},
+        }
+        return JsonResponse(body, status=200 if ready else 503)
