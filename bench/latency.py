@@ -21,7 +21,8 @@ project's URLs plus the ceiling route) and one Celery worker (solo pool). Then, 
    mints). The ceiling row (``ceil``): a bare Django async view returning a fixed JSON body
    on the same stack, driven the same way (proof signed and sent, not checked): the
    framework's floor. Then the same with a second server run under the fake verifier
-   (``POPPY_AUTHENTICATE=poppy_django.verifier.fake.verify``), and the verifier's own cost
+   (``POPPY_AUTHENTICATE=poppy_django.verifier.fake.verify`` with the launcher's opt-in,
+   ``POPPY_ALLOW_FAKE_VERIFIER=1``), and the verifier's own cost
    measured in this process on pre-made valid requests (fresh ``jti`` each, the
    production Redis replay cache). The client: asyncio, one raw HTTP/1.1 keep-alive
    connection per client, proofs signed with ``cryptography`` directly; its CPU time
@@ -463,6 +464,7 @@ def setup_django(env: dict[str, str], authenticate: str) -> None:
         "POPPY_LOG_LEVEL",
         "DJANGO_DEBUG",
         "POPPY_DEV_AUTHORITY",
+        "POPPY_ALLOW_FAKE_VERIFIER",
         "DJANGO_SETTINGS_MODULE",
         "POPPY_CELERY_QUEUE",
     ):

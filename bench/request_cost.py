@@ -1,7 +1,8 @@
 """Server CPU per request of the endpoint, in-process: POST messages and JSON reads.
 
     DATABASE_URL=postgres://... REDIS_URL=redis://... DJANGO_DEBUG=0 POPPY_DEV_AUTHORITY=0 \\
-    POPPY_AUTHENTICATE=poppy_django.verifier.fake.verify POPPY_LOG_LEVEL=WARNING \\
+    POPPY_AUTHENTICATE=poppy_django.verifier.fake.verify POPPY_ALLOW_FAKE_VERIFIER=1 \\
+    POPPY_LOG_LEVEL=WARNING \\
     .venv/bin/python bench/request_cost.py [--requests 200] [--poppy '{"THROTTLE_CLASSES": []}']
 
 Sends ``--requests`` context-only POST messages (they start no turn), as many text POST

@@ -57,6 +57,7 @@ BASE_ENV = {
     "DJANGO_DEBUG": "0",
     "POPPY_DEV_AUTHORITY": "0",
     "POPPY_AUTHENTICATE": "poppy_django.verifier.fake.verify",
+    "POPPY_ALLOW_FAKE_VERIFIER": "1",
     "POPPY_LOG_LEVEL": "WARNING",
     "POPPY_THROTTLE_RATES": '{"conversation_start": "1000000/s", "message": "1000000/s"}',
 }

@@ -12,6 +12,8 @@
   published default.
 - ``POPPY_DEV_AUTHORITY``: the development authority, on by default only with DEBUG on;
   ``POPPY_DEV_AUTHORITY=1`` is the explicit opt-in that runs it with DEBUG off too.
+- ``POPPY_AUTHENTICATE``: the token verifier (default: the DPoP verifier); the fake one runs with
+  DEBUG off only with ``POPPY_ALLOW_FAKE_VERIFIER=1`` (tests and benchmarks, never deployed).
 - ``POPPY_REQUIRE_NONCE=1``: DPoP proofs must carry a server nonce (``TOKENS["REQUIRE_NONCE"]``).
 - ``POPPY_OUTBOUND_ROUTES`` / ``POPPY_OUTBOUND_CA_FILE``: names the authority reaches through
   fixed routes, and a private CA for them (``example_project/outbound.py``).
@@ -275,10 +277,11 @@ if os.environ.get("POPPY_REQUIRE_NONCE") == "1":
     # DPoP proofs must carry a nonce this server issued (RFC 9449 §8), at the token endpoint
     # and the conversation endpoint: agents retry with the DPoP-Nonce they are sent.
     POPPY["TOKENS"] = {"REQUIRE_NONCE": True}
-if POPPY["AUTHENTICATE"] == "poppy_django.verifier.fake.verify":
-    # POPPY_AUTHENTICATE naming the fake verifier is the benchmarks' and multi-process tests'
-    # explicit opt-in: check E108 refuses it with DEBUG off everywhere else.
-    SILENCED_SYSTEM_CHECKS = ["poppy_django.E108"]
+if os.environ.get("POPPY_ALLOW_FAKE_VERIFIER") == "1":
+    # The fake verifier (POPPY_AUTHENTICATE=poppy_django.verifier.fake.verify) with DEBUG
+    # off: the multi-process tests' and benchmarks' explicit opt-in (check W104). Without it
+    # the fake verifier refuses every request with DEBUG off (and check E108 stops manage.py).
+    POPPY["ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG"] = True
 if os.environ.get("POPPY_THROTTLE_RATES"):  # e.g. the benchmarks' '{"message": "100000/s"}'
     POPPY["THROTTLE_RATES"] = json.loads(os.environ["POPPY_THROTTLE_RATES"])
 

@@ -103,6 +103,9 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION_SECONDS": None,
     # Import string of the token verifier: callable({method, url, headers}) -> Principal.
     "AUTHENTICATE": None,
+    # The fake verifier (poppy_django.verifier.fake) trusts any PoppyFake header: it runs
+    # only with DEBUG on, unless this opt-in names it (tests of the shipped production mode).
+    "ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG": False,
     # The Poppy issuer (authorization server) URL; an https issuer upgrades the public URL.
     "ISSUER": None,
     # The default DPoP/Session Token verifier's options (see docs/settings.md).
@@ -293,6 +296,11 @@ def flag(name: str, value: Any) -> bool:
     return bool(value)
 
 
+def opt_in(name: str, value: Any) -> bool:
+    """An explicit opt-in to something unsafe: only ``True`` itself counts (not ``"yes"``)."""
+    return value is True
+
+
 def mapping(name: str, value: Any) -> dict[str, Any]:
     if value is None:
         return {}
@@ -431,6 +439,7 @@ class PoppySettings(TypedSettings):
     RETENTION_SECONDS = Setting(optional_number)
     #: callable(RequestInfo) -> Principal, raising or returning an AuthRefusal.
     AUTHENTICATE: Setting[Callable[..., Any] | None] = Setting(imported)
+    ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG = Setting(opt_in)
     ISSUER = Setting(optional_text)
     #: The dict as configured; :attr:`token_options` is the parsed form.
     TOKENS = Setting(mapping)

@@ -49,8 +49,10 @@ _ids = itertools.count(1)
 
 
 def poppy_test_settings(**poppy: Any) -> override_settings:
-    """``override_settings`` of ``POPPY`` for tests: your settings, the fake verifier, turns
-    answered by the test (:class:`InlineExecutor`), and any ``POPPY`` keys you pass.
+    """``override_settings`` of ``POPPY`` for tests: your settings, the fake verifier (with
+    its explicit opt-in, ``ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG``, so it runs whatever your
+    settings' ``DEBUG``), turns answered by the test (:class:`InlineExecutor`), and any
+    ``POPPY`` keys you pass.
 
     As a class or method decorator, or a context manager, like ``override_settings``.
     """
@@ -58,6 +60,7 @@ def poppy_test_settings(**poppy: Any) -> override_settings:
         POPPY={
             **getattr(settings, "POPPY", {}),
             "AUTHENTICATE": FAKE_VERIFIER,
+            "ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG": True,
             "EXECUTOR": INLINE_EXECUTOR,
             **poppy,
         }

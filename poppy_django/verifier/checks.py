@@ -1,4 +1,4 @@
-"""System checks of the auth settings (``poppy_django.E101``-``E108``, ``W101``-``W103``).
+"""System checks of the auth settings (``poppy_django.E101``-``E108``, ``W101``-``W104``).
 
 ``poppy_django.checks.check_auth`` runs them once the POPPY dict itself is valid (E004).
 The DPoP checks run only when ``POPPY["AUTHENTICATE"]`` is the default DPoP verifier; the
@@ -78,14 +78,26 @@ def check_dev_authority(app_configs: Any = None, **kwargs: Any) -> list[checks.C
 
 
 def check_fake_verifier(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """E108: the fake verifier (:mod:`poppy_django.verifier.fake`) trusts any header it is sent."""
+    """E108/W104: the fake verifier (:mod:`poppy_django.verifier.fake`) trusts any header it
+    is sent. It is also refused at run time with DEBUG off; W104 reports the explicit opt-in
+    that lifts that (``ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG``)."""
     configured = _configured_verifier()
     if debug_configured() or configured not in (FAKE_VERIFIER, fake.verify):
         return []
+    if poppy_settings.ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG:
+        return [
+            checks.Warning(
+                'POPPY["AUTHENTICATE"] is the fake verifier with DEBUG=False, allowed by '
+                'POPPY["ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG"]: anyone who can reach the '
+                "endpoint can act for any User.",
+                hint="Only for tests of a production-mode deployment no one else reaches.",
+                id="poppy_django.W104",
+            )
+        ]
     return [
         checks.Error(
             'POPPY["AUTHENTICATE"] is the fake verifier with DEBUG=False: it trusts any '
-            "PoppyFake header, so anyone can act for any User.",
+            "PoppyFake header, so anyone could act for any User. It is refused at run time.",
             hint='Use "poppy_django.verifier.dpop.verify" (or your own verifier) in production.',
             id="poppy_django.E108",
         )

@@ -2,6 +2,12 @@
 
 Never use it where the endpoint is reachable by others: it verifies nothing. Build the header
 with :func:`fake_authorization`; ``refuse`` makes the verifier answer a refusal instead.
+
+It runs only with ``DEBUG`` on (as the project's settings set it: a test run's forced
+``DEBUG=False`` does not count) or with the explicit opt-in
+``POPPY["ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG"] = True``, which tests of a production-mode
+deployment set. Otherwise every request is refused **at run time**: check E108 alone is not
+enough, since ASGI servers such as uvicorn run no system checks.
 """
 
 from __future__ import annotations
@@ -9,11 +15,26 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 from collections.abc import Iterable
 
+from poppy_django.conf import debug_configured, poppy_settings
 from poppy_django.verifier.principal import Actor, AuthRefusal, Principal, RequestInfo
 
 SCHEME = "PoppyFake"
+#: What a request is told when the fake verifier is configured where it may not run.
+REFUSED_WITHOUT_DEBUG = (
+    "The fake verifier is refused with DEBUG=False; "
+    'POPPY["ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG"] = True runs it anyway (tests only).'
+)
+
+logger = logging.getLogger("poppy_django.auth")
+_logged_refusal = False
+
+
+def allowed() -> bool:
+    """Whether the fake verifier may run here: DEBUG on, or the explicit opt-in."""
+    return poppy_settings.ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG or debug_configured()
 
 
 def fake_authorization(
@@ -41,7 +62,17 @@ def fake_authorization(
 
 
 def verify(request: RequestInfo) -> Principal:
-    """The fake verifier: ``POPPY = {"AUTHENTICATE": "poppy_django.verifier.fake.verify"}``."""
+    """The fake verifier: ``POPPY = {"AUTHENTICATE": "poppy_django.verifier.fake.verify"}``.
+
+    Refused (``401 invalid_token``; logged as an error once a process) where it may not run
+    (:func:`allowed`).
+    """
+    global _logged_refusal
+    if not allowed():
+        if not _logged_refusal:
+            _logged_refusal = True
+            logger.error("poppy: requests refused: %s", REFUSED_WITHOUT_DEBUG)
+        raise AuthRefusal("invalid_token", REFUSED_WITHOUT_DEBUG)
     scheme, _, credentials = request["headers"].get("authorization", "").partition(" ")
     if scheme != SCHEME or not credentials:
         raise AuthRefusal("invalid_token", "A PoppyFake authorization header is required.")

@@ -65,11 +65,22 @@ def test_e108_the_fake_verifier_is_refused_without_debug(settings: Any) -> None:
         assert ids(settings, debug=True, AUTHENTICATE=fake_verifier) == []
 
 
-def test_the_example_projects_explicit_fake_verifier_opt_in_silences_e108(
-    tmp_path: Any,
+def test_w104_the_fake_verifier_explicitly_allowed_without_debug(settings: Any) -> None:
+    fake_verifier = "poppy_django.verifier.fake.verify"
+    allowed = {"AUTHENTICATE": fake_verifier, "ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG": True}
+    assert ids(settings, debug=False, **allowed) == ["poppy_django.W104"]
+    assert ids(settings, debug=True, **allowed) == []
+    truthy = {**allowed, "ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG": "yes"}  # only True opts in
+    assert ids(settings, debug=False, **truthy) == ["poppy_django.E108"]
+
+
+@pytest.mark.parametrize("opted_in", [False, True])
+def test_the_example_project_runs_the_fake_verifier_without_debug_only_when_opted_in(
+    tmp_path: Any, opted_in: bool
 ) -> None:
-    """POPPY_AUTHENTICATE=…fake.verify (the benchmarks' and multi-process tests' opt-in):
-    ``manage.py check`` (and so ``migrate``) still runs with DEBUG off."""
+    """POPPY_AUTHENTICATE=…fake.verify alone is E108 (``manage.py check``, and so
+    ``migrate``, stop); with the multi-process tests' and benchmarks' opt-in,
+    POPPY_ALLOW_FAKE_VERIFIER=1, it is W104 and the check passes. Nothing is silenced."""
     import os
     import subprocess
     import sys
@@ -79,18 +90,25 @@ def test_the_example_projects_explicit_fake_verifier_opt_in_silences_e108(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "POPPY_"))}
     env.update({"DJANGO_DEBUG": "0", "POPPY_VAR_DIR": str(tmp_path), "POPPY_DEV_AUTHORITY": "0"})
     env["DJANGO_SETTINGS_MODULE"] = "example_project.settings"
-    opted = subprocess.run(
+    env["POPPY_AUTHENTICATE"] = "poppy_django.verifier.fake.verify"
+    if opted_in:
+        env["POPPY_ALLOW_FAKE_VERIFIER"] = "1"
+    checked = subprocess.run(
         [sys.executable, "-c", CHECK_WITH_FAKE],
-        env={**env, "POPPY_AUTHENTICATE": "poppy_django.verifier.fake.verify"},
+        env=env,
         capture_output=True,
         text=True,
         cwd=root,
     )
-    assert opted.returncode == 0, opted.stderr
-    assert "E108" not in opted.stdout + opted.stderr
+    said = checked.stdout + checked.stderr
+    if opted_in:
+        assert checked.returncode == 0, checked.stderr
+        assert "W104" in said and "E108" not in said
+    else:
+        assert checked.returncode != 0 and "poppy_django.E108" in said
 
 
-#: ``manage.py check`` in a fresh interpreter: E108 raised by the check run, or silenced.
+#: ``manage.py check`` in a fresh interpreter: E108 raised by the check run, or W104 told.
 CHECK_WITH_FAKE = (
     "import django; django.setup(); "
     "from django.core.management import call_command; call_command('check')"

@@ -45,7 +45,12 @@ PUBLIC_ADDRESS = "93.184.216.34"
 ACCOUNTS = ("acct-1", "acct-2")
 PASSWORD = "acme-demo"
 #: Shipped defaults the multiprocess launcher shortens for its own tests: not overridden here.
-_LAUNCHER_OVERRIDES = ("POPPY_AUTHENTICATE", "POPPY_LEASE_SECONDS", "POPPY_HEARTBEAT_SECONDS")
+_LAUNCHER_OVERRIDES = (
+    "POPPY_AUTHENTICATE",
+    "POPPY_ALLOW_FAKE_VERIFIER",
+    "POPPY_LEASE_SECONDS",
+    "POPPY_HEARTBEAT_SECONDS",
+)
 
 
 class Authority:

@@ -115,7 +115,10 @@ class Cluster:
             "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{self.name}",
             "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
             "POPPY_CELERY_QUEUE": f"{self.name}-turns",
+            # The fake verifier, with the example project's explicit opt-in to run it with
+            # DEBUG off (docs/testing.md): it is refused at run time otherwise.
             "POPPY_AUTHENTICATE": "poppy_django.verifier.fake.verify",
+            "POPPY_ALLOW_FAKE_VERIFIER": "1",
             "POPPY_LEASE_SECONDS": "3",
             "POPPY_HEARTBEAT_SECONDS": "1",
             "POPPY_LOG_LEVEL": log_level.upper(),
