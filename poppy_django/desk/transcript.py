@@ -20,6 +20,8 @@ _AUTHORIZATION = {
     "sign_in_required": "The User must sign in",
     "insufficient_scope": "The personal agent needs another permission",
 }
+#: Events per page of the transcript, in the page and in its JSON.
+EVENTS_PAGE = 200
 #: Longest JSON shown for a message's other data.
 _DATA_PREVIEW = 500
 

@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib.admin import AdminSite
 from django.urls import URLPattern, path
 
-from poppy_django.desk import views
+from poppy_django.desk import actions, feeds, pages, routes, streams
 
 
 def desk_urls(admin_site: AdminSite) -> list[URLPattern]:
@@ -24,44 +24,44 @@ def desk_urls(admin_site: AdminSite) -> list[URLPattern]:
 
     site = {"admin_site": admin_site}
     return [
-        path("desk/", wrap(views.queue_page), site, name=views.QUEUE),
-        path("desk/stream/", wrap(views.queue_stream), site, name=views.QUEUE_STREAM),
-        path("desk/alerts.json", wrap(views.alerts_json), site, name=views.ALERTS),
-        path("desk/presence/", wrap(views.presence), site, name=views.PRESENCE),
+        path("desk/", wrap(pages.queue_page), site, name=routes.QUEUE),
+        path("desk/stream/", wrap(streams.queue_stream), site, name=routes.QUEUE_STREAM),
+        path("desk/alerts.json", wrap(feeds.alerts_json), site, name=routes.ALERTS),
+        path("desk/presence/", wrap(actions.presence), site, name=routes.PRESENCE),
         path(
             "desk/<str:conversation_id>/",
-            wrap(views.conversation_page),
+            wrap(pages.conversation_page),
             site,
-            name=views.CONVERSATION,
+            name=routes.CONVERSATION,
         ),
         path(
             "desk/<str:conversation_id>/events.json",
-            wrap(views.events_json),
+            wrap(feeds.events_json),
             site,
-            name=views.EVENTS,
+            name=routes.EVENTS,
         ),
         path(
             "desk/<str:conversation_id>/canned.json",
-            wrap(views.canned_json),
+            wrap(feeds.canned_json),
             site,
-            name=views.CANNED,
+            name=routes.CANNED,
         ),
         path(
             "desk/<str:conversation_id>/stream/",
-            wrap(views.conversation_stream),
+            wrap(streams.conversation_stream),
             site,
-            name=views.CONVERSATION_STREAM,
+            name=routes.CONVERSATION_STREAM,
         ),
         path(
             "desk/<str:conversation_id>/action/<slug:name>/",
-            wrap(views.action),
+            wrap(actions.action),
             site,
-            name=views.ACTION,
+            name=routes.ACTION,
         ),
         path(
             "desk/<str:conversation_id>/approvals/<int:record_id>/<slug:decision>/",
-            wrap(views.approval),
+            wrap(actions.approval),
             site,
-            name=views.APPROVAL,
+            name=routes.APPROVAL,
         ),
     ]

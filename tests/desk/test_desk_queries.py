@@ -11,7 +11,7 @@ from django.db import connection
 from django.test import Client
 
 from poppy_django import service
-from poppy_django.desk import queue, views
+from poppy_django.desk import queue, transcript
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Event
 from tests.agents import PersonalAgent
 from tests.desk.conftest import DESK, act, desk_url, new_request_id, queued
@@ -60,7 +60,7 @@ def test_the_queue_counts_every_filter_in_one_query(
 def test_the_conversation_page_shows_one_page_of_events_with_links(
     desk: Client, agent: PersonalAgent, monkeypatch
 ) -> None:
-    monkeypatch.setattr(views, "EVENTS_PAGE", 3)
+    monkeypatch.setattr(transcript, "EVENTS_PAGE", 3)
     conversation_id = agent.start("hello").json()["conversation_id"]
     agent.settled(conversation_id)
     for n in range(4):
