@@ -1,6 +1,9 @@
 """Settings of the example project, from the environment.
 
 - ``DATABASE_URL``: unset → SQLite under ``var/`` (the embedded default).
+- ``DATABASE_POOL_MAX_SIZE`` (10), ``DATABASE_POOL_MIN_SIZE`` (1), ``DATABASE_POOL_TIMEOUT``
+  (5 s): each process's psycopg connection pool (docs/deployment.md#postgresql);
+  ``DATABASE_POOL=0`` turns it off (a connection kept per thread, ``CONN_MAX_AGE`` 60 s).
 - ``DATABASE_TRANSACTION_POOLING=1``: ``DATABASE_URL`` names a PgBouncer in transaction
   pooling mode (no server-side cursors; docs/deployment.md, "Behind PgBouncer").
 - ``REDIS_URL``: unset → embedded mode (turns in in-process threads, in-process wake-ups);
@@ -130,16 +133,35 @@ ASGI_APPLICATION = "example_project.asgi.application"
 WSGI_APPLICATION = "example_project.wsgi.application"
 
 DATABASE_URL = os.environ.get("DATABASE_URL")
+#: Each process's PostgreSQL connections, bounded whatever the route or the burst: Django's
+#: psycopg pool (docs/deployment.md#postgresql), sized per process by these variables.
+DATABASE_POOL = os.environ.get("DATABASE_POOL", "1") == "1"
 if DATABASE_URL:
     DATABASES = {
         "default": dj_database_url.parse(
             DATABASE_URL,
-            conn_max_age=60,
+            # The pool checks a connection before lending it (a restarted server's stale
+            # ones are dropped), as Django checks a kept one at each request without it.
             conn_health_checks=True,
             # Behind PgBouncer in transaction pooling mode: no cursor outlives its transaction.
             disable_server_side_cursors=os.environ.get("DATABASE_TRANSACTION_POOLING") == "1",
         )
     }
+    if DATABASE_POOL and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        # A thread gives its connection back at the end of each request or job (Django
+        # refuses persistent connections beside a pool).
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            # Kept open while idle; opened on demand up to max_size, never more.
+            "min_size": int(os.environ.get("DATABASE_POOL_MIN_SIZE", "1")),
+            "max_size": int(os.environ.get("DATABASE_POOL_MAX_SIZE", "10")),
+            # Seconds a request or job waits for a free connection; then the request is
+            # answered 503 with Retry-After (never a 500), the job fails as the database's.
+            "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "5")),
+        }
+    else:
+        # Without the pool (bench/connection_burst.py's comparison): a connection per thread.
+        DATABASES["default"]["CONN_MAX_AGE"] = 60
 else:
     DATABASES = {
         "default": {

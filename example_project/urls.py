@@ -62,3 +62,6 @@ if apps.is_installed("poppy_django.authority") and serves_oauth():
 # The admin's and the desk's static files under uvicorn too (DEBUG only; production
 # serves them with collectstatic behind the web server).
 urlpatterns += staticfiles_urlpatterns()
+# A page that meets the database or Redis out of reach answers 503 with Retry-After (a page
+# staff can read, or JSON), not Django's bare "Server Error (500)".
+handler500 = "poppy_django.views.server_error"

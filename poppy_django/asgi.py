@@ -22,7 +22,8 @@ It also runs each endpoint request on a request thread lent from a pool
 handler starts and joins for every request, and each request of MCP, feedback, Mediated
 Sign-In, browser sessions and the authority on one of at most ``POPPY["CHANNEL_THREADS"]``
 lent threads (:class:`poppy_django.threads.ChannelThreads`; more wait, holding none): their
-database connections are bounded by that setting, not by a burst of clients.
+database connections are bounded by that setting, not by a burst of clients (with Django's
+connection pool, ``OPTIONS["pool"]``, every route's are bounded by the pool's ``max_size``).
 
 It also speaks the ASGI **lifespan** protocol, which Django's handler refuses (uvicorn then
 prints "ASGI 'lifespan' protocol appears unsupported." at every start): startup and

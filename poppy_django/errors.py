@@ -46,6 +46,9 @@ ERRORS: dict[str, ErrorCode] = {
     "too_many_requests": ErrorCode(429),
     "server_error": ErrorCode(500),
     "not_implemented": ErrorCode(501),
+    # The database or Redis out of reach, or no database connection free in time: the
+    # description names which; ``Retry-After`` says when to try again.
+    "temporarily_unavailable": ErrorCode(503),
     # Django's PermissionDenied on the endpoint's paths (PoppyEndpointMiddleware).
     "forbidden": ErrorCode(403, wire=False),
     # The desk's JSON API: an approval decided twice.

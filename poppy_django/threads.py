@@ -31,7 +31,7 @@ from contextvars import ContextVar
 from typing import ParamSpec, TypeVar
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 
 logger = logging.getLogger("poppy_django.threads")
 
@@ -72,6 +72,18 @@ async def in_thread(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs)
             close_old_connections()
 
     return await sync_to_async(call, thread_sensitive=False)()
+
+
+def give_back_pooled_connections() -> None:
+    """Give this thread's pooled database connections back to their pool (Django's psycopg
+    pool, ``OPTIONS["pool"]``): a thread that lives for many jobs (the engine's database
+    threads, its heartbeat) must not hold one of the process's bounded connections between
+    them. A connection of no pool is left as ``CONN_MAX_AGE`` says, as is one inside a
+    transaction."""
+    for wrapper in connections.all(initialized_only=True):
+        pooled = getattr(wrapper, "pool", None) is not None
+        if pooled and wrapper.connection is not None and not wrapper.in_atomic_block:
+            wrapper.close()
 
 
 class RequestThreads:
@@ -134,9 +146,11 @@ async def lent_request_thread(threads: RequestThreads | None = None) -> AsyncIte
 
 class ChannelThreads:
     """At most ``most`` request threads at once for the other channels' requests, in this
-    process: each keeps its database connection for the next request (``CONN_MAX_AGE``), so
-    the connections these requests hold are bounded by configuration, never by how many
-    clients arrive at once. A request beyond the bound waits for a thread, holding none."""
+    process: without a connection pool each keeps its database connection for the next
+    request (``CONN_MAX_AGE``), so the connections these requests hold are bounded by
+    configuration, never by how many clients arrive at once; with Django's pool (which bounds
+    every route's) they give it back at the end of each request and only bound the requests
+    at once. A request beyond the bound waits for a thread, holding none."""
 
     def __init__(self, most: int) -> None:
         self.most = most

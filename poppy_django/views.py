@@ -1,4 +1,5 @@
-"""The public path of the conversation endpoint's DRF views, one per route.
+"""The public path of the conversation endpoint's DRF views, one per route, and the
+``handler500`` that answers an outage 503.
 
 The code lives in :mod:`poppy_django.api.views`; this module is the stable name to import or
 to put in settings (docs/layout.md).
@@ -11,6 +12,7 @@ from poppy_django.api.views import (
     HandoffView,
     MessagesView,
     NotFoundView,
+    server_error,
 )
 
 __all__ = [
@@ -20,4 +22,5 @@ __all__ = [
     "HandoffView",
     "MessagesView",
     "NotFoundView",
+    "server_error",
 ]

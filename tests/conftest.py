@@ -14,8 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from poppy_django.api import wire_errors
 from poppy_django.api.throttling import PoppyRateThrottle
 from poppy_django.engine.executors import ThreadExecutor
+from poppy_django.observe.streaks import Streaks
 from tests import fast_flush
 from tests.agents import PersonalAgent
 from tests.waiting import Clock
@@ -57,6 +59,13 @@ def throttle_clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     clock = Clock(time.time() // 3600 * 3600 + 1)
     monkeypatch.setattr(PoppyRateThrottle, "timer", clock)
     return clock
+
+
+@pytest.fixture(autouse=True)
+def _new_outage_streaks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts as a new process would: no outage streak told already (a request
+    meeting one is logged once a streak, so an earlier test's would silence this one's)."""
+    monkeypatch.setattr(wire_errors, "streaks", Streaks(wire_errors.logger, "requests reaching {}"))
 
 
 @pytest.fixture(autouse=True)

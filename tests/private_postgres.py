@@ -35,6 +35,8 @@ def _bindir() -> Path:
 class PrivatePostgres:
     directory: Path
     port: int
+    #: Server settings (``-c name=value``), e.g. ``{"max_connections": "300"}``.
+    settings: tuple[tuple[str, str], ...] = ()
 
     def url(self, database: str) -> str:
         """A ``DATABASE_URL`` for ``database`` on this server."""
@@ -51,6 +53,7 @@ class PrivatePostgres:
     def start(self) -> None:
         """Start the server and wait until it accepts connections (``pg_ctl -w``)."""
         options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 -c fsync=off"
+        options += "".join(f" -c {name}={value}" for name, value in self.settings)
         pg_ctl = str(_bindir() / "pg_ctl")
         data, log = self.directory / "data", self.directory / "server.log"
         self._run(pg_ctl, "-D", str(data), "-o", options, "-l", str(log), "-w", "start")
@@ -68,13 +71,14 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def running() -> Iterator[PrivatePostgres]:
-    """A new server (trust authentication, user ``postgres``) on a free port, started."""
+def running(**settings: str) -> Iterator[PrivatePostgres]:
+    """A new server (trust authentication, user ``postgres``) on a free port, started;
+    ``settings`` are its server settings (``max_connections="300"``)."""
     directory = Path(tempfile.mkdtemp(prefix="poppy-postgres-"))
     if os.geteuid() == 0:
         owner = pwd.getpwnam("postgres")
         os.chown(directory, owner.pw_uid, owner.pw_gid)
-    server = PrivatePostgres(directory, _free_port())
+    server = PrivatePostgres(directory, _free_port(), tuple(settings.items()))
     initdb = str(_bindir() / "initdb")
     server._run(initdb, "-D", str(directory / "data"), "-A", "trust", "-U", "postgres", "-N")
     server.start()

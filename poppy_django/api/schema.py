@@ -162,6 +162,7 @@ _AUTH_ERRORS = {
     429: _error("too_many_requests"),
     500: _error("server_error"),
     501: _error("not_implemented: no token verifier is configured"),
+    503: _error("temporarily_unavailable: the database or Redis out of reach, named"),
 }
 _ANSWER_OR_READ = OpenApiResponse(
     {
@@ -305,6 +306,7 @@ _HEADERS: dict[str, dict[str, Any]] = {
     "403": {"WWW-Authenticate": 'e.g. DPoP error="sign_in_required"'},
     "405": {"Allow": "The one method of the route."},
     "429": {"Retry-After": "Seconds to wait before trying again."},
+    "503": {"Retry-After": "Seconds to wait before trying again."},
 }
 
 

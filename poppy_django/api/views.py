@@ -13,13 +13,16 @@ A company changes behaviour by subclassing a view and routing its subclass with
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from django.db import transaction
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase, StreamingHttpResponse
+from django.template.loader import render_to_string
+from django.views import defaults
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -28,7 +31,9 @@ from poppy_django.api.schema import endpoint_schema
 from poppy_django.api.serializers import MessageBodySerializer, StartBodySerializer
 from poppy_django.api.streaming import event_stream_response
 from poppy_django.api.throttling import Slot, waiting_slots
+from poppy_django.api.wire_errors import unavailable_response
 from poppy_django.conf import poppy_settings
+from poppy_django.observe.dependencies import RETRY_AFTER_SECONDS, unavailable
 from poppy_django.service import conversations
 from poppy_django.store import ownership, reading, wire
 from poppy_django.verifier import Principal
@@ -268,3 +273,41 @@ class NotFoundView(EndpointView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         raise Http404
+
+
+def server_error(request: HttpRequest) -> HttpResponseBase:
+    """``handler500`` for a project's root URLconf: a page or API call that met an outage
+    answers 503, never a 500.
+
+    Beside the endpoint (whose errors :func:`~poppy_django.api.wire_errors.wire_error_response`
+    answers), the desk, the admin, the authority's pages and APIs and a company's own views
+    meet the same outages: the database down or hung, no connection free in the process's
+    pool within its timeout, Redis out of reach — in a view or in a middleware (a session
+    read). Django calls its ``handler500`` for each, while handling the exception: this one
+    answers such an outage ``503`` with ``Retry-After``, a page staff can read (what is out of
+    reach; a GET tries again by itself) to a browser and the JSON ``temporarily_unavailable``
+    to a script (the desk's own reads, an API client), naming the dependency. Anything else is
+    Django's own 500 page.
+    """
+    exc = sys.exc_info()[1]
+    out_of_reach = unavailable(exc) if exc is not None else None
+    if exc is None or out_of_reach is None:
+        return defaults.server_error(request)
+    answer = unavailable_response(out_of_reach, exc)
+    if "text/html" not in request.headers.get("Accept", ""):
+        return answer
+    page = HttpResponse(
+        render_to_string(
+            "poppy_django/unavailable.html",
+            {
+                "dependency": out_of_reach.dependency,
+                "description": out_of_reach.description(),
+                "seconds": RETRY_AFTER_SECONDS,
+                "reload": request.method in ("GET", "HEAD"),
+            },
+        ),
+        status=503,
+    )
+    for header in ("Retry-After", "Cache-Control"):
+        page[header] = answer[header]
+    return page

@@ -29,10 +29,14 @@ from rest_framework.request import Request
 
 from poppy_django.api.setup_problems import host_refusal, server_error_description
 from poppy_django.errors import PoppyError, error_response
+from poppy_django.observe.dependencies import RETRY_AFTER_SECONDS, Unavailable, unavailable
+from poppy_django.observe.streaks import Streaks
 from poppy_django.verifier import AuthRefusal
 
 #: An unexpected exception answered ``500 server_error`` is logged here (docs/logging.md).
 logger = logging.getLogger("poppy_django.views")
+#: Requests that met a dependency out of reach, once a streak per dependency.
+streaks = Streaks(logger, "requests reaching {}")
 
 
 class PoppyAPIException(exceptions.APIException):
@@ -58,7 +62,8 @@ class PoppyAPIException(exceptions.APIException):
 def wire_error_response(
     exc: Exception, request: HttpRequest | Request | None = None, *, report: bool = False
 ) -> HttpResponseBase:
-    """``exc`` as the wire's JSON error; anything unexpected is logged and a ``500``.
+    """``exc`` as the wire's JSON error; anything unexpected is logged and a ``500``, but
+    the database or Redis out of reach is ``503 temporarily_unavailable`` naming it.
 
     ``report`` also sends Django's ``got_request_exception`` for an unexpected exception, as
     Django's handler does for what a middleware raises (error reporters listen to it); a
@@ -87,14 +92,29 @@ def wire_error_response(
     if isinstance(exc, SuspiciousOperation | BadRequest):
         return error_response("invalid_request")
     django_request = cast(HttpRequest | None, request)
-    if report:
-        got_request_exception.send(sender=None, request=django_request)
     method, path = (
         (django_request.method, django_request.path) if django_request is not None else ("?", "?")
     )
+    out_of_reach = unavailable(exc)
+    if out_of_reach is not None:
+        return unavailable_response(out_of_reach, exc)
+    if report:
+        got_request_exception.send(sender=None, request=django_request)
     hint = server_error_description(exc)
     logger.error("poppy: %s %s failed%s", method, path, f": {hint}" if hint else "", exc_info=exc)
     return error_response("server_error", hint)
+
+
+def unavailable_response(out_of_reach: Unavailable, exc: BaseException) -> HttpResponseBase:
+    """``503 temporarily_unavailable`` naming the dependency, with ``Retry-After``; the
+    cause logged with the server's words once a streak (not a line per request)."""
+    hint = server_error_description(exc)  # the fix of a set-up mistake (REDIS_URL)
+    streaks.failed(out_of_reach.dependency, exc, hint=hint)
+    return error_response(
+        "temporarily_unavailable",
+        f"{out_of_reach.description()} {hint}" if hint else out_of_reach.description(),
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS), "Cache-Control": "no-store"},
+    )
 
 
 def _api_exception_response(exc: exceptions.APIException) -> HttpResponseBase:

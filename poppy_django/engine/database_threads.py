@@ -1,8 +1,11 @@
-"""The engine's database threads: a fixed set for blocking work, each with its own connection.
+"""The engine's database threads: a fixed set for blocking work, never a thread per turn.
 
 Everything synchronous a turn does (the ORM work of claims and commits, sync tools, actions,
-approvals) runs here, so connections are bounded per process (``POPPY["EXECUTOR_THREADS"]``),
-never one per turn.
+approvals) runs here, so the connections its turns use are bounded per process
+(``POPPY["EXECUTOR_THREADS"]``), never one per turn. A thread keeps a persistent
+connection between jobs (``CONN_MAX_AGE``); a connection of Django's psycopg pool
+(``OPTIONS["pool"]``) goes back to the process's pool after each job, so the threads, the
+heartbeat and the sweep share the process's bounded connections and none holds one idle.
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ from typing import Any, TypeVar
 
 from django.db import DatabaseError, InterfaceError, connection
 
+from poppy_django.threads import give_back_pooled_connections
+
 T = TypeVar("T")
 
 _STOP = object()
 
 
 class DatabaseThreads:
-    """A fixed set of threads for blocking work, each keeping one database connection.
+    """A fixed set of threads for blocking work, each with at most one database connection.
 
     Not a :class:`~concurrent.futures.ThreadPoolExecutor`: each thread closes its own
     connection when it stops, so a stopped engine leaves no connection open behind it.
@@ -61,5 +66,7 @@ class DatabaseThreads:
                     if isinstance(error, DatabaseError | InterfaceError):
                         connection.close()  # a broken connection is not kept for the next job
                     future.set_exception(error)
+                finally:
+                    give_back_pooled_connections()
         finally:
             connection.close()

@@ -16,6 +16,8 @@ from django.db import connection
 from poppy_django.conf import poppy_settings
 from poppy_django.engine import leases
 from poppy_django.observe import heartbeats
+from poppy_django.observe.streaks import Streak
+from poppy_django.threads import give_back_pooled_connections
 
 logger = logging.getLogger("poppy_django.engine")
 
@@ -70,15 +72,19 @@ class Heartbeat:
 
     def _work(self) -> None:
         heartbeats.beat()
+        failures = Streak(logger, "the lease heartbeat")
         try:
             while not self._stop.wait(poppy_settings.HEARTBEAT_SECONDS):
                 heartbeats.beat()  # the worker probe's sign of life, whatever the database says
                 try:
                     self.beat()
-                except Exception:
+                    failures.succeeded()
+                except Exception as exc:
                     # The database may be away: the next beat tries again (a lease lasts
-                    # several beats); a broken connection is not kept.
-                    logger.warning("poppy: the heartbeat failed", exc_info=True)
+                    # several beats); a broken connection is not kept. Logged once a streak.
+                    failures.failed(exc)
                     connection.close()
+                finally:
+                    give_back_pooled_connections()
         finally:
             connection.close()

@@ -29,6 +29,7 @@ from poppy_django.engine import leases
 from poppy_django.engine import loop as engine
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Status
 from poppy_django.observe import metrics
+from poppy_django.observe.streaks import Streak
 from poppy_django.store.migration_state import unmigrated_hint
 
 logger = logging.getLogger("poppy_django.recovery")
@@ -136,17 +137,20 @@ class Sweeper:
     @staticmethod
     def _loop(stop: threading.Event) -> None:
         told = None  # the set-up mistake last told, said once while it lasts
+        # The database may be away for a while: said when it starts and when it ends, not
+        # at every sweep (docs/logging.md).
+        failures = Streak(logger, "the recovery sweep")
         while not stop.is_set():
             try:
                 close_old_connections()
                 sweep(stop)
                 told = None
+                failures.succeeded()
             except Exception as exc:
-                # The database may be away for a while: log, and try again next time. A
-                # database never migrated is said once, with the fix, not every sweep.
+                # A database never migrated is said once, with the fix.
                 hint = unmigrated_hint(exc)
                 if hint is None:
-                    logger.warning("poppy: the recovery sweep failed", exc_info=True)
+                    failures.failed(exc)
                 elif hint != told:
                     logger.warning("poppy: the recovery sweep cannot run: %s", hint)
                 told = hint

@@ -13,6 +13,7 @@ whoever can reach it.
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -136,8 +137,75 @@ def run(name: str, check: Callable[[], None]) -> Outcome:
     except NotReady as finding:
         return Outcome(name, False, time.perf_counter() - started, str(finding))
     except Exception as exc:
-        return Outcome(name, False, time.perf_counter() - started, describe_failure(exc))
+        return Outcome(
+            name, False, time.perf_counter() - started, describe_failure(exc, public=True)
+        )
     return Outcome(name, True, time.perf_counter() - started)
+
+
+#: Seconds a probe waits for the checks: a check still running then (a hung database) is
+#: "no answer". Above the pool's wait (``DATABASE_POOL_TIMEOUT``, 5 s in the example project),
+#: so a database that refuses connections is named by its error; below it, a probe would say
+#: "no answer" then.
+ANSWER_WITHIN = 6.0
+
+
+class Round:
+    """One run of the checks, in a thread of its own, whose outcomes every probe arriving
+    while it runs shares: a burst of probes costs one database round trip (one pooled
+    connection, given back at the end), and a probe answers within its deadline even when a
+    check hangs (a hung database), while that check's thread waits it out alone."""
+
+    def __init__(self, chosen: dict[str, Callable[[], None]]) -> None:
+        self._results: dict[str, Outcome] = {}
+        self._current: tuple[str, float] | None = None
+        self.done = threading.Event()
+        thread = threading.Thread(target=self._run, args=(chosen,), name="poppy-readiness")
+        thread.daemon = True
+        thread.start()
+
+    def _run(self, chosen: dict[str, Callable[[], None]]) -> None:
+        try:
+            for name, check in chosen.items():
+                if name == "migrations" and not self._results["database"].ok:
+                    # Read through the database: it would wait out the same failure again.
+                    self._results[name] = Outcome(name, False, 0.0, "not checked: no database")
+                    continue
+                self._current = (name, time.perf_counter())
+                self._results[name] = run(name, check)
+        finally:
+            self._current = None
+            connections.close_all()  # this thread's connections: back to the pool
+            self.done.set()
+
+    def outcomes(self, names: list[str], within: float) -> list[Outcome]:
+        """Each check's outcome once the round ends or ``within`` seconds pass: a check still
+        running then has no answer, the ones after it were not reached."""
+        self.done.wait(within)
+        results, current = dict(self._results), self._current
+        answer = []
+        for name in names:
+            if name in results:
+                answer.append(results[name])
+            elif current is not None and current[0] == name:
+                waited = time.perf_counter() - current[1]
+                answer.append(Outcome(name, False, waited, f"no answer within {within:g} s"))
+            else:
+                answer.append(Outcome(name, False, 0.0, "not reached: a check before hangs"))
+        return answer
+
+
+_round: Round | None = None
+_round_lock = threading.Lock()
+
+
+def shared_round(chosen: dict[str, Callable[[], None]]) -> Round:
+    """The round of checks running now in this process, or a new one."""
+    global _round
+    with _round_lock:
+        if _round is None or _round.done.is_set():
+            _round = Round(chosen)
+        return _round
 
 
 @never_cache
@@ -149,7 +217,8 @@ def liveness(request: HttpRequest) -> JsonResponse:
 
 @method_decorator(never_cache, name="dispatch")
 class Readiness(View):
-    """200 with every check passed, else 503; each check by name with its seconds.
+    """200 with every check passed, else 503; each check by name with its seconds, from the
+    process's shared :class:`Round` (answered within :data:`ANSWER_WITHIN` seconds).
 
     The database's round trip is the store backend's, given by the URLconf
     (``Readiness.as_view(database=...)``): the store reports its moments and metrics through
@@ -163,7 +232,8 @@ class Readiness(View):
     def get(self, request: HttpRequest) -> JsonResponse:
         if self.database is None:
             raise ImproperlyConfigured("Readiness.as_view() needs database=, the round trip")
-        outcomes = [run(name, check) for name, check in checks(self.database).items()]
+        chosen = checks(self.database)
+        outcomes = shared_round(chosen).outcomes(list(chosen), ANSWER_WITHIN)
         ready = all(outcome.ok for outcome in outcomes)
         body = {
             "status": "ready" if ready else "not ready",

@@ -14,6 +14,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from poppy_django.addresses import is_endpoint_path
+from poppy_django.observe.dependencies import unavailable
 
 #: Loggers outside the package whose records about the app's work can carry an exception
 #: raised with a User's text in it: Django's request logger (a view's unexpected exception)
@@ -21,15 +22,26 @@ from poppy_django.addresses import is_endpoint_path
 _FOREIGN_LOGGERS = ("django.request", "celery.app.trace")
 
 
-def describe_failure(exc: BaseException) -> str:
+def describe_failure(exc: BaseException, *, public: bool = False) -> str:
     """An exception in words that never quote data: its type, and for a database error the
-    SQLSTATE and the schema objects involved (table, column, constraint), not its message."""
+    SQLSTATE and the schema objects involved (table, column, constraint), not its message.
+
+    A connection-level error of the database or Redis keeps its message, the server's or
+    driver's words about the connection (:mod:`~poppy_django.observe.dependencies`), unless
+    ``public`` (an answer anyone reaching the server reads: hosts, ports and user names stay
+    in the log)."""
     name = type(exc).__qualname__
     module = type(exc).__module__
     if module not in ("builtins", "__main__"):
         name = f"{module}.{name}"
     if isinstance(exc, ImproperlyConfigured):  # configuration text, written by developers
         return f"{name}: {exc}"
+    found = unavailable(exc)
+    if found is not None:
+        kind = "" if found.kind == name else found.kind
+        if public:
+            return f"{name} ({kind}; message withheld)" if kind else f"{name} (message withheld)"
+        return f"{name} ({kind}): {found.message}" if kind else f"{name}: {found.message}"
     schema_only = _schema_only_message(exc)
     if schema_only is not None:
         return f"{name}: {schema_only}"

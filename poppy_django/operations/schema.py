@@ -94,6 +94,7 @@ _COMMON = {
     405: _error("method_not_allowed"),
     429: _error("too_many_requests"),
     500: _error("server_error"),
+    503: _error("temporarily_unavailable: the database or Redis out of reach, named"),
 }
 _ROUTES: dict[str, dict[str, Any]] = {
     "read": {

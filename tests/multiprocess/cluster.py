@@ -87,6 +87,8 @@ class Cluster:
     processes, serving what. ``log_level``: ``"info"`` for the tests (a worker is ready once
     its log says so); the benchmarks run ``"warning"``, whose workers are not waited for
     (turns wait in the queue until the worker is up). ``env``: overrides for every process.
+    ``pg_port``: the PostgreSQL server on 127.0.0.1 (another than the machine's: a private
+    one a test stops, hangs or fills, :mod:`tests.private_postgres`).
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class Cluster:
         server_workers: int = 1,
         app: str = APP,
         log_level: str = "info",
+        pg_port: int = 5432,
     ) -> None:
         if server not in SERVERS:
             raise ValueError(f"server {server!r} is not one of {SERVERS}")
@@ -108,11 +111,13 @@ class Cluster:
         self.server_workers = server_workers
         self.app = app
         self.log_level = log_level
+        self.pg_port = pg_port
+        self.pg_admin = f"postgresql://postgres@127.0.0.1:{pg_port}/postgres"
         self.redis_port = free_port()
         self.redis: subprocess.Popen[bytes] | None = None
         self.env = {
             **os.environ,
-            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{self.name}",
+            "DATABASE_URL": self.database_url(self.name),
             "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
             "POPPY_CELERY_QUEUE": f"{self.name}-turns",
             # The fake verifier, with the example project's explicit opt-in to run it with
@@ -128,6 +133,9 @@ class Cluster:
             **(env or {}),
         }
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def database_url(self, name: str) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.pg_port}/{name}"
 
     def start_redis(self) -> None:
         """A private Redis (no persistence), so a test may restart it under live traffic."""
@@ -177,7 +185,7 @@ class Cluster:
 
     def pg(self, sql: str) -> list[tuple[Any, ...]]:
         """One statement on the server's maintenance database (autocommit)."""
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        with psycopg.connect(self.pg_admin, autocommit=True) as conn:
             cursor = conn.execute(sql)
             return cursor.fetchall() if cursor.description else []
 
@@ -191,7 +199,7 @@ class Cluster:
         """
         self.start_redis()
         self.pg(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
-        if not from_template:
+        if not from_template or self.pg_port != 5432:  # templates live on the machine's server
             self.pg(f'CREATE DATABASE "{self.name}"')
             self.manage("migrate", "-v0")
             return
@@ -208,8 +216,7 @@ class Cluster:
             name = f"poppy_mp_template_{os.getpid()}_{len(_templates)}"
             self.pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             self.pg(f'CREATE DATABASE "{name}"')
-            url = f"postgres://postgres@127.0.0.1:5432/{name}"
-            self.manage("migrate", "-v0", env={"DATABASE_URL": url})
+            self.manage("migrate", "-v0", env={"DATABASE_URL": self.database_url(name)})
             if not _templates:
                 atexit.register(_drop_templates, self.pg)
             _templates[key] = name

@@ -1,5 +1,6 @@
-"""docs/logging.md's recipe, as written: a 500 on a route an agent calls is one JSON line
-under django.request with its kind (the wrong-REDIS_URL mistake of issue 42)."""
+"""docs/logging.md's recipe, as written: Redis out of reach on a route an agent calls (the
+wrong-REDIS_URL mistake of issue 42) is a 503 naming Redis, and one JSON line with its cause in
+the server's words (issue 50)."""
 
 from __future__ import annotations
 
@@ -51,12 +52,13 @@ def recipe_logging(monkeypatch) -> io.StringIO:
 
 
 @pytest.mark.django_db
-def test_a_500_is_logged_with_its_kind(settings, recipe_logging) -> None:
+def test_redis_out_of_reach_is_a_503_logged_with_its_cause(settings, recipe_logging) -> None:
     settings.DEBUG = False
+    port = free_port()
     settings.CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
+            "LOCATION": f"redis://127.0.0.1:{port}/0",
         }
     }
     form = {"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer"}
@@ -64,9 +66,14 @@ def test_a_500_is_logged_with_its_kind(settings, recipe_logging) -> None:
     response = Client(raise_request_exception=False, HTTP_HOST="localhost").post(
         "/oauth/token", urlencode(form), content_type="application/x-www-form-urlencoded"
     )
-    assert response.status_code == 500
+    assert response.status_code == 503 and response["Retry-After"] == "5"
+    body = response.json()
+    assert body["error"] == "temporarily_unavailable"
+    assert body["error_description"].startswith("Redis is unreachable. Try again in 5 seconds.")
     lines = [json.loads(line) for line in recipe_logging.getvalue().splitlines()]
-    (logged,) = [line for line in lines if line["logger"] == "django.request"]
-    assert logged["level"] == "ERROR" and "/oauth/token" in logged["msg"]
-    assert logged["error"].startswith("redis.exceptions.ConnectionError")
+    (logged,) = [line for line in lines if line["logger"] == "poppy_django.views"]
+    assert logged["level"] == "WARNING" and "requests reaching Redis failed" in logged["msg"]
+    # The cause in Redis's words (a connection-level error quotes no data).
+    assert logged["error"].startswith("redis.exceptions.ConnectionError: Error 111 connecting")
+    assert f":{port}. Connection refused." in logged["error"]
     assert "Traceback" in logged["exc"]

@@ -254,29 +254,32 @@ def _unreachable(location: str) -> str:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("location", ["port", "host"])
-def test_redis_out_of_reach_is_a_json_500_naming_redis_url(settings, caplog, location) -> None:
+def test_redis_out_of_reach_is_a_json_503_naming_redis_url(settings, caplog, location) -> None:
     """The token endpoint, its client's replay and fetch records in the (Redis) cache."""
     settings.DEBUG = False
     settings.CACHES = {"default": {"BACKEND": REDIS_CACHE, "LOCATION": _unreachable(location)}}
     form = {"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer"}
     form["client_id"] = "https://agent.example/client"
-    with caplog.at_level(logging.ERROR, logger="django.request"):
+    with caplog.at_level(logging.WARNING, logger="poppy_django.views"):
         response = Client(raise_request_exception=False, HTTP_HOST="localhost").post(
             "/oauth/token", urlencode(form), content_type="application/x-www-form-urlencoded"
         )
-    assert response.status_code == 500, response.content
+    assert response.status_code == 503, response.content
     assert response["Content-Type"].startswith("application/json")
+    assert response["Retry-After"] == "5"
     body = response.json()
-    assert body["error"] == "server_error"
+    assert body["error"] == "temporarily_unavailable"
+    assert body["error_description"].startswith("Redis is unreachable.")
     assert "REDIS_URL" in body["error_description"]
     assert "redis.invalid" not in body["error_description"]
-    (logged,) = [r for r in caplog.records if r.name == "django.request"]
+    (logged,) = [r for r in caplog.records if r.name == "poppy_django.views"]
+    assert "REDIS_URL" in logged.getMessage()
     assert "redis.exceptions.ConnectionError" in logged.poppy["error"]  # its kind, logged
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("location", ["port", "host"])
-def test_redis_out_of_reach_on_the_endpoint_is_a_json_500_naming_redis_url(
+def test_redis_out_of_reach_on_the_endpoint_is_a_json_503_naming_redis_url(
     settings, caplog, location, tmp_path
 ) -> None:
     """The conversation endpoint with the production verifier, whose DPoP proofs are recorded
@@ -297,16 +300,17 @@ def test_redis_out_of_reach_on_the_endpoint_is_a_json_500_naming_redis_url(
     settings.CACHES = {"default": {"BACKEND": REDIS_CACHE, "LOCATION": _unreachable(location)}}
     dpop.reset()
     try:
-        with caplog.at_level(logging.ERROR):
+        with caplog.at_level(logging.WARNING):
             response = agent.post("", {"message": {"id": "m1", "sender": "agent", "text": "hi"}})
     finally:
         dpop.reset()
-    assert response.status_code == 500, response.content
+    assert response.status_code == 503, response.content
+    assert response["Retry-After"] == "5"
     body = response.json()
-    assert body["error"] == "server_error"
+    assert body["error"] == "temporarily_unavailable"
     assert "REDIS_URL" in body["error_description"]
     assert "redis.invalid" not in body["error_description"]
-    # The app's own error line: the fix and the failure's kind (django.request's line follows).
+    # The app's own line: the fix and the failure's kind (once a streak: one line).
     (logged,) = [r for r in caplog.records if r.name == "poppy_django.views"]
     assert "REDIS_URL" in logged.getMessage()
     assert "redis.exceptions.ConnectionError" in logged.poppy["error"]

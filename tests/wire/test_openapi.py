@@ -85,9 +85,10 @@ def test_every_route_event_type_and_error_is_described(document):
     assert "TextDelta" in schemas
     for path, method in ROUTES:
         responses = document["paths"][path][method]["responses"]
-        assert {"401", "429", "500"} <= set(responses)
+        assert {"401", "429", "500", "503"} <= set(responses)
         assert ("403" if (path, method) in CONVERSATION_ROUTES else "404") in responses
         assert "Retry-After" in responses["429"]["headers"]
+        assert "Retry-After" in responses["503"]["headers"]
         assert document["paths"][path][method]["security"] == [{"PoppySessionToken": []}]
 
 
@@ -123,6 +124,7 @@ WIRE_CONTRACT_ERRORS = {
     "too_many_requests",
     "server_error",
     "not_implemented",
+    "temporarily_unavailable",
 }
 
 
