@@ -8,7 +8,8 @@
   pooling mode (no server-side cursors; docs/deployment.md, "Behind PgBouncer").
 - ``REDIS_URL``: unset → embedded mode (turns in in-process threads, in-process wake-ups);
   set → production mode (Celery workers, Redis fan-out and cache).
-- ``POPPY_BASE_URL``: the public origin DPoP proofs name.
+- ``POPPY_BASE_URL``: the public origin DPoP proofs name; ``POPPY_ORGANIZATION_DOMAIN``
+  (``acme.example``): the organization's domain in ``poppy.json``, the host serving it.
 - ``DJANGO_DEBUG``: default on in embedded mode, off in production mode (no debug pages).
 - ``DJANGO_SECRET_KEY``: with DEBUG off and none given, a random key is made once under
   ``var/`` (shared by this machine's processes; give the same one to every machine). Never a
@@ -241,7 +242,12 @@ POPPY: dict[str, Any] = {
         else None
     ),
     "DISCOVERY": {
-        "ORGANIZATION": {"name": "Acme Outfitters", "domain": "acme.example"},
+        # The domain must be the host serving poppy.json (E301): scripts/serve-production.sh
+        # with TLS=1 serves it as localhost.
+        "ORGANIZATION": {
+            "name": "Acme Outfitters",
+            "domain": os.environ.get("POPPY_ORGANIZATION_DOMAIN", "acme.example"),
+        },
         # Acme's own API for personal agents (example_project/shop/api.py); its orders need
         # the orders:read scope, which the authority offers (POPPY_AUTHORITY below).
         "APIS": [

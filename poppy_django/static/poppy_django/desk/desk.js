@@ -168,7 +168,13 @@
   function queuePage() {
     var tbody = root.querySelector("[data-rows]");
     var rowsUrl = root.getAttribute("data-rows-url");
+    var stream = null; // the live stream's current EventSource, once connected
+    var retry = null; // the next try after a failed refresh
     var refresh = debounce(function () {
+      if (retry) {
+        window.clearTimeout(retry);
+        retry = null;
+      }
       fetch(rowsUrl, { credentials: "same-origin", headers: { Accept: "text/html" } })
         .then(function (response) {
           if (!response.ok) {
@@ -193,12 +199,17 @@
           if (tabs && root.querySelector("[data-tabs]")) {
             root.querySelector("[data-tabs]").innerHTML = tabs.innerHTML;
           }
+          if (stream && stream() && stream().readyState === EventSource.OPEN) {
+            setLive("Live", "live"); // read again after a failed refresh: say so
+          }
         })
         .catch(function () {
+          // A server answering 503 (its database away) or no answer: try again shortly.
           setLive("Could not refresh the queue; retrying…", "down");
+          retry = window.setTimeout(refresh, 5000);
         });
     }, 250);
-    connect(root.getAttribute("data-stream-url"), {
+    stream = connect(root.getAttribute("data-stream-url"), {
       opened: function () {
         refresh();
       },
