@@ -146,21 +146,33 @@ class Guesser:
         )
 
 
-def decide(record: DeviceAuthorization, account_id: str | None, approved: list[str]) -> None:
-    """The User's decision: ``account_id`` with the ``approved`` scopes, or None to deny."""
+def decide(record: DeviceAuthorization, user: Any, approved: list[str]) -> None:
+    """The User's decision: approved by the logged-in ``user`` with the ``approved`` scopes,
+    or None to deny. The approval is bound to the account's state now (its password)."""
     requested = record.scope.split()
     chosen = [scope for scope in requested if scope in approved]
-    if account_id is None or not chosen:
+    if user is None or not chosen:
         record.denied = True
         record.save(update_fields=["denied"])
         return
-    record.account_id = account_id
+    record.account_id = grants.account_id_of(user)
     record.granted_scope = " ".join(chosen)
-    record.save(update_fields=["account_id", "granted_scope"])
+    record.approve(user)
+    record.save(update_fields=["account_id", "granted_scope", "approved_by", "account_state"])
+
+
+#: What an agent polling a voided approval is told (``access_denied``).
+VOIDED = (
+    "The approval no longer stands: the account changed since (a new password, or the user "
+    "deactivated). Start a new sign-in."
+)
 
 
 def exchange(client: Client, device_code: str, session_id: str, jkt: str) -> tuple[Session, str]:
-    """The token request of a polling agent: signed-in Session and Account Token, or why not."""
+    """The token request of a polling agent: signed-in Session and Account Token, or why not.
+
+    An approval whose account changed since (:meth:`~poppy_django.authority.models.
+    ApprovedBy.approval_stands`) is voided (committed) and refused ``access_denied``."""
     now = timezone.now()
     with transaction.atomic():
         record = (
@@ -173,8 +185,12 @@ def exchange(client: Client, device_code: str, session_id: str, jkt: str) -> tup
         if record.expires_at <= now:
             raise ExpiredTokenError("The device code has expired.")
         if record.denied:
-            raise AccessDeniedError("The User refused the sign-in.")
-        if record.account_id is not None:
+            raise AccessDeniedError("The User refused the sign-in, or its approval was voided.")
+        voided = record.account_id is not None and not record.approval_stands()
+        if voided:
+            record.denied = True
+            record.save(update_fields=["denied"])
+        elif record.account_id is not None:
             signed_in = grants.consented(
                 client,
                 session_id,
@@ -182,16 +198,20 @@ def exchange(client: Client, device_code: str, session_id: str, jkt: str) -> tup
                 scope=record.granted_scope,
                 method=Grant.Method.DEVICE,
                 jkt=jkt,
+                approval=record.approval,
             )
             record.used_at = now
             record.save(update_fields=["used_at"])
             return signed_in
-        # Still pending: remember the poll (committed), then tell the agent to wait. A
-        # second of slack: the agent's clock and ours tick apart.
-        too_soon = (
-            record.last_polled_at is not None
-            and (now - record.last_polled_at).total_seconds() < record.interval - 1
-        )
-        record.last_polled_at = now
-        record.save(update_fields=["last_polled_at"])
+        else:
+            # Still pending: remember the poll (committed), then tell the agent to wait. A
+            # second of slack: the agent's clock and ours tick apart.
+            too_soon = (
+                record.last_polled_at is not None
+                and (now - record.last_polled_at).total_seconds() < record.interval - 1
+            )
+            record.last_polled_at = now
+            record.save(update_fields=["last_polled_at"])
+    if voided:
+        raise AccessDeniedError(VOIDED)
     raise SlowDownError() if too_soon else AuthorizationPendingError()

@@ -37,20 +37,21 @@ def redirect_uri_of(client: Client, requested: Any) -> str:
     return requested
 
 
-def issue_code(
-    client: Client, redirect_uri: str, challenge: str, account_id: str, scope: str
-) -> str:
-    """A one-use authorization code for the User's approval (kept as a hash)."""
+def issue_code(client: Client, redirect_uri: str, challenge: str, user: Any, scope: str) -> str:
+    """A one-use authorization code for the logged-in ``user``'s approval (kept as a hash),
+    bound to the account's state now (its password)."""
     code = secrets.token_urlsafe(32)
-    AuthorizationCode.objects.create(
+    record = AuthorizationCode(
         client=client,
         code_hash=grants.token_hash(code),
         redirect_uri=redirect_uri,
         code_challenge=challenge,
-        account_id=account_id,
+        account_id=grants.account_id_of(user),
         scope=scope,
         expires_at=timezone.now() + timedelta(seconds=CODE_SECONDS),
     )
+    record.approve(user)
+    record.save()
     return code
 
 
@@ -72,6 +73,7 @@ def exchange(
             and record.redirect_uri == form.get("redirect_uri")
             and 43 <= len(verifier) <= 128
             and hmac.compare_digest(create_s256_code_challenge(verifier), record.code_challenge)
+            and record.approval_stands()  # the account did not change since the approval
         ):
             session, account_token = grants.consented(
                 client,
@@ -80,6 +82,7 @@ def exchange(
                 scope=record.scope,
                 method=Grant.Method.DIRECT,
                 jkt=jkt,
+                approval=record.approval,
             )
             record.used_at = timezone.now()
             record.grant = session.grant

@@ -18,6 +18,7 @@ from authlib.oauth2.rfc6749 import InvalidGrantError, InvalidScopeError
 from django.db import transaction
 from django.utils import timezone
 
+from poppy_django.authority.account_state import UNBOUND, Approval
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import AccountMismatchError, InvalidSessionError
 from poppy_django.authority.models import AccountToken, Client, Grant, Session
@@ -73,10 +74,19 @@ def locked_session(client: Client, session_id: str) -> Session:
 
 
 def consented(
-    client: Client, session_id: str, *, account_id: str, scope: str, method: str, jkt: str
+    client: Client,
+    session_id: str,
+    *,
+    account_id: str,
+    scope: str,
+    method: str,
+    jkt: str,
+    approval: Approval = UNBOUND,
 ) -> tuple[Session, str]:
-    """A sign-in the User consented to (Device or Direct): the grant recorded, the Session
-    signed in from it, and the Account Token (its value) that signs later Sessions in."""
+    """A sign-in the User consented to (Device, Direct or Mediated): the grant recorded
+    (bound to ``approval``'s user and account state: refreshed only while they stand), the
+    Session signed in from it, and the Account Token (its value) that signs later Sessions
+    in."""
     session = locked_session(client, session_id)
     grant = Grant.objects.create(
         client=client,
@@ -84,6 +94,8 @@ def consented(
         account_id=account_id,
         scope=scope,
         method=method,
+        approved_by_id=approval.user_pk,
+        account_state=approval.state,
     )
     sign_in(session, grant, grant.scope, jkt)
     return session, new_account_token(grant)
@@ -104,7 +116,9 @@ def refresh(
 ) -> tuple[Session, str]:
     """Sign a Session in with an Account Token; the Session and the rotated token.
 
-    A rotated token presented again (by this client) revokes its sign-in, then is refused.
+    A rotated token presented again (by this client) revokes its sign-in, then is refused; so
+    is one whose approval no longer stands (its user deactivated or its password changed,
+    by any path, signals or not).
     """
     with transaction.atomic():
         current = (
@@ -118,15 +132,19 @@ def refresh(
             and current.grant.client_id == client.pk
             and current.grant.revoked_at is None
         )
-        if live and current is not None and current.rotated_at is None:
+        if live and current is not None and not current.grant.approval_stands():
+            revoke_grants(Grant.objects.filter(pk=current.grant_id))  # committed
+        elif live and current is not None and current.rotated_at is None:
             grant = current.grant
+            if grant.rebind():  # it stood by a fallback SECRET_KEY
+                grant.save(update_fields=["account_state"])
             session = locked_session(client, session_id)
             scope = narrowed_scope(grant.scope, requested)
             sign_in(session, grant, scope, jkt)
             current.rotated_at = timezone.now()
             current.save(update_fields=["rotated_at"])
             return session, new_account_token(grant)
-        if live and current is not None:  # rotated, and presented again: revoked (committed)
+        elif live and current is not None:  # rotated, presented again: revoked (committed)
             revoke_grants(Grant.objects.filter(pk=current.grant_id))
     raise InvalidGrantError("The Account Token is not valid.")
 

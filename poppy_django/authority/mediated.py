@@ -22,6 +22,7 @@ non-secret fields, normalized); past ``MEDIATED_MAX_FAILURES`` in a window the a
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -45,6 +46,7 @@ from django.views.decorators.debug import sensitive_variables
 
 from poppy_django.api.rest_framework import request_info
 from poppy_django.authority import attempts, grants, metadata
+from poppy_django.authority.account_state import Approval
 from poppy_django.authority.conf import authority_settings
 from poppy_django.authority.errors import AccountMismatchError, no_store, oauth_error_response
 from poppy_django.authority.models import Grant, MediatedSignIn, Session
@@ -70,9 +72,12 @@ DEFAULT_FIELDS = [
 
 @dataclass(frozen=True)
 class Authenticated:
-    """The credentials are right: the Session signs in to ``account_id``."""
+    """The credentials are right: the Session signs in to ``account_id``. ``user``: the
+    Django user they are (the sign-in is then bound to its state: it ends when that user is
+    deactivated or its password changes, by any path); None for accounts of the check's own."""
 
     account_id: str
+    user: Any = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, repr=False)
@@ -83,6 +88,8 @@ class CodeRequired:
     account_id: str
     code: str
     sent_to: str = "your device"
+    #: The Django user the credentials are, as :attr:`Authenticated.user`.
+    user: Any = dataclasses.field(default=None, compare=False)
 
     def __repr__(self) -> str:  # never the code
         return f"CodeRequired(account_id={self.account_id!r}, sent_to={self.sent_to!r})"
@@ -142,7 +149,7 @@ def django_check(request: HttpRequest, credentials: Mapping[str, str]) -> Authen
     )
     if user is None or not user.is_active:
         return None
-    return Authenticated(grants.account_id_of(user))
+    return Authenticated(grants.account_id_of(user), user)
 
 
 def _caller(request: HttpRequest) -> tuple[Principal, Session]:
@@ -310,12 +317,16 @@ def _keeping_failures(counters: list[attempts.Counter]) -> list[attempts.Counter
 
 @sensitive_variables("code")
 def _unusual_code(
-    request: HttpRequest, session: Session, account_id: str, counters: list[attempts.Counter]
+    request: HttpRequest,
+    session: Session,
+    outcome: Authenticated,
+    counters: list[attempts.Counter],
 ) -> CodeRequired | None:
     """The default second step: a one-time code sent (``MEDIATED_SEND_CODE``) when the
     sign-in looks unusual (``MEDIATED_CODE_WHEN``); None when it does not, or when no code
     could be sent (the sign-in goes on without one, with a warning naming the client)."""
     options = authority_settings()
+    account_id = outcome.account_id
     when, send = options.MEDIATED_CODE_WHEN, options.MEDIATED_SEND_CODE
     if when is None or send is None:
         return None
@@ -331,11 +342,14 @@ def _unusual_code(
             session.client.client_id,
         )
         return None
-    return CodeRequired(account_id, code, str(sent_to))
+    return CodeRequired(account_id, code, str(sent_to), outcome.user)
 
 
-def _complete(request: HttpRequest, session: Session, account_id: str, scope: str) -> JsonResponse:
-    """Sign the Session in (a Mediated grant) and answer its tokens, ``status: complete``."""
+def _complete(
+    request: HttpRequest, session: Session, account_id: str, scope: str, approval: Approval
+) -> JsonResponse:
+    """Sign the Session in (a Mediated grant, bound to ``approval``) and answer its tokens,
+    ``status: complete``."""
     with transaction.atomic():
         signed, account_token = grants.consented(
             session.client,
@@ -344,6 +358,7 @@ def _complete(request: HttpRequest, session: Session, account_id: str, scope: st
             scope=scope,
             method=Grant.Method.MEDIATED,
             jkt=session.jkt,
+            approval=approval,
         )
     token, lifetime = issue_session_token(
         signed, issuer=metadata.issuer(), audience=metadata.token_audience(request)
@@ -427,15 +442,15 @@ def mediated_view(request: HttpRequest) -> JsonResponse:
         raise AccountMismatchError("The Session belongs to another account.")
     if isinstance(outcome, Authenticated):
         # Right, but perhaps unusual: then a code, as if the check had asked for one.
-        asked = _unusual_code(request, session, outcome.account_id, counters)
+        asked = _unusual_code(request, session, outcome, counters)
         attempts.succeeded(_keeping_failures(counters) if asked else counters, alias=_alias())
         if asked is None:
-            return _complete(request, session, outcome.account_id, scope)
+            return _complete(request, session, outcome.account_id, scope, Approval.by(outcome.user))
         outcome = asked
     else:
         attempts.succeeded(counters, alias=_alias())
     _refuse_if_locked([_code_key(outcome.account_id)])
-    record = MediatedSignIn.objects.create(
+    record = MediatedSignIn(
         sign_in_id="msi_" + secrets.token_urlsafe(24),
         session=session,
         account_id=outcome.account_id,
@@ -444,6 +459,8 @@ def mediated_view(request: HttpRequest) -> JsonResponse:
         expires_at=timezone.now()
         + timedelta(seconds=float(authority_settings().MEDIATED_CODE_SECONDS)),
     )
+    record.approve(outcome.user)  # the code completes it only while the account stands
+    record.save()
     return _code_required(record, outcome.sent_to)
 
 
@@ -472,6 +489,10 @@ def mediated_code_view(request: HttpRequest, sign_in_id: str) -> JsonResponse:
             record.status = MediatedSignIn.Status.EXPIRED
             record.save(update_fields=["status"])
             return _status(record.status)
+        if not record.approval_stands():  # the account changed since the right password
+            record.status = MediatedSignIn.Status.FAILED
+            record.save(update_fields=["status"])
+            return _status(record.status)
         code_key = _code_key(record.account_id)
         limit = int(options.MEDIATED_MAX_FAILURES)
         right = _usable(code) and hmac.compare_digest(
@@ -492,4 +513,4 @@ def mediated_code_view(request: HttpRequest, sign_in_id: str) -> JsonResponse:
         record.save(update_fields=["status"])
     windows.clear(code_key, alias=_alias())
     windows.clear(f"mediated:session:{session.session_id}", alias=_alias())
-    return _complete(request, session, record.account_id, record.scope)
+    return _complete(request, session, record.account_id, record.scope, record.approval)

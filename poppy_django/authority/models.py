@@ -7,8 +7,61 @@ kept as SHA-256 hashes only.
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+from poppy_django.authority.account_state import Approval, stands, state_of
+
+
+class ApprovedBy(models.Model):
+    """Who approved a sign-in, and the account's state then
+    (:mod:`poppy_django.authority.account_state`): the approval stands only while that user
+    exists, is active and keeps the password it had."""
+
+    #: The Django user who approved it (None: unbound, or that user was deleted since).
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    #: ``account_state.state_of(approved_by)`` at the approval; "" for an unbound one.
+    account_state = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        abstract = True
+
+    def approve(self, user: Any) -> None:
+        """Record ``user`` (None: unbound) as the approver, with the account's state now."""
+        self.approved_by = user
+        self.account_state = state_of(user)
+
+    def rebind(self) -> bool:
+        """Bind a standing approval to the state under the current ``SECRET_KEY`` (it may
+        have stood by a fallback key): whether that changed it. As Django's ``get_user``
+        updates a session's hash, so that retiring the old key later keeps the sign-in."""
+        if not self.account_state or self.approved_by is None:
+            return False
+        current = state_of(self.approved_by)
+        changed = current != self.account_state
+        self.account_state = current
+        return changed
+
+    @property
+    def approval(self) -> Approval:
+        """What a grant made from this approval keeps of it."""
+        return Approval(self.approved_by_id, self.account_state)
+
+    def approval_stands(self) -> bool:
+        """Whether the approval still signs in (:func:`~poppy_django.authority.account_state.
+        stands`): no query for an unbound one."""
+        if not self.account_state:
+            return True
+        return stands(self.approved_by, self.account_state)
 
 
 class Client(models.Model):
@@ -37,7 +90,7 @@ class Client(models.Model):
         return self.name or self.client_id
 
 
-class Grant(models.Model):
+class Grant(ApprovedBy):
     """A sign-in: the User of ``account_id`` let a client act with ``scope``.
 
     Its Account Tokens sign Sessions in; revoking it (sign-out, "disconnect this agent")
@@ -77,7 +130,7 @@ class AccountToken(models.Model):
         return f"Account Token {self.pk} of {self.grant}"
 
 
-class DeviceAuthorization(models.Model):
+class DeviceAuthorization(ApprovedBy):
     """A Device Sign-In (RFC 8628) from its codes to the User's decision on our page."""
 
     client = models.ForeignKey(Client, on_delete=models.CASCADE, related_name="+")
@@ -98,7 +151,7 @@ class DeviceAuthorization(models.Model):
         return self.user_code
 
 
-class AuthorizationCode(models.Model):
+class AuthorizationCode(ApprovedBy):
     """Direct Sign-In (authorization code + PKCE): the User's approval, exchanged once."""
 
     client = models.ForeignKey(Client, on_delete=models.CASCADE, related_name="+")
@@ -154,7 +207,7 @@ class Session(models.Model):
         return self.ended_at is None and self.client.status == Client.Status.ALLOWED
 
 
-class MediatedSignIn(models.Model):
+class MediatedSignIn(ApprovedBy):
     """A Mediated Sign-In waiting for its one-time code (``code_required``).
 
     Only the Session that started it may finish it; the code is kept as a SHA-256 hash, and

@@ -56,12 +56,12 @@ def device_page(request: HttpRequest) -> HttpResponse:
     decision = request.POST.get("decision") if request.method == "POST" else None
     if decision in ("approve", "deny"):
         approved = request.POST.getlist("scope") if decision == "approve" else []
-        account = grants.account_id_of(request.user) if decision == "approve" else None
-        device.decide(record, account, approved)
+        approver = request.user if decision == "approve" else None
+        device.decide(record, approver, approved)
         return render(
             request,
             "poppy_authority/device_done.html",
-            {**context, "approved": bool(account and approved), "client": record.client},
+            {**context, "approved": not record.denied, "client": record.client},
         )
     offered = scopes()
     context.update(
@@ -133,7 +133,7 @@ def authorize_page(request: HttpRequest) -> HttpResponse:
             remember(client),
             redirect_uri,
             challenge,
-            grants.account_id_of(request.user),
+            request.user,
             " ".join(approved),
         )
         return _redirect_with(redirect_uri, code=code, state=state)

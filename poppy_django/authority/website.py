@@ -70,7 +70,7 @@ def state_of(session: Session) -> dict[str, Any]:
 def _current(state: dict[str, Any]) -> BrowserSession | None:
     """The Session behind ``state`` as it is now, or None when it no longer stands."""
     session = (
-        Session.objects.select_related("client")
+        Session.objects.select_related("client", "grant")
         .filter(session_id=state.get("session_id"), user_id=state.get("user_id"))
         .only(
             "session_id",
@@ -81,12 +81,15 @@ def _current(state: dict[str, Any]) -> BrowserSession | None:
             "scope",
             "client__status",
             "client__client_id",
+            "grant__approved_by_id",
+            "grant__account_state",
         )
         .first()
     )
     if session is None or not session.active or session.client.client_id != state.get("client_id"):
         return None
-    signed_in = session.signed_in
+    # Signed in while its sign-in's approval stands (no bulk deactivation or new password).
+    signed_in = session.grant is not None and session.grant.approval_stands()
     return BrowserSession(
         session_id=session.session_id,
         client_id=session.client.client_id,

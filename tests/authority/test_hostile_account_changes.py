@@ -1,0 +1,263 @@
+"""Sign-ins that would outlive an account change (issue 51: R1 and R8), against the example
+project as shipped (:mod:`tests.authority.shipped`: production mode, no setting overridden).
+
+R1: a Device Sign-In approved but not yet polled, and a Direct Sign-In code not yet
+exchanged, sign no one in after the account's password changes (RFC 8628 §5.4: a User who
+approved a stranger's device code changes the password, and the stranger's next poll must
+not sign in). R8: a bulk ``update()`` that no signal reports (a script, a directory sync) ends
+use, refresh and exchange all the same. Each test also shows the legitimate path still
+working: the User signs in again with the new password, another account's agent goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from personal_agent_protocol import DeviceSignInClient, DirectSignInClient
+from personal_agent_protocol.errors import AuthorizationError
+
+from tests.authority.driver import AcmeUser
+from tests.authority.sdk_agent import TENANT
+from tests.authority.shipped import ORIGIN, PASSWORD, ShippedAcme, shipped_acme
+from tests.authority.shipped_agent import ATLAS, PLAIN, Agent
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
+NEW_PASSWORD = "a-new-password-after-phishing"
+#: One customer per test: each one's account changes.
+CUSTOMERS = ("acct-ac-device", "acct-ac-direct", "acct-ac-off", "acct-ac-bulkpw", "acct-ac-ok")
+_MAKE_CUSTOMERS = (
+    "from django.contrib.auth.models import User; "
+    f"[User.objects.create_user(name, password={PASSWORD!r}) for name in {CUSTOMERS!r}]"
+)
+ALL_SCOPES = ("poppy:read", "poppy:write", "orders:read")
+
+
+@pytest.fixture(scope="module")
+def acme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShippedAcme]:
+    with shipped_acme(Path(tmp_path_factory.mktemp("acme")), [ATLAS, PLAIN]) as running:
+        running.manage("shell", "-c", _MAKE_CUSTOMERS)
+        yield running
+        problems = running.log_problems()
+    assert not problems, "\n".join(problems[:40])
+
+
+def bulk(acme: ShippedAcme, account: str, change: str) -> None:
+    """An operator's bulk ``update()`` of the account's user: no ``save()``, no signal."""
+    acme.manage(
+        "shell",
+        "-c",
+        "from django.contrib.auth.hashers import make_password; "
+        "from django.contrib.auth.models import User; "
+        f"User.objects.filter(username={account!r}).update({change})",
+    )
+
+
+async def change_password_on_the_page(acme: ShippedAcme, account: str) -> None:
+    """The person changes the password on Acme's own page, in their own browser."""
+    person = AcmeUser(acme.client, ORIGIN, PLAIN, password=PASSWORD).browser()
+    await person.log_in(account)
+    form = await person.get("/account/password")
+    changed = await person.post(
+        "/account/password",
+        form,
+        [
+            ("old_password", PASSWORD),
+            ("new_password1", NEW_PASSWORD),
+            ("new_password2", NEW_PASSWORD),
+        ],
+    )
+    assert changed.status_code == 302, changed.text[:300]
+
+
+async def approved_device_code(
+    agent: Agent, user: str, session: Any, account: str, password: str = PASSWORD
+) -> tuple[DeviceSignInClient, Any]:
+    """A Device Sign-In begun by ``agent`` and approved on Acme's page by ``account``'s
+    person (who logs in with ``password``), not yet polled."""
+    device = DeviceSignInClient(reactor=agent.reactor, http_client=agent.http)
+    started = await device.begin(
+        device_authorization_endpoint=agent.metadata.device_authorization_endpoint,
+        token_endpoint=agent.metadata.token_endpoint,
+        issuer=agent.metadata.issuer,
+        client_id=agent.identity.client_id,
+        scopes=ALL_SCOPES,
+        tenant_id=TENANT,
+        pairwise_user_id=user,
+        session_id=session.session_id,
+        organization=agent.company.document.organization,
+        poppy_domains=agent.metadata.poppy_domains,
+    )
+    person = AcmeUser(agent.acme.client, ORIGIN, PLAIN, password=password)
+    await person.approve_device(started.user_code, account=account, scopes=list(ALL_SCOPES))
+    return device, started
+
+
+async def refused_read(agent: Agent, user: str, token: Any) -> httpx.Response:
+    """The first answer to the agent's read of its orders that is not 200, polled: a change
+    made without a signal is seen within the session-status cache window (5 s as shipped);
+    30 s is a bound for a busy machine, not a timing."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while True:
+        answer = await agent.dpop(user, token, "GET", f"{ORIGIN}/api/orders")
+        if answer.status_code != 200:
+            return answer
+        assert loop.time() < deadline, "the account's reads did not stop"
+        await asyncio.sleep(0.2)
+
+
+async def poll(agent: Agent, device: DeviceSignInClient, started: Any) -> Any:
+    """The agent's poll (the interval passing on its clock): the result, or the refusal."""
+    with agent.clock.passing(started.poll_interval):
+        try:
+            return await device.poll(started.reference)
+        except AuthorizationError as refused:
+            return refused
+
+
+def test_a_device_approval_is_void_once_the_password_changes(acme: ShippedAcme) -> None:
+    """The phishing remedy: the User approved a stranger's code, then changes the password."""
+    account, user = "acct-ac-device", "usr_ac_device_stranger_01"
+
+    async def scenario() -> tuple[Any, Any]:
+        stranger = Agent(acme)
+        await stranger.discover()
+        session = await stranger.session(user)
+        device, started = await approved_device_code(stranger, user, session, account)
+        await change_password_on_the_page(acme, account)
+        refused = await poll(stranger, device, started)
+        # The User's own agent, approved with the new password, signs in.
+        own = Agent(acme, PLAIN)
+        await own.discover()
+        own_user = "usr_ac_device_own_000001"
+        own_session = await own.session(own_user)
+        device, started = await approved_device_code(
+            own, own_user, own_session, account, NEW_PASSWORD
+        )
+        return refused, await poll(own, device, started)
+
+    refused, signed_in = asyncio.run(scenario())
+    assert isinstance(refused, AuthorizationError) and refused.code == "access_denied", refused
+    assert signed_in.status == "complete" and signed_in.token.signed_in
+
+
+def test_a_direct_sign_in_code_is_void_once_the_password_changes(acme: ShippedAcme) -> None:
+    account, user = "acct-ac-direct", "usr_ac_direct_stranger_01"
+
+    async def begin(agent: Agent, session: Any) -> DirectSignInClient:
+        direct = DirectSignInClient(reactor=agent.reactor, http_client=agent.http)
+        await direct.begin(
+            authorization_endpoint=agent.metadata.authorization_endpoint,
+            token_endpoint=agent.metadata.token_endpoint,
+            issuer=agent.metadata.issuer,
+            client_id=agent.identity.client_id,
+            redirect_uri=agent.identity.metadata["redirect_uris"][0],
+            scopes=("poppy:read",),
+            tenant_id=TENANT,
+            pairwise_user_id=user,
+            session_id=session.session_id,
+        )
+        return direct
+
+    async def scenario() -> tuple[AuthorizationError, Any]:
+        atlas = Agent(acme)
+        await atlas.discover()
+        session = await atlas.session(user)
+        direct = await begin(atlas, session)
+        callback = await atlas.user.approve_authorization(atlas.browser.urls[-1], account=account)
+        await change_password_on_the_page(acme, account)
+        with pytest.raises(AuthorizationError) as refused:
+            await direct.complete(callback)
+        # Approved again by the person, with the new password: the code signs in.
+        direct = await begin(atlas, session)
+        person = AcmeUser(acme.client, ORIGIN, PLAIN, password=NEW_PASSWORD)
+        callback = await person.approve_authorization(atlas.browser.urls[-1], account=account)
+        return refused.value, await direct.complete(callback)
+
+    refused, done = asyncio.run(scenario())
+    assert refused.code == "invalid_grant", refused
+    assert done.token.signed_in and done.token.session_id
+
+
+def test_a_bulk_deactivation_ends_use_refresh_and_exchange(acme: ShippedAcme) -> None:
+    """``User.objects.filter(...).update(is_active=False)``: no signal, yet the agent's reads,
+    its confirmation of an operation, its Account Token and an approval not yet polled all
+    stop; another account's agent goes on."""
+    account, user = "acct-ac-off", "usr_ac_bulk_off_000001"
+    control_user = "usr_ac_bulk_control_0001"
+    orders = f"{ORIGIN}/api/orders"
+
+    async def scenario() -> dict[str, Any]:
+        atlas, plain = Agent(acme), Agent(acme, PLAIN)
+        await atlas.discover()
+        await plain.discover()
+        polled = await atlas.signed_in(user, account, ALL_SCOPES)
+        control = await plain.signed_in(control_user, "acct-ac-ok", ALL_SCOPES)
+        proposed = await atlas.dpop(
+            user, polled.token, "POST", f"{orders}/A-9/cancel", b"{}", {"Idempotency-Key": "k1"}
+        )
+        operation = proposed.json()["operation"]
+        other_user = "usr_ac_bulk_off_000002"
+        device, started = await approved_device_code(
+            atlas, other_user, await atlas.session(other_user), account
+        )
+        seen: dict[str, Any] = {"before": await atlas.dpop(user, polled.token, "GET", orders)}
+        await asyncio.to_thread(bulk, acme, account, "is_active=False")
+
+        seen["after"] = await refused_read(atlas, user, polled.token)
+        seen["confirm"] = await atlas.dpop(
+            user,
+            polled.token,
+            "POST",
+            f"{ORIGIN}/poppy/operations/{operation['operation_id']}/confirm",
+            b'{"revision": %d, "approved_by": "user"}' % operation["revision"],
+        )
+        seen["refreshed"] = await atlas.mcp_token(user, polled)
+        seen["poll"] = await poll(atlas, device, started)
+        seen["control"] = await plain.dpop(control_user, control.token, "GET", orders)
+        seen["control_refreshed"] = await plain.mcp_token(control_user, control)
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen["before"].status_code == 200
+    assert seen["after"].status_code == 403 and seen["after"].json()["error"] == "sign_in_required"
+    assert seen["confirm"].status_code == 403, seen["confirm"].text
+    assert seen["refreshed"] is None  # the SDK hears invalid_grant as signed out
+    assert isinstance(seen["poll"], AuthorizationError) and seen["poll"].code == "access_denied"
+    assert seen["control"].status_code == 200
+    assert seen["control_refreshed"] is not None
+
+
+def test_a_bulk_password_change_ends_the_sign_in_and_the_new_password_signs_in(
+    acme: ShippedAcme,
+) -> None:
+    account, user = "acct-ac-bulkpw", "usr_ac_bulk_password_01"
+    orders = f"{ORIGIN}/api/orders"
+
+    async def scenario() -> dict[str, Any]:
+        atlas = Agent(acme)
+        await atlas.discover()
+        polled = await atlas.signed_in(user, account, ALL_SCOPES)
+        await asyncio.to_thread(bulk, acme, account, f"password=make_password({NEW_PASSWORD!r})")
+
+        seen: dict[str, Any] = {
+            "after": await refused_read(atlas, user, polled.token),
+            "refreshed": await atlas.mcp_token(user, polled),
+        }
+        session = await atlas.session(user)
+        device, started = await approved_device_code(atlas, user, session, account, NEW_PASSWORD)
+        again = await poll(atlas, device, started)
+        seen["again"] = again
+        seen["orders"] = await atlas.dpop(user, again.token, "GET", orders)
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen["after"].status_code == 403
+    assert seen["refreshed"] is None
+    assert seen["again"].status == "complete"
+    assert seen["orders"].status_code == 200
