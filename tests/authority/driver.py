@@ -47,6 +47,20 @@ class Browser:
             },
         )
 
+    async def change_password(self, account: str, new_password: str) -> httpx.Response:
+        """Log in as ``account`` and change its password on Acme's own page."""
+        await self.log_in(account)
+        form = await self.get("/account/password")
+        return await self.post(
+            "/account/password",
+            form,
+            [
+                ("old_password", self.password),
+                ("new_password1", new_password),
+                ("new_password2", new_password),
+            ],
+        )
+
     async def log_in(self, account: str) -> None:
         page = await self.get("/account/login")
         done = await self.post(

@@ -153,14 +153,10 @@ class SdkAgent:
             cursor = page.cursor
         return events
 
-    async def device_sign_in(
-        self,
-        user: str,
-        session: Any,
-        account: str,
-        scopes: tuple[str, ...] = ("poppy:read", "poppy:write"),
-    ) -> Any:
-        """Device Sign-In for ``session``, approved by ``account`` on the company's page."""
+    async def begin_device_sign_in(
+        self, user: str, session: Any, scopes: tuple[str, ...]
+    ) -> tuple[DeviceSignInClient, Any]:
+        """Device Sign-In begun for ``session``: its client and its start (the user code)."""
         device = DeviceSignInClient(reactor=self.reactor, http_client=self.http)
         started = await device.begin(
             device_authorization_endpoint=self.metadata.device_authorization_endpoint,
@@ -174,6 +170,17 @@ class SdkAgent:
             organization=self.company.document.organization,
             poppy_domains=self.metadata.poppy_domains,
         )
+        return device, started
+
+    async def device_sign_in(
+        self,
+        user: str,
+        session: Any,
+        account: str,
+        scopes: tuple[str, ...] = ("poppy:read", "poppy:write"),
+    ) -> Any:
+        """Device Sign-In for ``session``, approved by ``account`` on the company's page."""
+        device, started = await self.begin_device_sign_in(user, session, scopes)
         await self.user.approve_device(started.user_code, account=account, scopes=list(scopes))
         # Approved (and committed) before the first poll, which the authority answers at once;
         # the interval it asks for passes on the agent's clock (the protocol's pace, kept).

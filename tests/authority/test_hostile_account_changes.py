@@ -22,7 +22,6 @@ from personal_agent_protocol import DeviceSignInClient, DirectSignInClient
 from personal_agent_protocol.errors import AuthorizationError
 
 from tests.authority.driver import AcmeUser
-from tests.authority.sdk_agent import TENANT
 from tests.authority.shipped import ORIGIN, PASSWORD, ShippedAcme, shipped_acme
 from tests.authority.shipped_agent import ATLAS, PLAIN, Agent
 
@@ -60,17 +59,7 @@ def bulk(acme: ShippedAcme, account: str, change: str) -> None:
 async def change_password_on_the_page(acme: ShippedAcme, account: str) -> None:
     """The person changes the password on Acme's own page, in their own browser."""
     person = AcmeUser(acme.client, ORIGIN, PLAIN, password=PASSWORD).browser()
-    await person.log_in(account)
-    form = await person.get("/account/password")
-    changed = await person.post(
-        "/account/password",
-        form,
-        [
-            ("old_password", PASSWORD),
-            ("new_password1", NEW_PASSWORD),
-            ("new_password2", NEW_PASSWORD),
-        ],
-    )
+    changed = await person.change_password(account, NEW_PASSWORD)
     assert changed.status_code == 302, changed.text[:300]
 
 
@@ -79,19 +68,7 @@ async def approved_device_code(
 ) -> tuple[DeviceSignInClient, Any]:
     """A Device Sign-In begun by ``agent`` and approved on Acme's page by ``account``'s
     person (who logs in with ``password``), not yet polled."""
-    device = DeviceSignInClient(reactor=agent.reactor, http_client=agent.http)
-    started = await device.begin(
-        device_authorization_endpoint=agent.metadata.device_authorization_endpoint,
-        token_endpoint=agent.metadata.token_endpoint,
-        issuer=agent.metadata.issuer,
-        client_id=agent.identity.client_id,
-        scopes=ALL_SCOPES,
-        tenant_id=TENANT,
-        pairwise_user_id=user,
-        session_id=session.session_id,
-        organization=agent.company.document.organization,
-        poppy_domains=agent.metadata.poppy_domains,
-    )
+    device, started = await agent.begin_device_sign_in(user, session, ALL_SCOPES)
     person = AcmeUser(agent.acme.client, ORIGIN, PLAIN, password=password)
     await person.approve_device(started.user_code, account=account, scopes=list(ALL_SCOPES))
     return device, started
@@ -149,34 +126,20 @@ def test_a_device_approval_is_void_once_the_password_changes(acme: ShippedAcme) 
 def test_a_direct_sign_in_code_is_void_once_the_password_changes(acme: ShippedAcme) -> None:
     account, user = "acct-ac-direct", "usr_ac_direct_stranger_01"
 
-    async def begin(agent: Agent, session: Any) -> DirectSignInClient:
-        direct = DirectSignInClient(reactor=agent.reactor, http_client=agent.http)
-        await direct.begin(
-            authorization_endpoint=agent.metadata.authorization_endpoint,
-            token_endpoint=agent.metadata.token_endpoint,
-            issuer=agent.metadata.issuer,
-            client_id=agent.identity.client_id,
-            redirect_uri=agent.identity.metadata["redirect_uris"][0],
-            scopes=("poppy:read",),
-            tenant_id=TENANT,
-            pairwise_user_id=user,
-            session_id=session.session_id,
-        )
-        return direct
-
     async def scenario() -> tuple[AuthorizationError, Any]:
         atlas = Agent(acme)
         await atlas.discover()
         session = await atlas.session(user)
-        direct = await begin(atlas, session)
-        callback = await atlas.user.approve_authorization(atlas.browser.urls[-1], account=account)
+        direct = DirectSignInClient(reactor=atlas.reactor, http_client=atlas.http)
+        url = await atlas.authorization_url(user, session, ("poppy:read",))
+        callback = await atlas.user.approve_authorization(url, account=account)
         await change_password_on_the_page(acme, account)
         with pytest.raises(AuthorizationError) as refused:
             await direct.complete(callback)
         # Approved again by the person, with the new password: the code signs in.
-        direct = await begin(atlas, session)
+        url = await atlas.authorization_url(user, session, ("poppy:read",))
         person = AcmeUser(acme.client, ORIGIN, PLAIN, password=NEW_PASSWORD)
-        callback = await person.approve_authorization(atlas.browser.urls[-1], account=account)
+        callback = await person.approve_authorization(url, account=account)
         return refused.value, await direct.complete(callback)
 
     refused, done = asyncio.run(scenario())

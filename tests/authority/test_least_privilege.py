@@ -265,17 +265,7 @@ def test_an_account_change_ends_its_agent_sign_ins(acme: ShippedAcme, change: st
         }
         if change == "password page":  # the person, on Acme's own page, in their own browser
             person = AcmeUser(acme.client, ORIGIN, PLAIN, password=PASSWORD).browser()
-            await person.log_in(account)
-            form = await person.get("/account/password")
-            done = await person.post(
-                "/account/password",
-                form,
-                [
-                    ("old_password", PASSWORD),
-                    ("new_password1", NEW_PASSWORD),
-                    ("new_password2", NEW_PASSWORD),
-                ],
-            )
+            done = await person.change_password(account, NEW_PASSWORD)
             assert done.status_code == 302, done.text[:300]
         else:
             await asyncio.to_thread(
