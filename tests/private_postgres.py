@@ -1,5 +1,7 @@
 """A private PostgreSQL server (this machine's own binaries) that a test may stop and start
 again under a running web process: the database server going away, not a database dropped.
+Or hang: every process of the server stopped by SIGSTOP (:meth:`PrivatePostgres.hung`), so
+connections stay open and nothing answers, as a server stuck on its disk or in swap.
 
 Its data directory, socket and log live in a temporary directory, removed afterwards.
 PostgreSQL refuses to run as root: as root its commands run as the ``postgres`` user, which
@@ -12,6 +14,7 @@ import contextlib
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -62,6 +65,34 @@ class PrivatePostgres:
         """Stop it at once (``-m immediate``: what a crashed or killed server looks like)."""
         data = self.directory / "data"
         self._run(str(_bindir() / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
+
+    def processes(self) -> list[int]:
+        """The postmaster's pid and every process it started (backends, background workers)."""
+        postmaster = int((self.directory / "data" / "postmaster.pid").read_text().split()[0])
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+                    children.setdefault(parent, []).append(int(entry.name))
+        found, frontier = [postmaster], [postmaster]
+        while frontier:
+            frontier = [child for pid in frontier for child in children.get(pid, [])]
+            found += frontier
+        return found
+
+    @contextlib.contextmanager
+    def hung(self) -> Iterator[None]:
+        """Every process of the server stopped (SIGSTOP) for the block, then continued."""
+        stopped = self.processes()
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
 
 def _free_port() -> int:

@@ -31,7 +31,8 @@ from django.views import View
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from poppy_django.conf import poppy_settings
+from poppy_django.observe import metrics
+from poppy_django.observe.broker_queues import uses_celery
 from poppy_django.observe.redaction import describe_failure
 
 #: The app whose migrations must all be applied for the process to be ready.
@@ -110,12 +111,6 @@ def check_broker() -> None:
         connection.ensure_connection(max_retries=1, timeout=CONNECT_TIMEOUT)
 
 
-def _uses_celery() -> bool:
-    executor = poppy_settings.raw("EXECUTOR")
-    name = executor if isinstance(executor, str) else getattr(executor, "__name__", "")
-    return str(name).rsplit(".", 1)[-1] == "CeleryExecutor"
-
-
 def checks(database: Callable[[], None]) -> dict[str, Callable[[], None]]:
     """The checks this deployment has, by name, in the order they run."""
     chosen: dict[str, Callable[[], None]] = {
@@ -125,7 +120,7 @@ def checks(database: Callable[[], None]) -> dict[str, Callable[[], None]]:
     }
     if getattr(settings, "EVENTSTREAM_REDIS", None):
         chosen["redis"] = check_redis
-    if _uses_celery():
+    if uses_celery():
         chosen["broker"] = check_broker
     return chosen
 
@@ -235,6 +230,7 @@ class Readiness(View):
         chosen = checks(self.database)
         outcomes = shared_round(chosen).outcomes(list(chosen), ANSWER_WITHIN)
         ready = all(outcome.ok for outcome in outcomes)
+        metrics.readiness_answered({outcome.name: outcome.ok for outcome in outcomes})
         body = {
             "status": "ready" if ready else "not ready",
             "failing": [outcome.name for outcome in outcomes if not outcome.ok],

@@ -13,6 +13,7 @@ what happened, and the engine's code carries no metric calls of its own.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,7 +24,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from poppy_django.conf import poppy_settings
-from poppy_django.observe import heartbeats
+from poppy_django.observe import broker_queues, heartbeats, readings
 
 logger = logging.getLogger("poppy_django.observe")
 
@@ -83,6 +84,28 @@ dispatch_failures = meter.create_counter(
 )
 
 
+handoffs = meter.create_counter(
+    "poppy.handoffs",
+    unit="{handoff}",
+    description="Handoffs to a person, by what became of them",
+)
+
+#: Each counter's outcomes, created at zero when the SDK starts (:func:`start_series`), so
+#: ``rate()`` sees the first failure: a series that appears already at 1 shows no increase.
+TURN_OUTCOMES = ("answered", "failed", "gave_up", "timed_out", "lease_lost")
+HANDOFF_OUTCOMES = ("queued", "joined", "unavailable", "timed_out")
+
+
+def start_series() -> None:
+    """Every bounded series of the counters, at zero (once an SDK is installed)."""
+    for outcome in TURN_OUTCOMES:
+        turns.add(0, {"outcome": outcome})
+    for outcome in HANDOFF_OUTCOMES:
+        handoffs.add(0, {"outcome": outcome})
+    dispatch_failures.add(0)
+    lease_take_ups.add(0)
+
+
 def turn_outcome(error: str) -> str:
     """A failed turn's bounded reason, from its error (which is never a label itself)."""
     if error.startswith("gave up after"):
@@ -103,6 +126,9 @@ def _turn_started(fields: dict[str, Any]) -> None:
         turn_start_delay.record(fields["waited"])
 
 
+#: A handoff request's recorded outcome -> the counter's (``no_hook``: no one to ask).
+_HANDOFF_REQUESTED = {"queued": "queued", "joined": "joined", "unavailable": "unavailable"}
+
 #: What each moment counts (moments not named here count nothing).
 _BY_MOMENT: dict[str, Callable[[dict[str, Any]], None]] = {
     "turn_started": _turn_started,
@@ -111,6 +137,16 @@ _BY_MOMENT: dict[str, Callable[[dict[str, Any]], None]] = {
         1, {"outcome": turn_outcome(str(fields.get("error", "")))}
     ),
     "lease_lost": lambda fields: turns.add(1, {"outcome": "lease_lost"}),
+    # A handoff queued for a person, answered at once (joined, or no one to take it), joined
+    # from the queue, or given back to the agent past HANDOFF_MAX_WAIT_SECONDS.
+    "handoff_requested": lambda fields: handoffs.add(
+        1, {"outcome": _HANDOFF_REQUESTED.get(str(fields.get("outcome")), "unavailable")}
+    ),
+    "human_joined": lambda fields: (
+        handoffs.add(1, {"outcome": "joined"}) if fields.get("from_queue") else None
+    ),
+    "handoff_declined": lambda fields: handoffs.add(1, {"outcome": "unavailable"}),
+    "handoff_timed_out": lambda fields: handoffs.add(1, {"outcome": "timed_out"}),
 }
 
 
@@ -149,139 +185,146 @@ def request_served(route: str, method: str, status: int, seconds: float, code: s
         refusals.add(1, {"code": code, "route": route})
 
 
-# -- read from the database when the SDK collects ------------------------------------------
+# -- read off the collection (observe.readings), returned by the callbacks ------------------
 
 
-class _FailingGauges:
-    """The database gauges whose last read failed, told once a streak: a database that is
-    down, or not migrated yet, is logged when the first gauge starts failing and when the
-    last reads again, not at every gauge of every collection of every process. A gauge that
-    fails while the others read keeps the streak open rather than ending it each time."""
-
-    def __init__(self) -> None:
-        self.failing: set[str] = set()
-        self.since: datetime | None = None
-
-    def failed(self, gauge: str) -> None:
-        if not self.failing:
-            self.since = timezone.now()
-            logger.warning(
-                "poppy: could not read the database's gauges (not logged again until they read)",
-                exc_info=True,
-            )
-        else:
-            logger.debug("poppy: the database's gauge %s still fails", gauge, exc_info=True)
-        self.failing.add(gauge)
-
-    def read(self, gauge: str) -> None:
-        if gauge in self.failing:
-            self.failing.discard(gauge)
-            if not self.failing:
-                logger.info(
-                    "poppy: the database's gauges read again (failing since %s)", self.since
-                )
-
-
-_failing_gauges = _FailingGauges()
-
-
-def _database_gauge(
-    read: Callable[[], Iterable[Observation]],
-) -> Callable[[CallbackOptions], Iterable[Observation]]:
-    """A gauge's callback: the SDK's collecting thread reads the database, then lets its
-    connection go (one read per collection, none kept open between them)."""
-
-    def callback(options: CallbackOptions) -> Iterable[Observation]:
-        try:
-            observed = list(read())
-        except Exception:
-            _failing_gauges.failed(read.__name__)
-            return []
-        finally:
-            if not connection.in_atomic_block:
-                connection.close()
-        _failing_gauges.read(read.__name__)
-        return observed
-
-    return callback
-
-
-# The gauges import the models when they read: the settings' LOGGING imports this package
-# (its filters) before Django's app registry is ready, and the models need it.
-
-
-def _conversations_by_status() -> Iterable[Observation]:
-    from django.db.models import Count
+def _read_database() -> dict[str, Any]:
+    """The database's gauges, in one go on the reading thread (its connection let go after:
+    one read per interval, none kept open between them). The models are imported here: the
+    settings' LOGGING imports this package before Django's app registry is ready."""
+    from django.db.models import Count, Min, Q
 
     from poppy_django.models import Conversation, Status
 
-    counted = dict(
-        Conversation.objects.order_by().values_list("status").annotate(count=Count("id"))
-    )
-    return [Observation(counted.get(status, 0), {"status": status}) for status in Status.values]
+    try:
+        by_status = dict(
+            Conversation.objects.order_by().values_list("status").annotate(count=Count("id"))
+        )
+        queued = Conversation.objects.filter(status=Status.QUEUED).aggregate(
+            waiting=Count("id"), oldest=Min("handoff_requested_at")
+        )
+        # Working with no live writer for longer than a turn may last plus a lease: every one
+        # of them is a turn that nothing is answering.
+        now = timezone.now()
+        bound = timedelta(
+            seconds=poppy_settings.TURN_TIMEOUT_SECONDS + poppy_settings.LEASE_SECONDS
+        )
+        stuck = Conversation.objects.filter(
+            Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now),
+            status=Status.WORKING,
+            updated_at__lt=now - bound,
+        ).count()
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()
+    oldest: datetime | None = queued["oldest"]
+    return {
+        "by_status": {status: by_status.get(status, 0) for status in Status.values},
+        "handoffs_waiting": queued["waiting"],
+        "oldest_handoff": oldest.timestamp() if oldest is not None else None,
+        "past_bound": stuck,
+    }
 
 
-def _handoffs() -> tuple[int, datetime | None]:
-    from django.db.models import Count, Min
-
-    from poppy_django.models import Conversation, Status
-
-    queued = Conversation.objects.filter(status=Status.QUEUED).aggregate(
-        waiting=Count("id"), oldest=Min("handoff_requested_at")
-    )
-    return queued["waiting"], queued["oldest"]
+readings.reader.add("database", _read_database)
+readings.reader.add("broker", broker_queues.depths)
 
 
-def _handoffs_waiting() -> Iterable[Observation]:
-    return [Observation(_handoffs()[0])]
+def _database(key: str) -> Any:
+    return readings.reader.found("database").get(key)
 
 
-def _oldest_handoff_wait() -> Iterable[Observation]:
-    oldest = _handoffs()[1]
-    waited = (timezone.now() - oldest).total_seconds() if oldest is not None else 0.0
-    return [Observation(max(0.0, waited))]
+def _conversations_by_status(options: CallbackOptions) -> Iterable[Observation]:
+    counted = _database("by_status") or {}
+    return [Observation(count, {"status": status}) for status, count in counted.items()]
 
 
-def _working_past_bound() -> Iterable[Observation]:
-    """Conversations working with no live writer for longer than a turn may last plus a
-    lease: every one of them is a turn that nothing is answering."""
-    from django.db.models import Q
+def _handoffs_waiting(options: CallbackOptions) -> Iterable[Observation]:
+    waiting = _database("handoffs_waiting")
+    return [] if waiting is None else [Observation(waiting)]
 
-    from poppy_django.models import Conversation, Status
 
-    now = timezone.now()
-    bound = timedelta(seconds=poppy_settings.TURN_TIMEOUT_SECONDS + poppy_settings.LEASE_SECONDS)
-    stuck = Conversation.objects.filter(
-        Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now),
-        status=Status.WORKING,
-        updated_at__lt=now - bound,
-    ).count()
-    return [Observation(stuck)]
+def _oldest_handoff_wait(options: CallbackOptions) -> Iterable[Observation]:
+    """Counted to now from the oldest handoff last read: it keeps growing while reads fail."""
+    found = readings.reader.found("database")
+    if "oldest_handoff" not in found:
+        return []
+    oldest = found["oldest_handoff"]
+    return [Observation(0.0 if oldest is None else max(0.0, time.time() - oldest))]
+
+
+def _working_past_bound(options: CallbackOptions) -> Iterable[Observation]:
+    stuck = _database("past_bound")
+    return [] if stuck is None else [Observation(stuck)]
+
+
+def _queue_depths(options: CallbackOptions) -> Iterable[Observation]:
+    found = readings.reader.found("broker")
+    return [Observation(depth, {"queue": queue}) for queue, depth in found.items()]
+
+
+def _read_times(options: CallbackOptions) -> Iterable[Observation]:
+    return [Observation(at, {"source": name}) for name, at in readings.reader.read_times().items()]
 
 
 meter.create_observable_gauge(
     "poppy.conversations",
-    callbacks=[_database_gauge(_conversations_by_status)],
+    callbacks=[_conversations_by_status],
     unit="{conversation}",
     description="Conversations by status (read from the database: every process says the same)",
 )
 meter.create_observable_gauge(
     "poppy.handoffs.waiting",
-    callbacks=[_database_gauge(_handoffs_waiting)],
+    callbacks=[_handoffs_waiting],
     unit="{conversation}",
     description="Conversations queued for a person",
 )
 meter.create_observable_gauge(
     "poppy.handoffs.oldest_wait",
-    callbacks=[_database_gauge(_oldest_handoff_wait)],
+    callbacks=[_oldest_handoff_wait],
     unit="s",
     description="How long the longest-waiting handoff has waited",
 )
 meter.create_observable_gauge(
     "poppy.turns.past_bound",
-    callbacks=[_database_gauge(_working_past_bound)],
+    callbacks=[_working_past_bound],
     unit="{conversation}",
     description="Conversations working without a live writer past TURN_TIMEOUT + LEASE",
+)
+meter.create_observable_gauge(
+    "poppy.broker.queue_depth",
+    callbacks=[_queue_depths],
+    unit="{message}",
+    description="Messages waiting in the Celery broker's queue (Redis), not yet taken by a worker",
+)
+meter.create_observable_gauge(
+    "poppy.gauges.read_time",
+    callbacks=[_read_times],
+    unit="s",
+    description="When each source of gauges (database, broker) last read (Unix time)",
+)
+
+
+# -- readiness, as this process last answered it --------------------------------------------
+
+#: Each readiness check's last outcome in this process: 1 failing, 0 passing.
+_readiness: dict[str, int] = {}
+
+
+def readiness_answered(outcomes: dict[str, bool]) -> None:
+    """The readiness probe answered: each check by name, whether it passed."""
+    _readiness.update({name: 0 if ok else 1 for name, ok in outcomes.items()})
+
+
+def _readiness_failing(options: CallbackOptions) -> Iterable[Observation]:
+    return [Observation(failing, {"check": name}) for name, failing in _readiness.items()]
+
+
+meter.create_observable_gauge(
+    "poppy.readiness.failing",
+    callbacks=[_readiness_failing],
+    unit="{check}",
+    description="1 for each readiness check that failed at this process's last probe, else 0",
 )
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 from poppy_django.conf import poppy_settings
+from poppy_django.observe import metrics as app_metrics
 
 logger = logging.getLogger("poppy_django.observe")
 
@@ -74,8 +75,12 @@ def at_start() -> None:
 
 
 def configure_if_enabled() -> None:
+    """Configure when ``POPPY["OPENTELEMETRY"]`` says so; then start the counters' series at
+    zero under whichever SDK runs (this one, or ``opentelemetry-instrument``'s). Not at
+    import: what a counter records before a provider is set is lost."""
     if poppy_settings.OPENTELEMETRY:
         configure()
+    app_metrics.start_series()
 
 
 def configure() -> bool:

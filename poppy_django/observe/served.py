@@ -8,6 +8,7 @@ the middleware — is counted by the one code the caller saw, replayed proofs in
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -17,6 +18,20 @@ from django.http import HttpRequest, HttpResponseBase
 from opentelemetry.trace import SpanKind
 
 from poppy_django.observe import metrics, tracing
+
+#: The methods a label names as they are (HTTP's and PATCH, as OpenTelemetry's semantic
+#: conventions list them); any other is ``_OTHER``, so a client making methods up cannot add
+#: a series per request (uvicorn's parser passes any token through).
+KNOWN_METHODS = frozenset(
+    {"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE"}
+)
+#: The status recorded for a request whose client went away before its answer (a long-poll
+#: or a stream hung up): nginx's "client closed request", never a 5xx of the server's.
+CLIENT_CLOSED = 499
+
+
+def bounded_method(method: str | None) -> str:
+    return method if method in KNOWN_METHODS else "_OTHER"
 
 
 class Served:
@@ -47,18 +62,25 @@ def endpoint_request(request: HttpRequest) -> Iterator[Served]:
     """Measure one request of the conversation endpoint; the caller reports its answer."""
     served = Served()
     started = time.perf_counter()
-    method = request.method or "GET"
+    method = bounded_method(request.method)
+    gone = False
     with tracing.span("poppy.request", kind=SpanKind.SERVER) as span:
         try:
             yield served
+        except asyncio.CancelledError:
+            gone = True  # Django cancels the view when its client disconnects
+            raise
         finally:
             match = getattr(request, "resolver_match", None)
             route = (match.url_name if match is not None else None) or "unmatched"
             response = served.response
-            status = response.status_code if response is not None else 500
+            if response is not None:
+                status = response.status_code
+            else:
+                status = CLIENT_CLOSED if gone else 500
             code = refusal_code(response) if response is not None else None
             if span.is_recording():
-                span.update_name(f"{method} {route}")
+                span.update_name(f"{'HTTP' if method == '_OTHER' else method} {route}")
                 span.set_attributes(
                     {
                         "http.request.method": method,

@@ -29,6 +29,7 @@ def handoff_unavailable(
         raise PoppyError("not_waiting", "No handoff is waiting for a person.")
     guards.refuse_if_held_by_other(conversation, by)
     handoff.unavailable(conversation, reason, meta=guards.meta(request_id, by))
+    observe.moment("handoff_declined", None, conversation_id=conversation.id, by=by)
 
 
 @transaction.atomic

@@ -24,6 +24,7 @@ def _join_locked(
     conversation: Conversation, by: str, meta: dict[str, Any], *, previous: str = ""
 ) -> None:
     """``by`` holds the locked conversation from now on; the agent stays out until they leave."""
+    from_queue = conversation.status == Status.QUEUED
     conversation.assignee = by
     conversation.handoff_requested_at = None
     conversation.save(update_fields=["assignee", "handoff_requested_at", "updated_at"])
@@ -31,7 +32,13 @@ def _join_locked(
     if previous:
         desk_log.record(conversation, DeskEventKind.TOOK_OVER, by=by, other=previous, meta=meta)
         assigned_moment(conversation, previous=previous, by=by, how="took_over")
-    observe.moment("human_joined", signals.human_joined, conversation_id=conversation.id, by=by)
+    observe.moment(
+        "human_joined",
+        signals.human_joined,
+        conversation_id=conversation.id,
+        by=by,
+        from_queue=from_queue,
+    )
 
 
 @transaction.atomic

@@ -319,12 +319,16 @@ class Cluster:
         return url
 
     def worker(
-        self, name: str, app: str = "example_project", options: Sequence[str] = ()
+        self,
+        name: str,
+        app: str = "example_project",
+        options: Sequence[str] = (),
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start a Celery worker (solo pool: a kill takes the whole worker down).
 
         ``options``: more ``celery worker`` options, after the defaults so they win
-        (``["--pool=prefork", "--concurrency=2"]``).
+        (``["--pool=prefork", "--concurrency=2"]``); ``env``: overrides for it alone.
         """
         process = self._spawn(
             name,
@@ -346,6 +350,7 @@ class Cluster:
                 f"--loglevel={self.log_level.upper()}",
                 *options,
             ],
+            env,
         )
 
         def ready() -> bool:

@@ -1,7 +1,8 @@
 """The database's gauges when the database cannot answer them: the example project as shipped,
-its SDK on, before its migrations have run. Every collection reads each gauge, in every
-process; a failure is logged when it starts and when the gauges read again, not at each,
-nor at each collection where some gauges fail and others read."""
+its SDK on, before its migrations have run. Each process reads them off the collection,
+every interval (:mod:`poppy_django.observe.readings`); a failure is logged when it starts and
+when the gauges read again, not at each read. A collection returns at once whatever the
+reads do."""
 
 from __future__ import annotations
 
@@ -16,22 +17,25 @@ import django
 django.setup()
 from django.core.management import call_command
 from opentelemetry import metrics
+from poppy_django.observe.readings import reader
 
 provider = metrics.get_meter_provider()
+provider.force_flush()  # collects (the reading thread starts, its interval an hour)
 for _ in range(3):
-    provider.force_flush()
+    reader.read_all()
 call_command("migrate", verbosity=0)
-provider.force_flush()
+reader.read_all()
 print("read again", flush=True)
-# Then two of the four gauges fail while the other two read: one streak, not one a collection.
+# Then one of the reads fails (a column gone) while the others would pass: one streak.
 from django.db import connection
 with connection.cursor() as cursor:
     cursor.execute("ALTER TABLE poppy_django_conversation DROP COLUMN handoff_requested_at")
 for _ in range(3):
+    reader.read_all()
     provider.force_flush()
 print("collected")
 """
-FAILED = "could not read the"
+FAILED = "could not read the database's gauges"
 READ_AGAIN = "the database's gauges read again"
 
 
@@ -45,7 +49,7 @@ def test_a_failing_database_is_logged_once_a_streak(tmp_path: Path) -> None:
             "DJANGO_SETTINGS_MODULE": "example_project.settings",
             "DATABASE_URL": f"sqlite:///{tmp_path / 'unmigrated.sqlite3'}",
             "OTEL_METRICS_EXPORTER": "prometheus_multiprocess",
-            "OTEL_METRIC_EXPORT_INTERVAL": "3600000",  # only the script's collections
+            "OTEL_METRIC_EXPORT_INTERVAL": "3600000",  # only the script's reads
             "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
         },
         capture_output=True,
@@ -55,8 +59,8 @@ def test_a_failing_database_is_logged_once_a_streak(tmp_path: Path) -> None:
     )
     assert result.stdout.strip().endswith("collected")
     logged = result.stderr
-    # Three collections of four gauges each failed: one warning, with its cause; then one
-    # line when they read again; then three collections of two failing gauges: one warning.
+    # Three reads failed: one warning, with its cause; then one line when they read again;
+    # then three failing reads again: one warning.
     assert logged.count(FAILED) == 2, logged
     assert logged.count(READ_AGAIN) == 1, logged
     first, read_again, second = (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -26,6 +28,21 @@ class Command(BaseCommand):
             default=None,
             help="seconds since the latest heartbeat (default: POPPY['LEASE_SECONDS'])",
         )
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        """Answer, then end the process at once: its exit code is the probe's answer, and
+        nothing after it may hold it (the OpenTelemetry SDK's shutdown collects and exports
+        once more at exit; an exporter waiting on an unreachable collector would make a
+        healthy worker's probe time out and the worker be restarted)."""
+        code = 0
+        try:
+            super().run_from_argv(argv)
+        except SystemExit as exit_:  # a CommandError: its message already written
+            code = exit_.code if isinstance(exit_.code, int) else 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
 
     def handle(self, *args: Any, **options: Any) -> None:
         within = options["within"] or poppy_settings.LEASE_SECONDS
