@@ -367,7 +367,7 @@ def _answering_exceptions(handler: Handler, *, is_async: bool) -> Handler:
 def exception_response(request: HttpRequest, exc: Exception) -> HttpResponseBase:
     """What a middleware raised, as the wire's JSON error (:func:`wire_error_response`); an
     unexpected exception is also sent to ``got_request_exception``, as Django does."""
-    return wire_error_response(exc, request, report=True)
+    return wire_error_response(exc, request)
 
 
 #: The request attribute where :func:`_keep_exception` puts a view's unexpected exception.

@@ -60,14 +60,15 @@ class PoppyAPIException(exceptions.APIException):
 
 
 def wire_error_response(
-    exc: Exception, request: HttpRequest | Request | None = None, *, report: bool = False
+    exc: Exception, request: HttpRequest | Request | None = None
 ) -> HttpResponseBase:
     """``exc`` as the wire's JSON error; anything unexpected is logged and a ``500``, but
     the database or Redis out of reach is ``503 temporarily_unavailable`` naming it.
 
-    ``report`` also sends Django's ``got_request_exception`` for an unexpected exception, as
-    Django's handler does for what a middleware raises (error reporters listen to it); a
-    view's failures are logged only, as DRF's are.
+    An unexpected exception also goes to Django's ``got_request_exception``, as Django's
+    handler sends it for any exception a view or a middleware lets out (DRF lets a view's
+    out): error reporters listen to it (Sentry's Django integration captures the exception
+    being handled, with its stack), where the log line keeps only its withheld traceback.
     """
     if isinstance(exc, PoppyError | PoppyAPIException):
         return exc.response()
@@ -91,15 +92,14 @@ def wire_error_response(
         return error_response("invalid_request", host_refusal(exc))
     if isinstance(exc, SuspiciousOperation | BadRequest):
         return error_response("invalid_request")
-    django_request = cast(HttpRequest | None, request)
+    django_request = cast(HttpRequest | None, getattr(request, "_request", request))
     method, path = (
         (django_request.method, django_request.path) if django_request is not None else ("?", "?")
     )
     out_of_reach = unavailable(exc)
     if out_of_reach is not None:
         return unavailable_response(out_of_reach, exc)
-    if report:
-        got_request_exception.send(sender=None, request=django_request)
+    got_request_exception.send(sender=None, request=django_request)
     hint = server_error_description(exc)
     logger.error("poppy: %s %s failed%s", method, path, f": {hint}" if hint else "", exc_info=exc)
     return error_response("server_error", hint)

@@ -1,18 +1,27 @@
-"""Sentry's ``before_send`` with the app's redaction: no User text, no token, no proof.
+"""Sentry's ``before_send`` and ``before_send_transaction`` with the app's redaction: no User
+text, no token, no proof.
 
 An error event carries what the logs never do: the exception's message (which may quote a
 row, so a User's words), each frame's local variables, the request's body and headers
 (``Authorization: DPoP <token>``, ``DPoP: <proof>``), breadcrumbs' data. :func:`before_send`
 keeps what debugging needs — exception types, frames (file, function, line), the route, the
-status, the ids in the app's log lines — and drops or rewrites the rest, as
-:mod:`poppy_django.observe.redaction` does for logs::
+status, the request and trace ids the app's log lines carry (as tags) — and drops or
+rewrites the rest, as :mod:`poppy_django.observe.redaction` does for logs. A transaction
+(with tracing on, ``traces_sample_rate``) carries the request's headers too, and its spans'
+data: :func:`before_send_transaction` empties them the same way::
 
     sentry_sdk.init(
         dsn=...,
         before_send=poppy_django.observe.sentry.before_send,
+        before_send_transaction=poppy_django.observe.sentry.before_send_transaction,
+        send_default_pii=False,
         include_local_variables=False,
         max_request_body_size="never",
     )
+
+An endpoint request that fails unexpectedly answers ``500 server_error`` and sends Django's
+``got_request_exception``, which Sentry's Django integration captures: an event with the
+exception, its stack and the request id.
 
 (docs/operations.md#error-reporting; sentry-sdk is the deployment's dependency, not the app's:
 this module never imports it.)
@@ -22,7 +31,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from poppy_django.observe import tracing
 from poppy_django.observe.redaction import describe_failure
+from poppy_django.observe.request_id import request_id
 
 #: Request headers an event keeps: none that authenticates or identifies a caller.
 KEPT_HEADERS = frozenset({"Accept", "Content-Type", "Content-Length", "User-Agent", "Host"})
@@ -36,7 +47,36 @@ def before_send(event: dict[str, Any], hint: dict[str, Any]) -> dict[str, Any]:
         crumb.pop("data", None)  # an HTTP breadcrumb's URL and body, a query's parameters
     for key in ("extra", "user"):
         event.pop(key, None)
+    _ids(event)
     return event
+
+
+def before_send_transaction(event: dict[str, Any], hint: dict[str, Any]) -> dict[str, Any]:
+    """A transaction with its request's headers, body, cookies and query emptied, and its
+    spans' and breadcrumbs' data (an HTTP client span's URL and headers, a query's
+    parameters) dropped; the route, status, timings and ids stay."""
+    _request(event)
+    for span in event.get("spans") or []:
+        if isinstance(span, dict):
+            span.pop("data", None)
+    for crumb in (event.get("breadcrumbs") or {}).get("values", []):
+        crumb.pop("data", None)
+    for key in ("extra", "user"):
+        event.pop(key, None)
+    _ids(event)
+    return event
+
+
+def _ids(event: dict[str, Any]) -> None:
+    """The request and trace ids the app's log lines carry, as the event's tags: an event
+    found in Sentry leads to the request's log lines and its trace."""
+    tags = event.get("tags")
+    if not isinstance(tags, dict):
+        tags = event["tags"] = {}
+    if (current := request_id.get()) is not None:
+        tags.setdefault("request_id", current)
+    if (ids := tracing.current_ids()) is not None:
+        tags.setdefault("otel_trace_id", ids[0])
 
 
 def _exceptions(event: dict[str, Any], hint: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 from django.db import connection
+from django.test import Client
 
 from poppy_django.engine.executors import ThreadExecutor
 from poppy_django.models import Event
@@ -91,7 +92,9 @@ def assert_logged_without_the_text(records: Records, *expected: str) -> str:
 
 def test_a_database_error_while_recording_a_message(user_rows_refused, records) -> None:
     events = Event.objects.count()
-    response = PersonalAgent().start(f"Please use my {SECRET}")
+    agent = PersonalAgent()
+    agent.client = Client(raise_request_exception=False)  # it re-raises what is reported
+    response = agent.start(f"Please use my {SECRET}")
     assert response.status_code == 500
     assert response.json() == {"error": "server_error"}
     assert Event.objects.count() == events

@@ -28,7 +28,7 @@ _UNMIGRATED = f"""
 import json
 from django.test import Client
 from poppy_django.verifier.fake import fake_authorization
-answer = Client(HTTP_HOST="localhost").post(
+answer = Client(raise_request_exception=False, HTTP_HOST="localhost").post(
     "/poppy/conversations",
     data=json.dumps({{"message": {{"id": "m1", "sender": "agent", "text": "{SECRET}"}}}}),
     content_type="application/json",
