@@ -218,6 +218,11 @@ DEFAULTS: dict[str, Any] = {
     # True: each process installs the OpenTelemetry SDK at start-up as the standard OTEL_*
     # variables say (poppy_django.observe.sdk); False: the deployment does, or none runs.
     "OPENTELEMETRY": False,
+    # True: an endpoint request's W3C traceparent is its span's parent (the caller's trace
+    # goes on here, sampled as the caller said); False: the span starts a trace of its own,
+    # linked to the caller's. Personal agents are outside callers: they choose neither our
+    # trace ids nor which of our requests are sampled unless the deployment trusts them.
+    "TRUST_TRACEPARENT": False,
 }
 
 T = TypeVar("T")
@@ -492,6 +497,7 @@ class PoppySettings(TypedSettings):
     #: callable(model, input_tokens, output_tokens) -> float | None.
     METRICS_PATH = Setting(optional_text)
     OPENTELEMETRY = Setting(flag)
+    TRUST_TRACEPARENT = Setting(flag)
     MODEL_COST: Setting[Callable[[str, int, int], float | None] | None] = Setting(imported)
     TURN_TIMEOUT_SECONDS = Setting(number)
     TURN_MAX_ATTEMPTS = Setting(integer)

@@ -108,9 +108,13 @@ async def _run_one(running: Running, slot: TurnSlot, holder: leases.Holder) -> b
 
     True when its commit also ended the conversation's work (nothing left to claim).
     """
-    with tracing.span(
-        "poppy.turn", conversation_id=slot.conversation_id, turn_id=slot.turn_id
-    ) as span:
+    origin = slot.claimed.pending[0].meta if slot.claimed and slot.claimed.pending else {}
+    with (
+        tracing.taken_up(origin) as links,
+        tracing.span(
+            "poppy.turn", conversation_id=slot.conversation_id, turn_id=slot.turn_id, links=links
+        ) as span,
+    ):
         span.set_attribute("poppy.attempt", slot.attempt)
         return await _turn(running, slot, holder)
 

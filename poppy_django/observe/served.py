@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from django.http import HttpRequest, HttpResponseBase
 from opentelemetry.trace import SpanKind
 
+from poppy_django.conf import poppy_settings
 from poppy_django.observe import metrics, tracing
 
 #: The methods a label names as they are (HTTP's and PATCH, as OpenTelemetry's semantic
@@ -64,7 +65,8 @@ def endpoint_request(request: HttpRequest) -> Iterator[Served]:
     started = time.perf_counter()
     method = bounded_method(request.method)
     gone = False
-    with tracing.span("poppy.request", kind=SpanKind.SERVER) as span:
+    parent, links = tracing.incoming(request.headers, poppy_settings.TRUST_TRACEPARENT)
+    with tracing.span("poppy.request", kind=SpanKind.SERVER, context=parent, links=links) as span:
         try:
             yield served
         except asyncio.CancelledError:

@@ -22,6 +22,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from poppy_django.observe.request_id import request_id
 
@@ -70,11 +71,24 @@ def event(name: str, **fields: Any) -> None:
 
 
 @contextlib.contextmanager
-def span(name: str, *, kind: SpanKind = SpanKind.INTERNAL, **fields: Any) -> Iterator[trace.Span]:
+def span(
+    name: str,
+    *,
+    kind: SpanKind = SpanKind.INTERNAL,
+    context: otel_context.Context | None = None,
+    links: list[Link] | None = None,
+    **fields: Any,
+) -> Iterator[trace.Span]:
     """A span of the app's work, its attributes from ``fields`` (bounded, as for events);
-    an exception marks it failed by type only (its message may quote a User)."""
+    an exception marks it failed by type only (its message may quote a User). ``context``:
+    its parent's (the current one's by default); ``links``: spans it follows from."""
     with tracer.start_as_current_span(
-        name, kind=kind, record_exception=False, set_status_on_exception=False
+        name,
+        context=context,
+        kind=kind,
+        links=links,
+        record_exception=False,
+        set_status_on_exception=False,
     ) as current:
         if current.is_recording():
             current.set_attributes(_attributes(fields))
@@ -139,6 +153,59 @@ class Carried:
 
 def carried() -> Carried:
     return Carried(otel_context.get_current(), request_id.get())
+
+
+def incoming(
+    headers: Mapping[str, str], trusted: bool
+) -> tuple[otel_context.Context | None, list[Link]]:
+    """A request's W3C ``traceparent``, as the parent of its span (``trusted``) or as a link
+    from a trace of its own (otherwise): the parent context and the links to start it with.
+    Nothing to read (the common case costs one header lookup) without the header."""
+    if not headers.get("traceparent"):
+        return None, []
+    extracted = propagate.extract(headers)
+    caller = trace.get_current_span(extracted).get_span_context()
+    if not caller.is_valid:
+        return None, []
+    if trusted:
+        return extracted, []
+    # A root of our own: an empty context, not the current one (which has no span here).
+    return otel_context.Context(), [Link(caller)]
+
+
+#: The W3C propagator alone: what a message keeps of its request's trace (:func:`origin`).
+_W3C = TraceContextTextMapPropagator()
+
+
+def origin() -> dict[str, str]:
+    """The request id and W3C ``traceparent`` of the work being done now, for a message's
+    stored ``meta``: a turn taken up later, by another process, names them (:func:`taken_up`)."""
+    kept: dict[str, str] = {}
+    if (current := request_id.get()) is not None:
+        kept["request_id"] = current
+    _W3C.inject(kept)
+    return kept
+
+
+@contextlib.contextmanager
+def taken_up(meta: Mapping[str, Any]) -> Iterator[list[Link]]:
+    """Work resumed from a message's stored :func:`origin` (a turn the recovery sweep took
+    up, whose task's headers are gone): the message's request id for the block, where none
+    is current, and a link to the message's span, where the current trace is another."""
+    links: list[Link] = []
+    kept = {key: meta[key] for key in ("traceparent",) if isinstance(meta.get(key), str)}
+    if kept:
+        stored = trace.get_current_span(_W3C.extract(kept)).get_span_context()
+        current = trace.get_current_span().get_span_context()
+        if stored.is_valid and stored.trace_id != current.trace_id:
+            links.append(Link(stored))
+    sent = meta.get("request_id")
+    restored = request_id.set(sent) if isinstance(sent, str) and request_id.get() is None else None
+    try:
+        yield links
+    finally:
+        if restored is not None:
+            request_id.reset(restored)
 
 
 def link_to(trace_id: int, span_id: int) -> Link:

@@ -27,6 +27,7 @@ from poppy_django.models import (
     MessageReceipt,
     Status,
 )
+from poppy_django.observe import tracing
 from poppy_django.store import event_log
 from poppy_django.store.ownership import OWNER_FIELDS, check_owner, get_owned
 from poppy_django.store.wire import InboundMessage
@@ -153,7 +154,8 @@ def _record(
             conversation,
             EventType.MESSAGE,
             payload,
-            meta={"principal": principal.to_dict()},
+            # The request's ids: a turn the recovery sweep takes up later still names them.
+            meta={"principal": principal.to_dict(), **tracing.origin()},
             message_id=message.id,
             role="user",
         )

@@ -175,12 +175,15 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
 
 def test_a_worker_killed_mid_turn_shows_as_a_take_up(observed: tuple[Cluster, Received]) -> None:
     """The metrics of a crash: the dead worker's turn in flight is gone from the sum (it runs
-    nowhere), the survivor's take-up is counted, the turn is answered once."""
-    mp, _ = observed
+    nowhere), the survivor's take-up is counted, the turn is answered once; the survivor's
+    turn names the message's request id and links to its trace (the task that carried them
+    died with the worker)."""
+    mp, received = observed
     web = mp.web("web")
     mp.worker("doomed")
     pa = PersonalAgent()
-    conversation = pa.at(web).post("", pa.message("#slow please")).json()["conversation_id"]
+    started = pa.at(web).post("", pa.message("#slow please"))
+    conversation, request_id = started.json()["conversation_id"], started.headers["X-Request-ID"]
     stream = pa.at(web).stream(conversation)
     next(data for name, _, data in stream if name == "text-delta")  # mid-reply
     stream.close()
@@ -199,3 +202,16 @@ def test_a_worker_killed_mid_turn_shows_as_a_take_up(observed: tuple[Cluster, Re
     samples = eventually(counted, what="the turn answered by the survivor")
     assert value(samples, "poppy_leases_taken_up_total") == 1
     assert value(samples, "poppy_turns_total") == 1
+    finished = [line for line in mp.log("survivor").splitlines() if "turn_finished" in line]
+    assert finished and f"request_id={request_id}" in finished[-1], mp.log("survivor")
+
+    def taken_up_turn() -> ReceivedSpan | None:
+        with received.lock:
+            posted = [span for span in received.spans if span.name == "POST conversations"]
+            turns = [span for span in received.spans if span.name == "poppy.turn"]
+        traces = {span.trace_id for span in posted}
+        linked = [turn for turn in turns if {trace for trace, _ in turn.links} & traces]
+        return linked[0] if linked else None
+
+    turn = eventually(taken_up_turn, what="the survivor's turn linked to the POST's trace")
+    assert turn.trace_id not in {trace for trace, _ in turn.links}  # a trace of its own
