@@ -79,9 +79,7 @@ def _failing_request() -> tuple[str, str, str]:
 
 
 def _events(transport: Captured) -> list[dict[str, Any]]:
-    return [
-        json.loads(line) for line in transport.sent().splitlines() if line.startswith('{"')
-    ]
+    return [json.loads(line) for line in transport.sent().splitlines() if line.startswith('{"')]
 
 
 def test_events_carry_no_user_text_token_or_proof(sentry: Callable[..., Captured]) -> None:

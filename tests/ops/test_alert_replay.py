@@ -1,0 +1,47 @@
+"""tests/alert_replay.py, the bad-day campaign's alert column: a recording replayed to
+promtool names the alerts that fire and when, continued past its end as it was going."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.alert_replay import Recording, firing
+
+START = 1_780_000_000.0  # a Unix time, as the app's *_time_seconds gauges hold
+
+
+def _recorded(steps: int, redis_down_from: int | None) -> Recording:
+    recording = Recording(step=1.0)
+    for k in range(steps):
+        now = START + k
+        down = redis_down_from is not None and k >= redis_down_from
+        recording.times.append(now)
+        recording.scrapes.append(
+            {
+                'up{instance="web:8000",job="poppy-web"}': 1.0,
+                "poppy_engine_heartbeat_time_seconds": now - 0.5,
+                'poppy_gauges_read_time_seconds{source="database"}': now - 0.2,
+                'poppy_gauges_read_time_seconds{source="broker"}': (
+                    START + redis_down_from if down else now - 0.2
+                ),
+                'poppy_readiness_failing{check="database"}': 0.0,
+                'poppy_readiness_failing{check="redis"}': 1.0 if down else 0.0,
+                'poppy_turns_total{outcome="answered"}': float(k),
+                'poppy_turns_total{outcome="failed"}': 0.0,
+            }
+        )
+    return recording
+
+
+def test_a_healthy_run_fires_nothing(tmp_path: Path) -> None:
+    recording = _recorded(30, redis_down_from=None)
+    recording.save(tmp_path / "healthy.json")
+    assert firing(Recording.load(tmp_path / "healthy.json"), minutes_after=10) == {}
+
+
+def test_redis_stopped_fires_its_alerts_after_their_bounds() -> None:
+    fired = firing(_recorded(30, redis_down_from=20), minutes_after=10)
+    assert set(fired) == {"PoppyRedisUnreachable", "PoppyNotReady"}, fired
+    # Readiness failing from 20 s: its own alert after `for: 1m`, readiness's after 2m.
+    assert 80 <= fired["PoppyRedisUnreachable"] <= 95
+    assert 140 <= fired["PoppyNotReady"] <= 155
