@@ -82,7 +82,8 @@ def test_a_hung_database_freezes_no_metrics_no_heartbeat_and_no_probe(
                 timeout=60,
                 what="the worker's heartbeat exported while the database hangs",
             )
-            assert _database_read_at(samples) < hung_at
+            # (A read already answered when the server stopped may stamp its time just after.)
+            assert _database_read_at(samples) < hung_at + 1
             # The database's gauges keep their last values rather than vanishing.
             assert ("poppy_turns_past_bound", ()) in samples
 
@@ -96,6 +97,11 @@ def test_a_hung_database_freezes_no_metrics_no_heartbeat_and_no_probe(
             )
             assert probe.returncode == 0, probe.stderr
             assert "engine(s)" in probe.stdout
+            later = _scrape(web)
+            assert _heartbeat(later) > _heartbeat(samples)  # still exported...
+            # ...and the reads still stopped (each process's last one: the scrape shows the
+            # process that exported last).
+            assert _database_read_at(later) < hung_at + 1
 
         eventually(
             lambda: _database_read_at(_scrape(web)) > hung_at,

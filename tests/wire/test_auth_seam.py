@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.test import override_settings
+from django.test import Client, override_settings
 
 from poppy_django.verifier import AuthRefusal, Principal
 from tests.agents import PersonalAgent
@@ -123,7 +123,9 @@ def test_auth_happens_before_the_path_id_is_checked(seam):
 def test_a_verifier_that_crashes_is_a_json_500(seam):
     ANSWER["crash"] = True
     before = rows()
-    response = PersonalAgent().post("", {"message": {"id": "x", "sender": "agent", "text": "t"}})
+    agent = PersonalAgent()
+    agent.client = Client(raise_request_exception=False)  # it re-raises what is reported
+    response = agent.post("", {"message": {"id": "x", "sender": "agent", "text": "t"}})
     assert_error(response, 500, "server_error")
     assert rows() == before
 
