@@ -123,7 +123,15 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
     assert tokens_in == 10 * served["requests"]
     assert value(samples, "poppy_model_tokens_total", model="local", direction="output") > 0
     assert value(samples, "poppy_request_duration_seconds_count", route="messages") == 3
-    assert value(samples, "poppy_conversations", status="idle") == 2
+    # The database's gauges as of their last read (each interval, off the collection).
+    samples = eventually(
+        lambda: (
+            (found := scrape(web))
+            and value(found, "poppy_conversations", status="idle") == 2
+            and found
+        ),
+        what="the database's gauges read after the turns",
+    )
     assert value(samples, "poppy_handoffs_waiting") == 0
     assert value(samples, "poppy_engine_heartbeat_time_seconds") > 0
     assert not [key for key in samples if "conversation" in dict(key[1])]  # no id labels
