@@ -38,6 +38,14 @@ from poppy_django.staff import canned
 class ReadOnlyAdmin(admin.ModelAdmin):
     """The log is append-only: staff look, the service API writes."""
 
+    def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
+        """None (the admin's "does not exist") for an id holding U+0000, which no row's
+        text key holds and PostgreSQL refuses in a query with an error (a 500): a desk URL
+        with such an id matches no desk route and falls through to the change view here."""
+        if "\x00" in object_id:
+            return None
+        return super().get_object(request, object_id, from_field)
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 

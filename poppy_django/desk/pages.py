@@ -8,16 +8,18 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.admin import AdminSite
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import BadRequest
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from poppy_django import ids, service
 from poppy_django.conf import poppy_settings
-from poppy_django.desk import decisions, queue, routes, transcript, wording
+from poppy_django.desk import decisions, parameters, queue, routes, transcript, wording
 from poppy_django.desk.context import page_context
 from poppy_django.desk.permissions import desk_permission
 from poppy_django.desk.state import action_log, conversation_or_404, conversation_state
+from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, DeskEvent, Event
 
 
@@ -112,11 +114,21 @@ def _with_private(
     return [row for _, row in sorted(rows, key=lambda pair: pair[0])]
 
 
+@desk_permission
+def not_found(request: HttpRequest, rest: str, admin_site: AdminSite) -> HttpResponse:
+    """A desk URL no route takes (a conversation id holding U+0000, say): 404."""
+    raise Http404("No such page of the desk.")
+
+
 def _window_end(request: HttpRequest, conversation: Conversation, highlight: str) -> int | None:
-    """The seq the transcript page ends before: ``?before``, else past an older linked event."""
-    before = request.GET.get("before", "")
-    if before.isdigit():
-        return int(before)
+    """The seq the transcript page ends before: ``?before`` (a ``400`` page unless it is a
+    sequence number), else past an older linked event."""
+    try:
+        before = parameters.optional_sequence_number(request, "before", "a sequence number")
+    except PoppyError as error:
+        raise BadRequest(error.description) from None
+    if before is not None:
+        return before
     seq = ids.parse_cursor(conversation.id, highlight) if highlight else None
     if seq is not None and seq <= conversation.last_seq - transcript.EVENTS_PAGE:
         return seq + 1  # the linked event is older than the latest page: end the page on it

@@ -74,7 +74,15 @@ def sequence_number(request: HttpRequest, name: str, what: str) -> int:
     ASCII digits only, and no longer than a sequence number can be: ``str.isdigit`` also
     accepts "²" and "٣", and a 5,000-digit number is past what int() or the column take.
     """
-    value = request.GET.get(name, "0")
+    found = optional_sequence_number(request, name, what)
+    return 0 if found is None else found
+
+
+def optional_sequence_number(request: HttpRequest, name: str, what: str) -> int | None:
+    """:func:`sequence_number`, None when absent."""
+    value = request.GET.get(name)
+    if value is None:
+        return None
     if not SEQ.fullmatch(value):
         raise PoppyError("invalid_request", f"{name} must be {what}.")
     return int(value)

@@ -11,9 +11,29 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib.admin import AdminSite
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, register_converter
 
+from poppy_django import ids
 from poppy_django.desk import actions, feeds, pages, routes, streams
+
+
+class ConversationId:
+    """A path part that can be a conversation id (the wire's id alphabet, ``poppy_django.ids``).
+
+    Anything else (U+0000, which PostgreSQL refuses in text with an error, or any character
+    no id holds) matches no conversation's route: the desk's 404, never a query.
+    """
+
+    regex = ids.ID_PATTERN.pattern
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(ConversationId, "conversation_id")
 
 
 def desk_urls(admin_site: AdminSite) -> list[URLPattern]:
@@ -29,39 +49,42 @@ def desk_urls(admin_site: AdminSite) -> list[URLPattern]:
         path("desk/alerts.json", wrap(feeds.alerts_json), site, name=routes.ALERTS),
         path("desk/presence/", wrap(actions.presence), site, name=routes.PRESENCE),
         path(
-            "desk/<str:conversation_id>/",
+            "desk/<conversation_id:conversation_id>/",
             wrap(pages.conversation_page),
             site,
             name=routes.CONVERSATION,
         ),
         path(
-            "desk/<str:conversation_id>/events.json",
+            "desk/<conversation_id:conversation_id>/events.json",
             wrap(feeds.events_json),
             site,
             name=routes.EVENTS,
         ),
         path(
-            "desk/<str:conversation_id>/canned.json",
+            "desk/<conversation_id:conversation_id>/canned.json",
             wrap(feeds.canned_json),
             site,
             name=routes.CANNED,
         ),
         path(
-            "desk/<str:conversation_id>/stream/",
+            "desk/<conversation_id:conversation_id>/stream/",
             wrap(streams.conversation_stream),
             site,
             name=routes.CONVERSATION_STREAM,
         ),
         path(
-            "desk/<str:conversation_id>/action/<slug:name>/",
+            "desk/<conversation_id:conversation_id>/action/<slug:name>/",
             wrap(actions.action),
             site,
             name=routes.ACTION,
         ),
         path(
-            "desk/<str:conversation_id>/approvals/<int:record_id>/<slug:decision>/",
+            "desk/<conversation_id:conversation_id>/approvals/<int:record_id>/<slug:decision>/",
             wrap(actions.approval),
             site,
             name=routes.APPROVAL,
         ),
+        # Anything else under desk/ (an id no conversation has) is the desk's 404, never the
+        # Conversation admin's change view below, which would take it for an object id.
+        path("desk/<path:rest>", wrap(pages.not_found), site),
     ]

@@ -10,6 +10,7 @@ message too.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from django.db import transaction
@@ -17,6 +18,7 @@ from django.test import Client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from poppy_django import ids
 from poppy_django.models import Conversation
 from poppy_django.store import event_log
 from tests.desk.conftest import desk_url
@@ -95,5 +97,45 @@ def test_fuzz_events_json_after(desk: Client, name: str) -> None:
         assert (
             "events" in answer.json() if sequence else answer.json()["error"] == "invalid_request"
         )
+
+    case()
+
+
+def test_fuzz_the_transcript_pages_before(desk: Client) -> None:
+    """``?before=`` is a sequence number (ASCII digits, at most 18) or a ``400`` page: "²",
+    "٣" and a 5,000-digit number included (issue 51, R9)."""
+    conversation = Conversation.objects.create(
+        client_id="https://pa.example/c", user_id="u", agent_name="support"
+    )
+
+    @settings(settings.get_profile(PROFILE))
+    @given(before=st.text(max_size=30) | st.text("0123456789", min_size=19, max_size=5000))
+    def case(before: str) -> None:
+        page = desk.get(desk_url(conversation.id), {"before": before})
+        sequence = before.isascii() and before.isdigit() and len(before) <= 18
+        assert page.status_code == (200 if sequence else 400), before
+
+    case()
+
+
+def test_fuzz_any_conversation_id_in_a_desk_url_is_a_404(desk: Client) -> None:
+    """A path part that no conversation id can be (U+0000 and any character outside the
+    id alphabet, or too long) matches no desk route: 404 on every desk URL, never a query
+    (PostgreSQL refuses U+0000 with an error: a 500 before issue 51, R9)."""
+    tails = ["", "events.json", "canned.json", "stream/", "change/", "approvals/1/approve/"]
+
+    @settings(settings.get_profile(PROFILE))
+    @given(
+        conversation_id=texts(hostile=True, max_size=30).filter(
+            lambda value: not ids.is_valid_id(value) and "/" not in value
+        )
+        | st.just("cnv_" + "a" * 300),
+        tail=st.sampled_from(tails),
+    )
+    def case(conversation_id: str, tail: str) -> None:
+        quoted = quote(conversation_id.encode("utf-8", "surrogatepass"), safe="")
+        assert desk.get(desk_url(quoted, tail)).status_code == 404, conversation_id
+        action = desk.post(desk_url(quoted, "action/reply/"), data={})
+        assert action.status_code == 404, conversation_id
 
     case()
