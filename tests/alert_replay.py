@@ -4,8 +4,8 @@ A bad-day scenario lasts seconds to a minute in a test; the alerts wait minutes 
 three minutes without a read). So a run is recorded as it happens (:class:`Recorder`: every
 ``step`` seconds, one scrape of ``/metrics`` plus ``up`` for the target), then replayed to
 ``promtool test rules`` as input series, each **continued past the recording as it was going
-at its end** (a counter at its last rate, a heartbeat moving with the clock or stopped, a
-queue growing or still): "if the outage lasted, this alert fires after so long". The replay
+at its end** (a counter at its last rate, a heartbeat moving with the clock or stopped, any
+other gauge held): "if the outage lasted, this alert fires after so long". The replay
 (:func:`firing`) evaluates every alert at every step of the recording and the continuation,
 and answers the first time each was firing, counted from the start of the recording.
 
@@ -96,10 +96,11 @@ class Recorder:
     def _run(self) -> None:
         next_at = time.time()
         while not self._stop.is_set():
-            taken = scrape(self.url, timeout=self.recording.step)
-            self.recording.times.append(next_at)
+            started = time.time()  # a scrape's time is when it began, as Prometheus stamps it
+            taken = scrape(self.url, timeout=max(self.recording.step, 10.0))
+            self.recording.times.append(started)
             self.recording.scrapes.append(taken)
-            next_at += self.recording.step
+            next_at = max(next_at + self.recording.step, time.time())  # a slow scrape: no burst
             self._stop.wait(max(0.0, next_at - time.time()))
 
     @contextlib.contextmanager
@@ -117,25 +118,61 @@ def _format(value: float) -> str:
     return repr(round(value, 6))
 
 
+def on_grid(recording: Recording) -> list[Sample]:
+    """The scrapes at every ``step`` from the first: at each, the latest taken by then (a
+    scrape slower than the step leaves the one before standing, as Prometheus would read)."""
+    start, step = recording.times[0], recording.step
+    count = int((recording.times[-1] - start) / step) + 1
+    grid: list[Sample] = []
+    latest = 0
+    for k in range(count):
+        while latest + 1 < len(recording.times) and recording.times[latest + 1] <= start + k * step:
+            latest += 1
+        grid.append(recording.scrapes[latest])
+    return grid
+
+
+#: Counters' series (and histograms'): continued at their rate.
+_COUNTER = re.compile(r"^[a-z_]+_(total|count|sum|bucket)\b")
+#: Gauges whose value is a Unix time (a heartbeat, a read): continued with the clock while
+#: they moved, held while they did not.
+_CLOCK = re.compile(r"^[a-z_]+_time_seconds\b")
+#: Steps at the end of a recording that say how a series was going.
+_WINDOW = 10
+
+
+def _continued(name: str, recent: list[tuple[int, float]], step: float, extra: int) -> list[float]:
+    """``extra`` more values of a series from its last ones (index on the grid, value): a
+    counter at its rate over them, a clock with the clock if it moved at least half as fast
+    over them (else held: a heartbeat or a read that stopped), any other gauge held."""
+    (i0, v0), (i1, v1) = recent[0], recent[-1]
+    slope = (v1 - v0) / (i1 - i0) if i1 > i0 else 0.0
+    if _CLOCK.match(name):
+        slope = step if slope >= step / 2 else 0.0
+    elif not _COUNTER.match(name):
+        slope = 0.0
+    return [v1 + slope * (k + 1) for k in range(extra)]
+
+
 def input_series(recording: Recording, minutes_after: float) -> list[dict[str, str]]:
-    """promtool's input series: the recording, then each series continued at its last slope
-    (over the last ten steps) for ``minutes_after`` more minutes; '_' where it was absent."""
+    """promtool's input series: the recording on its grid (:func:`on_grid`), then each series
+    continued as it was going over its last steps (:func:`_continued`) for ``minutes_after``
+    more minutes; '_' where it was absent."""
     start = recording.times[0]
     extra = int(minutes_after * 60 / recording.step)
-    names = sorted({name for scrape_ in recording.scrapes for name in scrape_})
+    grid = on_grid(recording)
+    names = sorted({name for scrape_ in grid for name in scrape_})
     built = []
     for name in names:
-        shift = start if re.match(r"^[a-z_]+_time_seconds\b", name) else 0.0
-        values = [scrape_.get(name) for scrape_ in recording.scrapes]
+        shift = start if _CLOCK.match(name) else 0.0
+        values = [scrape_.get(name) for scrape_ in grid]
         present = [(i, v - shift) for i, v in enumerate(values) if v is not None]
         if not present:
             continue
         words = ["_" if v is None else _format(v - shift) for v in values]
         if values[-1] is not None:  # continued only if the series was there at the end
-            recent = present[-10:]
-            (i0, v0), (i1, v1) = recent[0], recent[-1]
-            slope = (v1 - v0) / (i1 - i0) if i1 > i0 else 0.0
-            words += [_format(v1 + slope * (k + 1)) for k in range(extra)]
+            recent = [(i, v) for i, v in present if i >= len(values) - 1 - _WINDOW]
+            words += [_format(v) for v in _continued(name, recent, recording.step, extra)]
         else:
             words += ["_"] * extra
         built.append({"series": name, "values": " ".join(words)})
@@ -171,7 +208,7 @@ def firing(
     """Each alert that fires, with the seconds from the recording's start to the first
     evaluation where it is firing (none for those that stay quiet)."""
     step = recording.step
-    steps = len(recording.scrapes) + int(minutes_after * 60 / step)
+    steps = len(on_grid(recording)) + int(minutes_after * 60 / step)
     every = max(1, int(15 / step))  # evaluate every 15 s (and at each step if longer)
     names = alert_names(rules)
     cases = [

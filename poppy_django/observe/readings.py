@@ -4,9 +4,10 @@ time they were read.
 A gauge whose callback queries the database makes every collection of the process wait on
 it: with PostgreSQL hung, a process's whole export stopped (its heartbeat and counters too),
 and a command's exit hung in the SDK's shutdown collection. So the reads run here instead,
-on one daemon thread per process (:class:`Reader`), every collection interval
+on daemon threads of each process (:class:`Reader`), every collection interval
 (``OTEL_METRIC_EXPORT_INTERVAL``); the gauges' callbacks return what the last read found
-and never wait. A read that hangs holds this thread only; the gauges keep their last values,
+and never wait. Each source reads on a thread of its own: a read that hangs holds that thread
+only (the database hung does not stop the broker's reads); its gauges keep their last values,
 and ``poppy.gauges.read_time`` (when each source last read, Unix time) stops moving, which
 is what the alerts on a database or Redis out of reach look at.
 
@@ -52,16 +53,17 @@ class Source:
 
 
 class Reader:
-    """Reads each source every :func:`interval` seconds on a daemon thread of this process."""
+    """Reads each source every :func:`interval` seconds on a daemon thread of its own."""
 
     def __init__(self) -> None:
         self.sources: dict[str, Source] = {}
         self._lock = threading.Lock()
-        self._reading = threading.Lock()  # one read at a time: the thread's, or a caller's
+        self._reading: dict[str, threading.Lock] = {}  # a source's thread's read, or a caller's
         self._pid: int | None = None
 
     def add(self, name: str, read: Callable[[], dict[str, Any]]) -> None:
         self.sources[name] = Source(name, read)
+        self._reading[name] = threading.Lock()
 
     def ensure_running(self) -> None:
         """Start this process's reading thread unless it runs (called at each collection)."""
@@ -74,18 +76,26 @@ class Reader:
             now = time.time()
             for source in self.sources.values():  # a forked child starts its own clock
                 source.read_at, source.failing_since = now, None
-            threading.Thread(target=self._run, name="poppy-gauges", daemon=True).start()
+                threading.Thread(
+                    target=self._run,
+                    args=(source,),
+                    name=f"poppy-gauges-{source.name}",
+                    daemon=True,
+                ).start()
 
-    def _run(self) -> None:
+    def _run(self, source: Source) -> None:
         while True:
-            self.read_all()
+            self.read(source)
             time.sleep(interval())
 
+    def read(self, source: Source) -> None:
+        with self._reading[source.name]:
+            self._read(source)
+
     def read_all(self) -> None:
-        """Read every source now (the thread's work; tests call it to read at a known time)."""
-        with self._reading:
-            for source in list(self.sources.values()):
-                self._read(source)
+        """Read every source now, one after the other (tests call it to read at a known time)."""
+        for source in list(self.sources.values()):
+            self.read(source)
 
     def _read(self, source: Source) -> None:
         try:

@@ -5,6 +5,9 @@ or hang.
 The connection burst: staff with the desk open and bursts of readiness probes leave each
 process within its pool's bound, with no answer 5xx; a request that gets no connection in
 time is a 503 with ``Retry-After`` (JSON for a script, a page for a person), never a 500.
+
+Each scenario's alert column: ``/metrics`` recorded through it and replayed to promtool with
+the deployment's rules (tests/alert_replay.py), each series continued as it was going.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import psycopg
 import pytest
 
 from tests import private_postgres
+from tests.alert_replay import Recorder, firing
 from tests.multiprocess import burst
 from tests.multiprocess.cluster import Cluster
 from tests.waiting import eventually
@@ -33,7 +37,13 @@ MAX_SIZE = 10
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One deployment on a private PostgreSQL server: six desk staff, a worker."""
     with private_postgres.running() as server:
-        cluster = Cluster(Path(tmp_path_factory.mktemp("bad-day")), pg_port=server.port)
+        folder = Path(tmp_path_factory.mktemp("bad-day"))
+        metrics = {
+            "OTEL_METRICS_EXPORTER": "prometheus_multiprocess",
+            "OTEL_METRIC_EXPORT_INTERVAL": "1000",
+            "PROMETHEUS_MULTIPROC_DIR": str(folder / "metrics"),
+        }
+        cluster = Cluster(folder, pg_port=server.port, env=metrics)
         cluster.create()
         try:
             burst.add_staff(cluster, STAFF)
@@ -45,8 +55,20 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def test_the_burst_keeps_each_process_within_its_pool(site: Cluster) -> None:
     web = site.web("web")
-    figures = burst.run(site, web, STAFF, seconds=12, probes=25, every=2.0)
+    recorder = Recorder(f"{web}/metrics", step=1.0)
+    with recorder.running():
+        figures = burst.run(site, web, STAFF, seconds=12, probes=25, every=2.0)
     seen = figures.as_json()
+    # The burst pages no one about a dependency or a process, were it to last.
+    fired = firing(recorder.recording, minutes_after=10)
+    print(f"\nthe burst: alerts fired (seconds from its start): {fired}")
+    assert not set(fired) & {
+        "PoppyDatabaseUnreachable",
+        "PoppyRedisUnreachable",
+        "PoppyNoWorkerHeartbeat",
+        "PoppyTargetDown",
+        "PoppyServerErrors",
+    }, fired
     assert figures.samples > 10, seen
     assert figures.answers[("readiness", 200)] > 0, seen
     assert figures.answers[("desk rows", 200)] > 0, seen

@@ -3,7 +3,12 @@ shipped, its SDK on: the processes go on exporting their metrics (the database's
 read off the collection, and keep their last values with the time they were read), the
 worker's heartbeat stays fresh, and ``manage.py poppy_worker_probe`` answers and exits.
 Before it, a message sent while no worker runs waits in the broker's queue, and the queue's
-depth says so until a worker takes it."""
+depth says so until a worker takes it.
+
+The alerts, replayed by promtool on the series scraped while the database hung
+(tests/alert_replay.py): ``PoppyDatabaseUnreachable`` fires, after its bound, and nothing
+else — ``PoppyNoWorkerHeartbeat`` above all (it fired falsely when a hung database froze
+every process's export)."""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests import private_postgres
 from tests.agents import PersonalAgent
+from tests.alert_replay import Recorder, firing
 from tests.multiprocess.cluster import ROOT, Cluster
 from tests.waiting import eventually
 
@@ -73,7 +79,8 @@ def test_a_hung_database_freezes_no_metrics_no_heartbeat_and_no_probe(
             what="the gauges read and the heartbeat exported",
         )
 
-        with server.hung():
+        recorder = Recorder(f"{web}/metrics", step=0.5)
+        with server.hung(), recorder.running():
             hung_at = time.time()
             # Each process exports on: its heartbeat gauge moves past the hang, read from
             # a file written after it, while the database's reads stay before it.
@@ -102,6 +109,13 @@ def test_a_hung_database_freezes_no_metrics_no_heartbeat_and_no_probe(
             # ...and the reads still stopped (each process's last one: the scrape shows the
             # process that exported last).
             assert _database_read_at(later) < hung_at + 1
+
+        # Were the database to stay hung: the one alert, within its bound (three minutes
+        # without a read, then one minute pending), counted from the hang.
+        fired = firing(recorder.recording, minutes_after=10)
+        assert set(fired) == {"PoppyDatabaseUnreachable"}, fired
+        assert 180 <= fired["PoppyDatabaseUnreachable"] <= 270, fired
+        print(f"\nPostgreSQL hung: alerts fired (seconds from the hang): {fired}")
 
         eventually(
             lambda: _database_read_at(_scrape(web)) > hung_at,
