@@ -573,6 +573,18 @@ def debug_configured() -> bool:
     return getattr(importlib.import_module(module), "DEBUG", False) is True
 
 
+def in_test_run() -> bool:
+    """Whether this process runs a test suite (Django's runner, pytest-django).
+
+    Both call Django's ``setup_test_environment``, which gives ``django.core.mail`` the
+    ``outbox`` its documentation describes for tests, and ``teardown_test_environment`` takes
+    it away again: the one public mark a test run leaves.
+    """
+    from django.core import mail
+
+    return hasattr(mail, "outbox")
+
+
 def organization_name() -> str:
     """The company's name for pages and mails a person reads (``DISCOVERY["ORGANIZATION"]``'s
     ``name``), or "this company" where the project set none."""

@@ -7,36 +7,42 @@ Three levels, each usable in Django's ``TestCase`` (rolled back with the test) a
 - a conversation as a personal agent has it, through Django's test client:
   :class:`PersonalAgentClient` (signed out, or signed in with scopes) sends a message, the
   turn is answered inline on the test's thread and database connection, and the reply,
-  its actions and the events are there to assert;
+  its actions and the events are there to assert; :class:`AsyncPersonalAgentClient` is the
+  same for ``async def`` tests, over Django's ``AsyncClient``;
 - a test's own model for those turns: ``answer_turns(model=...)`` or
   ``PersonalAgentClient(model=...)`` takes a pydantic-ai model (``TestModel``,
   ``FunctionModel``) or any turn model, in place of ``POPPY["MODEL"]``.
 
 :func:`poppy_test_settings` is the ``override_settings`` these need: the fake verifier
 (which trusts the test client's ``PoppyFake`` header) and :class:`InlineExecutor` (turns wait
-for the test instead of running on the engine's own threads and connections).
+for the test instead of running on the engine's own threads and connections). In a test run
+the app starts no background loop of its own (the recovery sweep) unless a test asks:
+:func:`background_loops`. pytest-django's fixtures are in :mod:`poppy_django.pytest_plugin`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import itertools
 import json
 import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS
-from django.test import Client, TestCase, override_settings
+from django.test import AsyncClient, Client, TestCase, override_settings
 
 from poppy_django.agent.model_api import AsyncTurnModel, TurnModel
 from poppy_django.agent.model_choice import model_in_use
 from poppy_django.agent.runtime import resolve_actor, roles_of
 from poppy_django.agent.tools import Tool, ToolContext
 from poppy_django.conf import endpoint_prefix
+from poppy_django.engine.executors import background_loops
 from poppy_django.engine.inline import answer_inline
 from poppy_django.verifier import Principal
 from poppy_django.verifier.fake import fake_authorization
@@ -74,6 +80,12 @@ class InlineExecutor:
     ``TestCase`` would never see (nor roll back) what they write, and SQLite would refuse
     them while the test holds its write lock.
     """
+
+    #: Turns are answered when the test asks, on its thread: a conversation is noted as soon
+    #: as its message is written (not once committed), and the endpoint's requests do their
+    #: database work on the request's own thread (the test's, in Django's async tests), so
+    #: what the test writes and reads is in its transaction.
+    inline: ClassVar[bool] = True
 
     _pending: ClassVar[list[str]] = []
     _lock: ClassVar[threading.Lock] = threading.Lock()
@@ -118,15 +130,23 @@ def answer_turns(*, model: Any = None) -> dict[str, list[str]]:
 
     Returns the conversations answered, each with the pieces of text its model wrote.
     ``model``: a test's model for these turns instead of the settings' (a pydantic-ai model
-    such as ``TestModel`` or ``FunctionModel``, or a turn model). A message is dispatched
-    when its transaction commits, which a ``TestCase``'s never does: post it inside
-    ``self.captureOnCommitCallbacks(execute=True)`` (:class:`PersonalAgentClient` does).
+    such as ``TestModel`` or ``FunctionModel``, or a turn model). Under
+    :func:`poppy_test_settings` a message's conversation waits here from the moment it is
+    written, committed or not (a ``TestCase``'s transaction never commits). In an
+    ``async def`` test, ``await aanswer_turns()``.
     """
+    _not_in_an_event_loop("answer_turns")
+    return async_to_sync(aanswer_turns)(model=model)
+
+
+async def aanswer_turns(*, model: Any = None) -> dict[str, list[str]]:
+    """:func:`answer_turns` for ``async def`` tests: the turns' database work runs where the
+    test's thread-sensitive work does (the test's thread, in Django's async tests)."""
     answered: dict[str, list[str]] = {}
     with _model(model):
         while pending := InlineExecutor.take_pending():
             for conversation_id in pending:
-                written = answer_inline(conversation_id).deltas_written
+                written = (await answer_inline(conversation_id)).deltas_written
                 answered.setdefault(conversation_id, []).extend(text for _, _, text in written)
     return answered
 
@@ -161,16 +181,20 @@ def tool_context(
 
 def call_tool(tool: Tool, ctx: ToolContext | None = None, /, **arguments: Any) -> Any:
     """Call a tool as a turn would: arguments validated, ``async def`` tools awaited."""
-    ctx = ctx or tool_context()
+    _not_in_an_event_loop("call_tool")
+    return async_to_sync(acall_tool)(tool, ctx, **arguments)
+
+
+async def acall_tool(tool: Tool, ctx: ToolContext | None = None, /, **arguments: Any) -> Any:
+    """:func:`call_tool` for ``async def`` tests: a sync tool runs where the test's
+    thread-sensitive work does (its database connection), an ``async def`` one is awaited."""
+    if ctx is None:
+        ctx = await sync_to_async(tool_context)()
     validated = tool.validate(arguments)
-    result = tool.function(ctx, **validated)
-    if hasattr(result, "__await__"):
-        return async_to_sync(_awaited)(result)
-    return result
-
-
-async def _awaited(awaitable: Any) -> Any:
-    return await awaitable
+    if inspect.iscoroutinefunction(tool.function):
+        return await tool.function(ctx, **validated)
+    result = await sync_to_async(tool.function)(ctx, **validated)
+    return await result if inspect.isawaitable(result) else result
 
 
 @dataclass
@@ -219,12 +243,82 @@ class Reply:
         return states[-1]["status"] if states else None
 
 
-class PersonalAgentClient:
+class _PersonalAgent:
+    """What both clients share: whom the personal agent acts for, its credentials, and the
+    conversation it continues."""
+
+    def __init__(
+        self,
+        *,
+        account_id: str | None = None,
+        scopes: Iterable[str] = (),
+        client_id: str = DEFAULT_CLIENT_ID,
+        user_id: str | None = None,
+        model: Any = None,
+        using: str = DEFAULT_DB_ALIAS,
+    ) -> None:
+        self.using = using
+        self.account_id = account_id
+        self.scopes = tuple(scopes)
+        self.client_id = client_id
+        self.user_id = user_id or f"user-{next(_ids)}"
+        self.model = model
+        self.conversation_id: str | None = None
+
+    def _identity(self) -> dict[str, Any]:
+        """Who this agent is, for the same User signed in (:meth:`signed_in`)."""
+        return {
+            "client_id": self.client_id,
+            "user_id": self.user_id,
+            "model": self.model,
+            "using": self.using,
+        }
+
+    def headers(self) -> dict[str, str]:
+        """The request headers of this agent's credentials (for your own requests)."""
+        return {
+            "Authorization": fake_authorization(
+                self.client_id, self.user_id, account_id=self.account_id, scopes=self.scopes
+            )
+        }
+
+    def _message(
+        self, text: str | None, message_id: str | None, message: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """Where a message goes (a new conversation, or this one's) and its body."""
+        body = {
+            "message": {
+                "id": message_id or f"msg-{next(_ids)}",
+                "sender": "agent",
+                **({"text": text} if text is not None else {}),
+                **message,
+            }
+        }
+        return (f"/{self.conversation_id}/messages" if self.conversation_id else ""), body
+
+    def _posted(self, response: Any) -> Reply:
+        """The POST's answer, the conversation kept for the next message."""
+        answer = _json(response)
+        if response.status_code in (201, 202):
+            self.conversation_id = answer.get("conversation_id", self.conversation_id)
+        return Reply(response.status_code, answer, self.conversation_id)
+
+
+def _events_page(response: Any, found: list[dict[str, Any]]) -> str | None:
+    """Add one JSON read's events to ``found``; the next page's query, or None at the end."""
+    assert response.status_code == 200, response.content
+    page = response.json()
+    found.extend(page["events"])
+    return f"?cursor={page['cursor']}" if page["has_more"] else None
+
+
+class PersonalAgentClient(_PersonalAgent):
     """A personal agent acting for one User, over Django's test client.
 
     Signed out by default; ``account_id`` (and ``scopes``) signs the User in. Each
     :meth:`send` posts a message (starting a conversation, then continuing it), answers the
     turn inline and reads the events, under :func:`poppy_test_settings` (or equivalent).
+    In an ``async def`` test, use :class:`AsyncPersonalAgentClient`.
     """
 
     def __init__(
@@ -238,43 +332,31 @@ class PersonalAgentClient:
         client: Client | None = None,
         using: str = DEFAULT_DB_ALIAS,
     ) -> None:
-        self.using = using
-        self.account_id = account_id
-        self.scopes = tuple(scopes)
-        self.client_id = client_id
-        self.user_id = user_id or f"user-{next(_ids)}"
-        self.model = model
+        super().__init__(
+            account_id=account_id,
+            scopes=scopes,
+            client_id=client_id,
+            user_id=user_id,
+            model=model,
+            using=using,
+        )
         self.client = client or Client()
-        self.conversation_id: str | None = None
 
     def signed_in(self, account_id: str, scopes: Iterable[str] = ()) -> PersonalAgentClient:
         """The same User in the same conversation, signed in (a new token)."""
         other = PersonalAgentClient(
-            account_id=account_id,
-            scopes=scopes,
-            client_id=self.client_id,
-            user_id=self.user_id,
-            model=self.model,
-            client=self.client,
-            using=self.using,
+            account_id=account_id, scopes=scopes, client=self.client, **self._identity()
         )
         other.conversation_id = self.conversation_id
         return other
 
-    def headers(self) -> dict[str, str]:
-        """The request headers of this agent's credentials (for your own requests)."""
-        return {
-            "Authorization": fake_authorization(
-                self.client_id, self.user_id, account_id=self.account_id, scopes=self.scopes
-            )
-        }
-
     def post(self, path: str, body: dict[str, Any]) -> Any:
         """``POST`` JSON to the endpoint's ``path`` (``""``, ``"/<id>/messages"``, ...).
 
-        What the request leaves to do once committed (a turn's dispatch) runs as it returns,
+        What the request leaves to do once committed (signals, wake-ups) runs as it returns,
         in a ``TestCase`` too (whose transaction never commits).
         """
+        _not_in_an_event_loop("PersonalAgentClient")
         with TestCase.captureOnCommitCallbacks(using=self.using, execute=True):
             return self.client.post(
                 endpoint_prefix() + path,
@@ -284,31 +366,18 @@ class PersonalAgentClient:
             )
 
     def get(self, path: str) -> Any:
+        _not_in_an_event_loop("PersonalAgentClient")
         return self.client.get(endpoint_prefix() + path, headers=self.headers())
 
     def send(
         self, text: str | None = None, *, message_id: str | None = None, **message: Any
     ) -> Reply:
         """Send a message (``text``, ``data``, ``context``), answer its turn, read the events."""
-        body = {
-            "message": {
-                "id": message_id or f"msg-{next(_ids)}",
-                "sender": "agent",
-                **({"text": text} if text is not None else {}),
-                **message,
-            }
-        }
-        path = f"/{self.conversation_id}/messages" if self.conversation_id else ""
-        response = self.post(path, body)
-        answer = _json(response)
-        if response.status_code in (201, 202):
-            self.conversation_id = answer.get("conversation_id", self.conversation_id)
-        reply = Reply(response.status_code, answer, self.conversation_id)
-        if response.status_code not in (201, 202):
-            return reply
-        deltas = self._answer()
-        reply.events = self.events()
-        reply.deltas = deltas
+        path, body = self._message(text, message_id, message)
+        reply = self._posted(self.post(path, body))
+        if reply.status_code in (201, 202):
+            reply.deltas = answer_turns(model=self.model).get(self.conversation_id or "", [])
+            reply.events = self.events()
         return reply
 
     def handoff(self) -> Any:
@@ -321,19 +390,119 @@ class PersonalAgentClient:
     def events(self) -> list[dict[str, Any]]:
         """Every event of the conversation so far (JSON reads from the start)."""
         found: list[dict[str, Any]] = []
-        cursor = ""
-        while True:
-            response = self.get(f"/{self.conversation_id}/events{cursor}")
-            assert response.status_code == 200, response.content
-            page = response.json()
-            found.extend(page["events"])
-            if not page["has_more"]:
-                return found
-            cursor = f"?cursor={page['cursor']}"
+        query: str | None = ""
+        while query is not None:
+            query = _events_page(self.get(f"/{self.conversation_id}/events{query}"), found)
+        return found
 
-    def _answer(self) -> list[str]:
-        answered = answer_turns(model=self.model)
-        return answered.get(self.conversation_id or "", [])
+
+class AsyncPersonalAgentClient(_PersonalAgent):
+    """:class:`PersonalAgentClient` for ``async def`` tests, over Django's ``AsyncClient``:
+    the same arguments, and its methods are awaited (``reply = await agent.send("hi")``).
+
+    In a Django ``TestCase`` or ``TransactionTestCase`` (``manage.py test`` and pytest-django
+    alike), the requests' database work and the turns run on the test's thread and
+    connection, as the sync client's do: rolled back with a ``TestCase``, and no other
+    connection left open. In a pytest function (``anyio`` or ``pytest-asyncio``), use
+    pytest-django's ``transactional_db`` (the plugin's ``async_personal_agent`` fixture does).
+    """
+
+    def __init__(
+        self,
+        *,
+        account_id: str | None = None,
+        scopes: Iterable[str] = (),
+        client_id: str = DEFAULT_CLIENT_ID,
+        user_id: str | None = None,
+        model: Any = None,
+        client: AsyncClient | None = None,
+        using: str = DEFAULT_DB_ALIAS,
+    ) -> None:
+        super().__init__(
+            account_id=account_id,
+            scopes=scopes,
+            client_id=client_id,
+            user_id=user_id,
+            model=model,
+            using=using,
+        )
+        self.client = client or AsyncClient()
+
+    def signed_in(self, account_id: str, scopes: Iterable[str] = ()) -> AsyncPersonalAgentClient:
+        """The same User in the same conversation, signed in (a new token)."""
+        other = AsyncPersonalAgentClient(
+            account_id=account_id, scopes=scopes, client=self.client, **self._identity()
+        )
+        other.conversation_id = self.conversation_id
+        return other
+
+    async def post(self, path: str, body: dict[str, Any]) -> Any:
+        """``POST`` JSON to the endpoint's ``path``; what it leaves to do once committed
+        runs as it returns (as :meth:`PersonalAgentClient.post`)."""
+        async with _committed_callbacks_run(self.using):
+            return await self.client.post(
+                endpoint_prefix() + path,
+                json.dumps(body),
+                content_type="application/json",
+                headers=self.headers(),
+            )
+
+    async def get(self, path: str) -> Any:
+        return await self.client.get(endpoint_prefix() + path, headers=self.headers())
+
+    async def send(
+        self, text: str | None = None, *, message_id: str | None = None, **message: Any
+    ) -> Reply:
+        """Send a message (``text``, ``data``, ``context``), answer its turn, read the events."""
+        path, body = self._message(text, message_id, message)
+        reply = self._posted(await self.post(path, body))
+        if reply.status_code in (201, 202):
+            answered = await aanswer_turns(model=self.model)
+            reply.deltas = answered.get(self.conversation_id or "", [])
+            reply.events = await self.events()
+        return reply
+
+    async def handoff(self) -> Any:
+        """Ask for a person (``POST …/handoff``)."""
+        return await self.post(f"/{self.conversation_id}/handoff", {})
+
+    async def close(self) -> Any:
+        return await self.post(f"/{self.conversation_id}/close", {})
+
+    async def events(self) -> list[dict[str, Any]]:
+        """Every event of the conversation so far (JSON reads from the start)."""
+        found: list[dict[str, Any]] = []
+        query: str | None = ""
+        while query is not None:
+            query = _events_page(await self.get(f"/{self.conversation_id}/events{query}"), found)
+        return found
+
+
+@asynccontextmanager
+async def _committed_callbacks_run(using: str) -> AsyncIterator[None]:
+    """``TestCase.captureOnCommitCallbacks(execute=True)`` around an awaited request, entered
+    and left where the request's database work runs (the test's thread)."""
+    capture = TestCase.captureOnCommitCallbacks(using=using, execute=True)
+    await sync_to_async(capture.__enter__)()
+    try:
+        yield
+    except BaseException as exc:
+        if not await sync_to_async(capture.__exit__)(type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        await sync_to_async(capture.__exit__)(None, None, None)
+
+
+def _not_in_an_event_loop(what: str) -> None:
+    """The sync kit inside an ``async def`` test: say which async counterpart to await."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(
+        f"{what} is for sync tests: in an async def test, await its async counterpart "
+        "(AsyncPersonalAgentClient, aanswer_turns, acall_tool)."
+    )
 
 
 def _json(response: Any) -> dict[str, Any]:
@@ -347,10 +516,14 @@ def _json(response: Any) -> dict[str, Any]:
 __all__ = [
     "FAKE_VERIFIER",
     "INLINE_EXECUTOR",
+    "AsyncPersonalAgentClient",
     "InlineExecutor",
     "PersonalAgentClient",
     "Reply",
+    "aanswer_turns",
+    "acall_tool",
     "answer_turns",
+    "background_loops",
     "call_tool",
     "poppy_test_settings",
     "tool_context",

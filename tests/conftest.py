@@ -16,13 +16,16 @@ import pytest
 
 from poppy_django.api import wire_errors
 from poppy_django.api.throttling import PoppyRateThrottle
-from poppy_django.engine.executors import ThreadExecutor
+from poppy_django.engine.executors import ThreadExecutor, background_loops
 from poppy_django.observe.streaks import Streaks
 from tests import fast_flush
 from tests.agents import PersonalAgent
 from tests.waiting import Clock
 
 fast_flush.install()
+
+#: The test kit's pytest-django fixtures, as an adopter's conftest.py names them.
+pytest_plugins = ["poppy_django.pytest_plugin"]
 
 
 @pytest.fixture
@@ -59,6 +62,14 @@ def throttle_clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     clock = Clock(time.time() // 3600 * 3600 + 1)
     monkeypatch.setattr(PoppyRateThrottle, "timer", clock)
     return clock
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _background_loops() -> Iterator[None]:
+    """The suite tests the app as it runs outside tests: its recovery sweep starts with the
+    engine (an adopter's test run starts none unless a test asks: tests/testing)."""
+    with background_loops():
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,19 @@ from poppy_django.engine.broker_health import health
 from poppy_django.observe import metrics, tracing
 
 
+def executor_is_inline() -> bool:
+    """Whether turns are answered when a test asks, on the test's thread: the test kit's
+    ``InlineExecutor`` (``inline = True``)."""
+    return getattr(poppy_settings.EXECUTOR, "inline", False) is True
+
+
 def dispatch_on_commit(conversation_id: str) -> None:
-    """Hand the conversation to the configured executor once the transaction commits."""
+    """Hand the conversation to the configured executor once the transaction commits.
+
+    The test kit's inline executor is handed it at once: it only notes the conversation,
+    which the test answers when it asks, inside the test's own transaction (a ``TestCase``'s
+    never commits, and in an ``async def`` test Django captures no on-commit callback).
+    """
 
     def dispatch() -> None:
         try:
@@ -29,4 +40,7 @@ def dispatch_on_commit(conversation_id: str) -> None:
         else:
             health.succeeded()
 
-    transaction.on_commit(dispatch)
+    if executor_is_inline():
+        dispatch()
+    else:
+        transaction.on_commit(dispatch)

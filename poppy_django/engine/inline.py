@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import sync_to_async
 
 from poppy_django.engine import leases
 from poppy_django.engine.heartbeat import Heartbeat
@@ -56,10 +56,11 @@ class InlineEngine(Engine):
         return None
 
 
-def answer_inline(conversation_id: str) -> InlineEngine:
-    """Answer everything unanswered in the conversation now, on this thread; returns the
-    engine used (its ``deltas_written``). Never call it from a running event loop."""
+async def answer_inline(conversation_id: str) -> InlineEngine:
+    """Answer everything unanswered in the conversation now; returns the engine used (its
+    ``deltas_written``). Its blocking work runs on the thread of the caller's thread-sensitive
+    work: under ``async_to_sync`` from a test, the test's thread and its connection."""
     engine = InlineEngine()
     with engine_here(engine):
-        async_to_sync(answer)(engine, conversation_id)
+        await answer(engine, conversation_id)
     return engine
