@@ -17,13 +17,14 @@ class PoppyDjangoConfig(AppConfig):
 
         # Here, not at the top: Django imports this module before the models are ready.
         from poppy_django import checks, handoff, observe
+        from poppy_django.asgi import PoppyBodyLimit
         from poppy_django.desk import seams as desk
         from poppy_django.engine import executors, recovery
         from poppy_django.mcp import seams as mcp
         from poppy_django.observe import sdk
         from poppy_django.operations import seams as operations
 
-        checks.register()
+        checks.register(body_limit=PoppyBodyLimit)
         desk.register()
         mcp.register()
         operations.register()

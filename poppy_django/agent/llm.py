@@ -24,16 +24,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import functools
 import json
 import weakref
 from collections.abc import AsyncIterable
 from itertools import groupby
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 from pydantic_ai import Agent, ModelRetry, RunContext
 from pydantic_ai import Tool as PydanticTool
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
     AgentStreamEvent,
     ModelMessage,
@@ -47,7 +49,7 @@ from pydantic_ai.messages import (
     TextPartDelta,
     UserPromptPart,
 )
-from pydantic_ai.models import Model, infer_model
+from pydantic_ai.models import KnownModelName, Model, infer_model
 from pydantic_ai.models.fallback import FallbackModel
 
 from poppy_django.agent.model_api import AsyncCallTool, EmitText, ModelTurn
@@ -132,7 +134,36 @@ def _resolvable(name: str) -> None:
     and parsed, tens of ms of CPU); a turn builds its model on the engine's loop, so doing
     it every turn stalled every other turn of the process.
     """
-    infer_model(name)
+    try:
+        infer_model(name)
+    except UserError as error:
+        if not str(error).startswith("Unknown model"):
+            raise
+        raise UserError(unknown_model(name)) from None
+
+
+def unknown_model(name: str) -> str:
+    """Why a name is no model, with the name likely meant: the provider's name corrected
+    (``opneai:gpt-4o`` is ``openai:gpt-4o``), or, without one, a known model's provider.
+
+    pydantic-ai's own suggestion compares whole names, so a typo in the provider can
+    suggest another provider's model altogether.
+    """
+    known = get_args(getattr(KnownModelName, "__value__", KnownModelName))
+    provider, colon, model = name.partition(":")
+    if colon:
+        providers = sorted({known_name.partition(":")[0] for known_name in known})
+        close = difflib.get_close_matches(provider, providers, n=1)
+        suggestion = f"{close[0]}:{model}" if close else None
+    else:
+        model = provider
+        suggestion = next((found for found in known if found.partition(":")[2] == model), None)
+    said = f"Unknown model: {name} (a pydantic-ai model is named 'provider:model')"
+    if suggestion is not None:
+        return f"{said}. Did you mean {suggestion!r}?"
+    if colon:
+        return f"{said}. {provider!r} is no provider pydantic-ai knows."
+    return f"{said}. Name its provider first: 'provider:{model}'."
 
 
 def _shared_model(name: str | tuple[str, ...] | Model, loop: asyncio.AbstractEventLoop) -> Model:

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from poppy_django.agent.tool_problems import ToolProblem, duplicate_problems
 from poppy_django.agent.tools import Tool
 from poppy_django.conf import poppy_settings
 from poppy_django.verifier import Principal
@@ -32,6 +33,14 @@ class CompanyAgent:
         return next((tool for tool in self.tools if tool.name == name), None)
 
     @property
+    def problems(self) -> list[ToolProblem]:
+        """What is wrong with its tools as declared (E401-E404, W401-W402), one each."""
+        return [
+            *(problem for tool in self.tools for problem in tool.problems),
+            *duplicate_problems(self.name, (tool.name for tool in self.tools)),
+        ]
+
+    @property
     def personal_agent_tools(self) -> list[Tool]:
         """The personal-agent gate: only tools that declare a personal-agent role, and never
         one declared wrongly (checks E401-E404 name it), nor a second tool of one name."""
@@ -46,8 +55,22 @@ _agents: dict[str, CompanyAgent] = {}
 
 
 def register(agent: CompanyAgent) -> CompanyAgent:
-    """Register (or replace) an agent; call it from your AppConfig.ready()."""
+    """Register (or replace) an agent; call it from your AppConfig.ready().
+
+    A tool declared wrongly is refused here, out loud: each error is logged with its fix.
+    Registration runs at start-up in every process (uvicorn's, the Celery workers'), which
+    run no system checks, so the log is where the checks' E401-E404 reach them.
+    """
     _agents[agent.name] = agent
+    for problem in agent.problems:
+        if problem.stops_the_tool:
+            logger.error(
+                "poppy: Company Agent %r refuses a tool: %s %s (poppy_django.%s)",
+                agent.name,
+                problem.message,
+                problem.hint,
+                problem.code,
+            )
     return agent
 
 

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import sys
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
@@ -49,10 +51,13 @@ from django.utils.module_loading import import_string
 from poppy_django.addresses import is_endpoint_path
 from poppy_django.api.setup_problems import host_refusal, server_error_description
 from poppy_django.api.wire_errors import wire_error_response
-from poppy_django.conf import poppy_settings
+from poppy_django.conf import endpoint_prefix, poppy_settings
+from poppy_django.engine.dispatch import executor_is_inline
 from poppy_django.errors import error_response
 from poppy_django.observe.served import endpoint_request
 from poppy_django.threads import on_request_thread
+
+logger = logging.getLogger("poppy_django.views")
 
 _CODE_OF_STATUS = {
     400: "invalid_request",
@@ -103,6 +108,20 @@ def on_agent_route(request: HttpRequest) -> bool:
     )
 
 
+def _under_test_kit() -> AbstractContextManager[None]:
+    """The request's database work on the request's own thread, when the test answers the
+    turns on its own (the test kit's ``InlineExecutor``).
+
+    An ``async def`` test of Django's runs its thread-sensitive work on the test's thread,
+    whose connection holds the ``TestCase``'s transaction: a message written there is
+    rolled back with the test, SQLite has one writer, and no other thread's connection
+    outlives the test (PostgreSQL would refuse to drop the test database).
+    """
+    if executor_is_inline():
+        return on_request_thread()
+    return nullcontext()
+
+
 def _host_refused(request: HttpRequest) -> HttpResponseBase | None:
     """A request for a host not in ``ALLOWED_HOSTS``: the JSON error saying so (Django's own
     answer is an HTML 400 that names nothing a personal agent can show)."""
@@ -144,7 +163,7 @@ class PoppyEndpointMiddleware:
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         if on_endpoint(request):
-            with endpoint_request(request) as served:
+            with _under_test_kit(), endpoint_request(request) as served:
                 return served.answered(as_json(await self._endpoint(request)))
         if not on_agent_route(request):
             response: HttpResponseBase = await self.get_response(request)  # type: ignore[misc]
@@ -209,6 +228,7 @@ class PoppyEndpointMiddleware:
         try:
             match = resolve(request.path_info)
         except Resolver404:
+            _tell_unrouted_once()
             return error_response("not_found", "There is nothing at this path.")
         request.resolver_match = match
         for hook in self._view_hooks:
@@ -224,6 +244,18 @@ class PoppyEndpointMiddleware:
                     return answered
             raise
         return response
+
+
+@functools.cache
+def _tell_unrouted_once() -> None:
+    """The endpoint's paths are not in the URLconf at all (``poppy_django.urls`` routes every
+    path below the endpoint): said once per process, with the fix (check E012)."""
+    logger.error(
+        "poppy: %s is not in the URLconf (%s), yet poppy.json sends personal agents there: add "
+        'path("", include("poppy_django.urls")) to your urlpatterns (check poppy_django.E012).',
+        endpoint_prefix(),
+        settings.ROOT_URLCONF,
+    )
 
 
 def _nonblocking_classes() -> set[type]:

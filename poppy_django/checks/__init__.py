@@ -1,10 +1,11 @@
 """System checks with stable ids (``poppy_django.E001`` ...), registered in ``ready()``.
 
-The ids are a contract: they are listed in ``docs/settings.md`` and each one is tested in
+The ids are a contract: they are listed in ``docs/checks.md`` and each one is tested in
 ``tests/ops/test_checks.py``. ``E0xx``/``W0xx`` are the core settings: the ``POPPY`` dict
 (:mod:`~poppy_django.checks.poppy_dict`), production mode
-(:mod:`~poppy_django.checks.production`) and the Company Agent
-(:mod:`~poppy_django.checks.agent`); ``E1xx``/``W1xx`` are the auth settings
+(:mod:`~poppy_django.checks.production`), the Company Agent
+(:mod:`~poppy_django.checks.agent`) and how the project serves it
+(:mod:`~poppy_django.checks.serving`); ``E1xx``/``W1xx`` are the auth settings
 (:mod:`poppy_django.verifier.checks`), run here too but only once the ``POPPY`` dict itself
 is readable.
 
@@ -21,6 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
+from poppy_django.checks import serving
 from poppy_django.checks.agent import agent_errors
 from poppy_django.checks.discovery import check_discovery
 from poppy_django.checks.poppy_dict import (
@@ -108,11 +110,15 @@ def check_auth(app_configs: Any = None, **kwargs: Any) -> Messages:
     return [message for check in auth_checks for message in check(app_configs, **kwargs)]
 
 
-def register() -> None:
+def register(body_limit: type) -> None:
     """Called from ``PoppyDjangoConfig.ready()``: the core's and the verifier's checks (the
-    desk and the issuer app register theirs)."""
+    desk and the issuer app register theirs). ``body_limit``: the ASGI wrapper the project's
+    ``asgi.py`` should apply (``poppy_django.asgi.PoppyBodyLimit``, above this layer)."""
+    serving.use_body_limit(body_limit)
     checks.register(check_settings, checks.Tags.compatibility)
     checks.register(check_discovery, checks.Tags.compatibility)
+    checks.register(serving.check_routes, checks.Tags.urls)
+    checks.register(serving.check_asgi_wrapper, checks.Tags.compatibility)
     checks.register(check_auth, checks.Tags.security)
     checks.register(check_broker, checks.Tags.compatibility, deploy=True)
 

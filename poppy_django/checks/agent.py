@@ -12,7 +12,6 @@ from django.core.exceptions import ImproperlyConfigured
 
 from poppy_django.agent import registry
 from poppy_django.agent.model_choice import SCRIPTED, build_model, is_scripted
-from poppy_django.agent.tool_problems import duplicate_problems
 from poppy_django.checks.poppy_dict import Messages, check_id
 from poppy_django.conf import poppy_settings
 
@@ -57,10 +56,7 @@ def tool_errors(agents: Iterable[CompanyAgent]) -> Messages:
     return [
         levels[problem.code[0]](problem.message, hint=problem.hint, id=check_id(problem.code))
         for agent in agents
-        for problem in [
-            *(problem for tool in agent.tools for problem in tool.problems),
-            *duplicate_problems(agent.name, (tool.name for tool in agent.tools)),
-        ]
+        for problem in agent.problems
     ]
 
 

@@ -1,4 +1,5 @@
-"""Production mode: Celery, its broker, Redis fan-out, TLS (E006, W002, W003, W005, W007, W008)."""
+"""Production mode: Celery, its app and broker, Redis fan-out, TLS (E006, E011, W002, W003, W005,
+W007, W008)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from poppy_django.conf import poppy_settings
 from poppy_django.engine.broker_health import (
     CELERY_EXECUTOR,
     THREAD_EXECUTOR,
+    celery_app_problem,
     celery_broker_url,
     consequence,
     executor_is,
@@ -29,6 +31,18 @@ def production_mode_errors() -> Messages:
     if not executor_is(CELERY_EXECUTOR):
         return []
     errors: Messages = []
+    app_problem = celery_app_problem()
+    if app_problem is not None:
+        problem, fix = app_problem
+        errors.append(
+            checks.Error(
+                f"Turns run in Celery workers, but {problem}, so each reply would wait for a "
+                "worker's recovery sweep (LEASE_SECONDS + SWEEP_SECONDS, 'taking up cnv_…, "
+                "left without a writer' in the workers' log).",
+                hint=fix,
+                id=check_id("E011"),
+            )
+        )
     if not celery_broker_url():
         errors.append(
             checks.Error(

@@ -13,12 +13,13 @@ Per process: it is the web process's own broker settings that are wrong.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from django.conf import settings
+from django.conf import ENVIRONMENT_VARIABLE, settings
 from django.core.exceptions import ImproperlyConfigured
 
 from poppy_django.conf import poppy_settings
@@ -65,6 +66,45 @@ def celery_broker_url() -> str | None:
     except Exception:  # no Celery app configured in this process
         return None
     return str(url) if url else None
+
+
+def celery_app_problem() -> tuple[str, str] | None:
+    """Why turns dispatched from this process would not reach the project's workers, and
+    the fix: the Celery app they go through is not the project's (or ignores its settings).
+    None when it is.
+
+    Celery's Django set-up imports the project's app when Django starts (``from .celery
+    import app as celery_app`` in the project's ``__init__.py``). Without it, ``celery -A
+    mysite worker`` still runs, but this process dispatches through Celery's fallback app
+    (named ``default``, without the Django fix-up), whose broker is Celery's built-in
+    default: no worker reads it, and each turn waits for a recovery sweep.
+    """
+    from celery import current_app as app
+
+    configured = getattr(settings, "CELERY_BROKER_URL", None)
+    # The fallback app's fix-ups are none (celery-types does not declare the attribute).
+    if app.main == "default" and not app.fixups:  # type: ignore[attr-defined]
+        return (
+            "this process dispatches them through Celery's fallback app (broker "
+            f"{app.connection_for_write().as_uri()}), not your project's Celery app, which was "
+            "never imported: no worker receives them",
+            f"Import your Celery app when Django starts: in {_project_package()}/__init__.py, "
+            "'from .celery import app as celery_app' (Celery's First steps with Django).",
+        )
+    if configured and app.conf.broker_url != configured:
+        return (
+            f"the Celery app {app.main!r} dispatches them to {redacted(app.conf.broker_url)}, "
+            f"not to CELERY_BROKER_URL {redacted(str(configured))}: it ignores Django's settings",
+            "Load them in your Celery app: "
+            "app.config_from_object('django.conf:settings', namespace='CELERY').",
+        )
+    return None
+
+
+def _project_package() -> str:
+    """The project's package as a path (``mysite`` for ``mysite.settings``)."""
+    module = os.environ.get(ENVIRONMENT_VARIABLE) or "yourproject.settings"
+    return module.rpartition(".")[0].replace(".", "/") or "yourproject"
 
 
 def redacted(url: str | None) -> str:

@@ -13,31 +13,64 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from celery import shared_task
+from django.core.exceptions import ImproperlyConfigured
 
-from poppy_django.conf import poppy_settings
+from poppy_django.conf import in_test_run, poppy_settings
 from poppy_django.engine import loop as engine
+from poppy_django.engine.broker_health import celery_app_problem
 from poppy_django.engine.recovery import sweeper
 from poppy_django.observe.tracing import task_headers, task_started
 
 logger = logging.getLogger("poppy_django.executors")
 
 
+#: Set while a test asked for the background loops (:func:`background_loops`).
+_loops_asked: list[bool] = []
+
+
+def background_loops_allowed() -> bool:
+    """Whether this process may start its background loops (the recovery sweep, and the
+    engine at a request): always, but in a test run only while a test asked for them.
+
+    A test of an adopter's own view sends ``request_started`` like any request: the sweep
+    it would start queries the test database from a thread of its own, whose connection
+    outlives the test (PostgreSQL then refuses to drop the test database) and which fails
+    noisily once the database is gone.
+    """
+    return _loops_asked[-1] if _loops_asked else not in_test_run()
+
+
+@contextmanager
+def background_loops(allowed: bool = True) -> Iterator[None]:
+    """In the block, the background loops start as outside a test run (or, ``allowed=False``,
+    never); they keep running after it until :meth:`ThreadExecutor.shutdown`."""
+    _loops_asked.append(allowed)
+    try:
+        yield
+    finally:
+        _loops_asked.pop()
+
+
 class ThreadExecutor:
     """Turns on this process's engine: no broker, one process only. A dispatch never waits:
     past ``TURNS_IN_FLIGHT`` the conversation waits in the engine's queue for a place."""
 
+    #: Whether the recovery sweep was started with the engine.
     _started = False
     _lock = threading.Lock()
 
     @classmethod
     def start(cls) -> engine.Engine:
-        """The engine, with this process's recovery sweep started alongside it."""
+        """The engine, with this process's recovery sweep started alongside it (in a test
+        run, only if the test asked: :func:`background_loops`)."""
         running = engine.current()
         with cls._lock:
-            if not cls._started:
+            if not cls._started and background_loops_allowed():
                 cls._started = True
                 sweeper.start()
         return running
@@ -58,9 +91,14 @@ class ThreadExecutor:
 def recover_on_request(**kwargs: Any) -> None:
     """``request_started`` receiver: a restarted embedded process recovers at once.
 
-    (Only with the in-process executor: with Celery, the workers recover.)
+    (Only with the in-process executor: with Celery, the workers recover. In a test run,
+    only if the test asked: :func:`background_loops`.)
     """
-    if poppy_settings.EXECUTOR is ThreadExecutor and not ThreadExecutor._started:
+    if (
+        poppy_settings.EXECUTOR is ThreadExecutor
+        and not ThreadExecutor._started
+        and background_loops_allowed()
+    ):
         ThreadExecutor.start()
 
 
@@ -69,6 +107,13 @@ class CeleryExecutor:
 
     @staticmethod
     def dispatch(conversation_id: str) -> None:
+        # Not through an app no worker reads (a forgotten import of the project's Celery app):
+        # refused, so the failed dispatch is told with the fix (broker_health), once per
+        # interval, and the recovery sweep answers the turn as for a broker that is down.
+        app_problem = celery_app_problem()
+        if app_problem is not None:
+            problem, fix = app_problem
+            raise ImproperlyConfigured(f"Turns are not dispatched: {problem}. {fix}")
         # One try, no publish retries (Celery's default retries took 1.7 s of the request
         # with the broker down): a dispatch that fails costs nothing, the sweep answers it.
         run_turns_task.apply_async((conversation_id,), retry=False, headers=task_headers())

@@ -92,6 +92,20 @@ def test_each_problem_has_its_id_and_fix(agent_named, tools, code, named, fix) -
     assert named in message.msg and fix in (message.hint or ""), (message.msg, message.hint)
 
 
+def test_a_tool_declared_wrongly_is_refused_out_loud_where_it_is_registered(
+    agent_named, caplog
+) -> None:
+    """uvicorn and Celery run no checks: registering (at start-up, from ready()) logs each
+    refused tool with its fix; a warning (W401) is left to the checks."""
+    with caplog.at_level("ERROR", logger="poppy_django.agent.registry"):
+        name = agent_named(weather, hours, hours_again, undocumented)
+    said = [record.getMessage() for record in caplog.records]
+    assert len(said) == 2, said
+    assert said[0].startswith(f"poppy: Company Agent {name!r} refuses a tool: Tool 'weather'")
+    assert "def weather(ctx: ToolContext" in said[0] and said[0].endswith("(poppy_django.E401)")
+    assert "2 tools named 'hours'" in said[1] and "(poppy_django.E403)" in said[1]
+
+
 def test_a_well_declared_agent_has_no_tool_problem(agent_named) -> None:
     agent_named(hours)
     assert not [m for m in checks.run_checks() if m.id and m.id.startswith("poppy_django.E40")]

@@ -253,6 +253,111 @@ def test_w006_hint_with_the_llm_extra_installed_asks_for_the_key():
     assert messages and "llm extra" not in messages[0].hint and "API key" in messages[0].hint
 
 
+@needs_llm
+def test_w006_a_mistyped_provider_suggests_the_name_meant():
+    """pydantic-ai compares whole names: it suggested another provider's model altogether."""
+    with configured(MODEL="opneai:gpt-4o"):
+        (warning,) = check_settings()
+    assert "Did you mean 'openai:gpt-4o'?" in warning.msg
+    assert warning.msg.count("Did you mean") == 1
+    with configured(MODEL="gpt-4o"):
+        (warning,) = check_settings()
+    assert "'provider:gpt-4o'" in warning.msg
+
+
+# -- E011: the Celery app dispatching is the project's ----------------------------------------
+
+
+@contextmanager
+def current_celery_app(app: Any) -> Iterator[None]:
+    """``app`` as this thread's current Celery app (the project's is current otherwise)."""
+    from celery import current_app
+
+    before = current_app._get_current_object()
+    app.set_current()
+    try:
+        yield
+    finally:
+        before.set_current()
+
+
+def test_e011_the_project_celery_app_never_imported():
+    from celery import Celery
+
+    # What Celery falls back to when no app of the project's was created in the process.
+    fallback = Celery("default", fixups=[], set_as_current=False, loader="default")
+    with production(), current_celery_app(fallback), configured(EXECUTOR=CELERY):
+        (error,) = check_settings()
+    assert error.id == "poppy_django.E011"
+    assert "Celery's fallback app (broker amqp://guest:**@localhost:5672//)" in error.msg
+    assert error.hint.startswith("Import your Celery app when Django starts: in ")
+    assert "'from .celery import app as celery_app'" in error.hint
+
+
+def test_e011_a_celery_app_that_ignores_the_settings():
+    from celery import Celery
+
+    ignores_settings = Celery("mysite", fixups=[], set_as_current=False)
+    with production(), current_celery_app(ignores_settings), configured(EXECUTOR=CELERY):
+        (error,) = check_settings()
+    assert error.id == "poppy_django.E011"
+    assert "not to CELERY_BROKER_URL redis://127.0.0.1:6379/15" in error.msg
+    assert "namespace='CELERY'" in error.hint
+
+
+# -- E012: the routes personal agents are sent to ---------------------------------------------
+
+
+def url_ids(**settings_values: Any) -> list[str]:
+    with override_settings(**settings_values):
+        return [m.id or "" for m in django_checks.run_checks() if m.id == "poppy_django.E012"]
+
+
+def test_e012_the_endpoint_or_poppy_json_not_in_the_urlconf():
+    from tests.ops import mistaken_projects
+
+    assert url_ids() == []
+    with override_settings(ROOT_URLCONF=mistaken_projects.WithoutTheEndpoint):
+        (error,) = [m for m in django_checks.run_checks() if m.id == "poppy_django.E012"]
+    assert "The conversation endpoint is not in the URLconf" in error.msg
+    assert "/poppy/conversations answers 404" in error.msg
+    assert error.hint == 'Add path("", include("poppy_django.urls")) to your urlpatterns.'
+    with override_settings(ROOT_URLCONF=mistaken_projects.WithoutPoppyJson):
+        (error,) = [m for m in django_checks.run_checks() if m.id == "poppy_django.E012"]
+    assert "/.well-known/poppy.json answers 404" in error.msg
+    assert 'include("poppy_django.wellknown_urls")' in error.hint
+
+
+# -- W009: the ASGI application wrapped in PoppyBodyLimit -------------------------------------
+
+
+def asgi_warnings(application: str | None, wsgi: str | None = None) -> list[Any]:
+    with override_settings(ASGI_APPLICATION=application, WSGI_APPLICATION=wsgi):
+        return [m for m in django_checks.run_checks() if m.id == "poppy_django.W009"]
+
+
+def test_w009_an_asgi_application_without_the_body_limit():
+    (warning,) = asgi_warnings("tests.ops.mistaken_projects.unwrapped")
+    assert "tests.ops.mistaken_projects.unwrapped is not wrapped in PoppyBodyLimit" in warning.msg
+    assert "ASGI 'lifespan' protocol appears unsupported." in warning.msg
+    assert "In tests/ops/mistaken_projects.py: from poppy_django.asgi import" in warning.hint
+    assert "application = PoppyBodyLimit(get_asgi_application())" in warning.hint
+
+
+def test_w009_not_when_wrapped_even_inside_another_middleware():
+    assert asgi_warnings("tests.ops.mistaken_projects.wrapped_inside_another") == []
+    assert asgi_warnings("example_project.asgi.application") == []
+
+
+def test_w009_finds_asgi_py_beside_wsgi_py_as_startproject_writes_them():
+    assert asgi_warnings(None, wsgi="example_project.wsgi.application") == []
+    with override_settings(ASGI_APPLICATION=None, WSGI_APPLICATION="tests.ops.wsgi.application"):
+        from poppy_django.checks.serving import asgi_application_path
+
+        assert asgi_application_path() is None  # no tests.ops.asgi: nothing to judge
+    assert asgi_warnings(None, wsgi=None) == []
+
+
 # -- W007: https in production ----------------------------------------------------------------
 
 

@@ -346,3 +346,51 @@ def test_make_demo_on_a_busy_port_names_the_fix_and_leaves_nothing(tmp_path: Pat
     assert f"Port {other.server_port} is already in use" in said and "DEMO_PORT=" in said, said
     assert "is up at" not in said and "Traceback" not in said, said
     assert list(tmp_path.iterdir()) == []
+
+
+# -- the project's Celery app never imported -------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dispatch_through_celerys_fallback_app_is_refused_with_the_fix(settings, caplog):
+    """Without ``from .celery import app as celery_app`` the web process dispatched through
+    Celery's fallback app, which no worker reads: each reply came ~35 s late, silently."""
+    from celery import Celery, current_app
+
+    from poppy_django.engine.broker_health import health
+    from tests.agents import PersonalAgent
+
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:6379/15"
+    settings.POPPY = {**settings.POPPY, "EXECUTOR": "poppy_django.engine.executors.CeleryExecutor"}
+    caplog.set_level(logging.INFO, logger="poppy_django.turns")
+    project_app = current_app._get_current_object()
+    Celery("default", fixups=[], set_as_current=False, loader="default").set_current()
+    try:
+        response = PersonalAgent().start(SECRET)
+        assert response.status_code == 201, response.content  # recorded: the sweep answers it
+    finally:
+        project_app.set_current()
+        health.succeeded()
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "could not hand cnv_" in logged
+    assert "Turns are not dispatched: this process dispatches them through Celery's" in logged
+    assert "'from .celery import app as celery_app'" in logged
+    assert SECRET not in logged
+
+
+# -- the endpoint's include forgotten -------------------------------------------------------
+
+
+def test_an_endpoint_not_in_the_urlconf_is_told_once_with_the_fix(settings, caplog):
+    from poppy_django.api import middleware
+    from tests.ops.mistaken_projects import WithoutTheEndpoint
+
+    settings.ROOT_URLCONF = WithoutTheEndpoint
+    middleware._tell_unrouted_once.cache_clear()
+    for _ in range(2):
+        answer = Client().post("/poppy/conversations", "{}", content_type="application/json")
+        assert answer.status_code == 404 and answer.json()["error"] == "not_found"
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "poppy_django.views"]
+    assert line.startswith("poppy: /poppy/conversations is not in the URLconf")
+    assert 'add path("", include("poppy_django.urls"))' in line
+    middleware._tell_unrouted_once.cache_clear()
