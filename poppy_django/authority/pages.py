@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from authlib.oauth2 import OAuth2Error
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -27,6 +28,16 @@ from poppy_django.authority.models import Grant
 from poppy_django.conf import organization_name
 
 logger = logging.getLogger("poppy_django.authority")
+
+
+class LoginPage(LoginView):
+    """Django's login view, on a page that names the company, as the consent page does."""
+
+    template_name = "poppy_authority/login.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return {**super().get_context_data(**kwargs), "organization": organization_name()}
+
 
 #: An S256 code challenge: base64url of a SHA-256 digest (RFC 7636 §4.2), 43 characters.
 _S256_CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")

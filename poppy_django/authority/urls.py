@@ -7,7 +7,6 @@ issuer's path, so the issuer's origin must serve this include at its root. Point
 
 from __future__ import annotations
 
-from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from poppy_django.api.discovery import jwks_view
@@ -33,9 +32,5 @@ urlpatterns = [
     path("poppy/browser-session", browser.browser_session_view, name="browser-session"),
     path("poppy/sign-in", mediated.mediated_view, name="mediated"),
     path("poppy/sign-in/<str:sign_in_id>", mediated.mediated_code_view, name="mediated-code"),
-    path(
-        "account/login",
-        auth_views.LoginView.as_view(template_name="poppy_authority/login.html"),
-        name="login",
-    ),
+    path("account/login", pages.LoginPage.as_view(), name="login"),
 ]

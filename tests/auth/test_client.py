@@ -281,3 +281,41 @@ def test_poppy_chat_says_why_no_reply_comes(live: str) -> None:
     assert "No reply in 2 s" in str(caught.value)
     assert "[no reply after 1 s: the conversation is working." in out.getvalue()
     assert "celery -A <your project> worker" in out.getvalue()
+
+
+def test_poppy_chat_says_when_a_person_is_awaited(live: str) -> None:
+    """Waiting for a person is not blamed on the workers (it asked "is celery running?"):
+    the hint reads the conversation's state from the read's answer."""
+    import io
+    import re
+
+    from django.contrib.auth.models import Permission, User
+    from django.core.management import CommandError, call_command
+
+    from poppy_django import service
+    from poppy_django.authority.development import DEFAULT_CLIENT_ID
+    from poppy_django.service.conversations import request_handoff
+    from poppy_django.verifier import Principal
+
+    out = io.StringIO()
+    call_command(
+        "poppy_chat", "--url", live, "--user", "waiting-user", "--message", "hi", stdout=out
+    )
+    conversation_id = re.search(r"\[conversation (cnv_\w+)\]", out.getvalue())[1]
+    sam = User.objects.create_user("sam", is_staff=True)
+    sam.user_permissions.add(Permission.objects.get(codename="handle_conversations"))
+    service.staff_seen("sam")  # on the desk: the handoff queues for them
+    principal = Principal(client_id=DEFAULT_CLIENT_ID, user_id="waiting-user")
+    assert request_handoff(principal, conversation_id).body["status"] == "queued"
+
+    out = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command(
+            "poppy_chat",
+            *("--url", live, "--user", "waiting-user", "--conversation", conversation_id),
+            *("--message", "anyone?", "--wait", "1", "--timeout", "2"),
+            stdout=out,
+        )
+    said = out.getvalue()
+    assert "[no reply after 1 s: waiting for a person (the handoff is on the" in said, said
+    assert "celery" not in said

@@ -63,6 +63,16 @@ def test_the_device_page_asks_to_log_in_first(hand: PersonalAgent) -> None:
     assert codes["verification_uri"] == f"https://{DOMAIN}/device"
 
 
+def test_the_login_page_names_the_company_as_the_consent_page_does(hand: PersonalAgent) -> None:
+    """It said "Your account" where the consent page says "your Acme Outfitters account"."""
+    page = Browser().get("/account/login", secure=True, HTTP_HOST=DOMAIN).content.decode()
+    assert "<strong>Acme Outfitters</strong>" in page and "Your account" not in page
+    assert "<h1>Log in to your Acme Outfitters account</h1>" in page
+    person = browser("acct-1")
+    consent = get(person, f"/device?user_code={device_codes(hand)['user_code']}")
+    assert "use your Acme Outfitters account?" in consent.content.decode()
+
+
 def test_partial_consent_grants_only_what_the_user_chose(hand: PersonalAgent) -> None:
     session_id = hand.start_session().json()["session_id"]
     codes = device_codes(hand)

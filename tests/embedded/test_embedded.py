@@ -134,19 +134,29 @@ def test_a_live_lease_keeps_another_worker_out(agent: PersonalAgent):
     assert [m["text"] for m in replies if m["role"] == "company"] == ["You said: hello"]
 
 
+def _files_under(directory: Path) -> set[Path]:
+    return set(directory.rglob("*")) if directory.exists() else set()
+
+
 @pytest.mark.django_db(transaction=False)
-def test_make_demo_holds_a_whole_conversation_over_http():
+def test_make_demo_holds_a_whole_conversation_over_http(tmp_path):
+    """As the README says: in a temporary directory it removes, nothing written into the
+    checkout (its var/ included)."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    checkout_before = _files_under(ROOT / "var")
     result = subprocess.run(
         [sys.executable, "-m", "example_project.demo", "--port", str(free_port())],
         cwd=ROOT,
-        env={**env, "PYTHONPATH": str(ROOT)},
+        env={**env, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=180,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
+    assert f"SQLite in {tmp_path}/poppy-demo-" in out, out
+    assert list(tmp_path.iterdir()) == []
+    assert _files_under(ROOT / "var") == checkout_before
     for expected in (
         "We are open Monday to Friday",
         "authorization: sign_in_required (scope poppy:read)",

@@ -57,11 +57,22 @@ except ModuleNotFoundError as error:
         raise
     httpx = None  # type: ignore[assignment]
 
-#: What the command says when a turn has not answered after one long-poll.
-STILL_WORKING = (
-    "[no reply after {seconds:g} s: the conversation is {status}. Turns run in a worker: with "
-    "Celery, is `celery -A <your project> worker` running and reaching the same broker?]"
-)
+
+def still_waiting(seconds: float, status: str, responder: str) -> str:
+    """What the command says when nothing came for one long-poll, by the conversation's
+    state as the read answered it: only a conversation ``working`` waits for a worker."""
+    waited = f"[no reply after {seconds:g} s: "
+    if status == "queued":
+        return waited + "waiting for a person (the handoff is on the support desk's queue)]"
+    if responder == "human":
+        return waited + "a person holds the conversation; their reply comes when they write]"
+    if status == "working":
+        return waited + (
+            "the conversation is working. Turns run in a worker: with Celery, is "
+            "`celery -A <your project> worker` running and reaching the same broker, and does "
+            "`manage.py check` pass in the web process's environment?]"
+        )
+    return waited + f"the conversation is {status}]"
 
 
 class Command(BaseCommand):
@@ -437,7 +448,9 @@ class _Chat:
             self.cursor = page.get("cursor") or self.cursor
             if not page.get("events"):
                 if self.status not in RESTING_STATES:
-                    self.out.write(STILL_WORKING.format(seconds=self.wait, status=self.status))
+                    status = str(page.get("status") or self.status)
+                    responder = str(page.get("responder") or self.responder)
+                    self.out.write(still_waiting(self.wait, status, responder))
                     self.out.flush()
                 return None
             resting = False
