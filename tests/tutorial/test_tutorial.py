@@ -18,7 +18,6 @@ import secrets
 import shutil
 import ssl
 import subprocess
-import sys
 import threading
 import time
 import tomllib
@@ -43,29 +42,39 @@ VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["versi
 WHEEL = f"poppy_django-{VERSION}-py3-none-any.whl"
 #: A waiting step's bound: generous, a slow machine is not a failure.
 PATIENCE = 90.0
+#: What uvicorn says of an ASGI application that is not wrapped in PoppyBodyLimit.
+LIFESPAN_UNSUPPORTED = "ASGI 'lifespan' protocol appears unsupported"
+
+
+#: A tool declared wrongly, added to the page's agent (its first parameter is not the context).
+BROKEN_TOOL = """
+
+@tool(kind="read", roles=["personal_agent"])
+def weather(city: str) -> dict:
+    \"\"\"The weather at the bakery.\"\"\"
+    return {"summary": f"Sunny in {city}."}
+
+
+def register_agent() -> None:
+    register(CompanyAgent(name="bakery", tools=[opening_hours, reserve_cake, weather]))
+"""
 
 
 def page_blocks() -> dict[str, str]:
     return {found["name"]: found["body"] for found in BLOCK.finditer(PAGE.read_text())}
 
 
-def build_wheel(into: Path) -> Path:
-    """The wheel of this checkout, built from a copy (the checkout stays clean)."""
-    source = into / "source"
+def checkout_copy(into: Path) -> Path:
+    """What the page's ``pip wheel`` builds from: a copy of this checkout's package (the
+    checkout stays clean)."""
+    source = into / "poppy-django"
     source.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(
         ROOT / "poppy_django", source / "poppy_django", ignore=shutil.ignore_patterns("__pycache__")
     )
-    dist = into / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(source)],
-        check=True,
-    )
-    (wheel,) = dist.glob("*.whl")
-    assert wheel.name == WHEEL, wheel.name
-    return wheel
+    return source
 
 
 class Reader:
@@ -85,6 +94,8 @@ class Reader:
         self.processes: list[subprocess.Popen[str]] = []
         #: Section 10's https port (``localhost:8443`` on the page).
         self.tls_port = 0
+        #: The private Redis (the page's ``redis://127.0.0.1:6379/0``).
+        self.redis_url = ""
 
     def text(self, block: str) -> str:
         for old, new in self.substitutions.items():
@@ -102,8 +113,9 @@ class Reader:
             path.write_text(first + "\n" + body + "\n")
         return path
 
-    def shell(self, block: str) -> str:
-        """Run an sh block; ``export`` lines stay set for the later steps."""
+    def shell(self, block: str, *, fails: bool = False) -> str:
+        """Run an sh block; ``export`` lines stay set for the later steps. It must succeed,
+        or with ``fails``, fail (a mistake made on purpose)."""
         lines = []
         for line in self.text(block).splitlines():
             exported = re.fullmatch(r"export (\w+)=(\S+)", line)
@@ -123,7 +135,7 @@ class Reader:
             timeout=600,
         )
         said = f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
-        assert done.returncode == 0, f"{block}\n{said}"
+        assert (done.returncode != 0) == fails, f"{block}\n{said}"
         return done.stdout + done.stderr
 
     def start(self, command: str, **popen: object) -> subprocess.Popen[str]:
@@ -271,6 +283,19 @@ def manage_shell(reader: Reader, code: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def run_own_tests(reader: Reader, blocks: dict[str, str]) -> None:
+    """Section 5b's tests by both runners: all pass, and nothing of the app's runs beside
+    them (an async test of a page started the recovery sweep, whose failure was printed
+    once the test database was gone, and whose connection kept PostgreSQL from dropping it)."""
+    tests = len(re.findall(r"\n    (?:async )?def test_", blocks["adopter-tests"]))
+    django_runner = reader.shell(blocks["adopter-test-run"] + " --noinput")
+    assert f"Ran {tests} tests" in django_runner and "\nOK" in django_runner, django_runner
+    pytest_runner = reader.shell(blocks["adopter-pytest-run"])
+    assert f"{tests} passed" in pytest_runner, pytest_runner
+    for output in (django_runner, pytest_runner):
+        assert "Traceback" not in output and "recovery sweep" not in output, output
+
+
 def converse(reader: Reader, blocks: dict[str, str]) -> None:
     """Section 5 and 6 of the page: two tools, the scope refusal, a handoff answered."""
     assert_shown(reader.text(blocks["chat-hours-output"]), reader.shell(blocks["chat-hours"]))
@@ -296,9 +321,8 @@ def reader(tmp_path: Path) -> Iterator[Reader]:
     port, tls_port = free_port(), free_port()
     project = tmp_path / "project"
     project.mkdir()
-    (project / "dist").mkdir()
-    shutil.copy(build_wheel(tmp_path), project / "dist" / WHEEL)
     substitutions = {
+        "/path/to/poppy-django": str(checkout_copy(tmp_path)),
         "127.0.0.1:8000": f"127.0.0.1:{port}",
         "--port 8000": f"--port {port}",
         "localhost:8443": f"localhost:{tls_port}",
@@ -311,6 +335,7 @@ def reader(tmp_path: Path) -> Iterator[Reader]:
     }
     reader = Reader(project, port, substitutions)
     reader.tls_port = tls_port
+    reader.redis_url = substitutions["redis://127.0.0.1:6379/0"]
     try:
         yield reader
     finally:
@@ -327,12 +352,21 @@ def test_the_tutorial_works_as_written(reader: Reader) -> None:
     blocks = page_blocks()
     port = reader.port
 
-    # 1-4: install from the wheel, a new project, the page's files, migrate and check.
+    # 1-4: the wheel built and installed, a new project, the page's files, migrate and check.
     reader.shell(blocks["install"])
+    assert [wheel.name for wheel in (reader.project / "dist").glob("*.whl")] == [WHEEL]
     installed = reader.shell("pip list --format=freeze")
     assert f"poppy-django=={VERSION}" in installed and "pytest" not in installed  # no dev extras
     reader.shell(blocks["startproject"])
-    for name in ("settings-dev", "urls", "models", "agent", "apps"):
+    for name in ("settings-dev", "models", "agent", "apps"):
+        reader.apply_file(blocks[name])
+    # Mistakes first: urls.py without the endpoint's include, asgi.py as startproject wrote it.
+    urls = reader.apply_file(blocks["urls"])
+    urls.write_text(urls.read_text().replace('path("", include("poppy_django.urls")),', ""))
+    said = reader.shell("python manage.py check", fails=True)
+    assert "poppy_django.E012" in said and 'include("poppy_django.urls")' in said, said
+    assert "poppy_django.W009" in said and "PoppyBodyLimit(get_asgi_application())" in said
+    for name in ("urls", "asgi"):  # and mended, as the page says
         reader.apply_file(blocks[name])
     reader.shell(blocks["gitignore"])
     assert "var/" in (reader.project / ".gitignore").read_text()
@@ -341,39 +375,50 @@ def test_the_tutorial_works_as_written(reader: Reader) -> None:
     assert "WARNING" not in output
 
     # 5b: the reader's own tests, with the testing kit, by both runners (SQLite, IMMEDIATE),
-    # no extra flags: each runs the page's tests and passes.
+    # no extra flags: each runs the page's tests, async ones included, and passes cleanly.
     reader.apply_file(blocks["adopter-tests"])
-    tests = len(re.findall(r"\n    def test_", blocks["adopter-tests"]))
-    output = reader.shell(blocks["adopter-test-run"])
-    assert f"Ran {tests} tests" in output and "\nOK" in output, output
     reader.shell(blocks["adopter-pytest-install"])
     reader.apply_file(blocks["adopter-pytest-ini"])
-    output = reader.shell(blocks["adopter-pytest-run"])
-    assert f"{tests} passed" in output, output
+    run_own_tests(reader, blocks)
 
     # 5-6 in development: uvicorn, in-process turns, SQLite; the admin's files are served.
-    reader.serve(blocks["serve-dev"])
+    served = reader.serve(blocks["serve-dev"])
     assert http_get(f"http://127.0.0.1:{port}/static/admin/css/base.css") == 200
     assert http_get(f"http://127.0.0.1:{port}/static/poppy_django/desk/desk.js") == 200
     converse(reader, blocks)
     reader.stop_all()
+    assert LIFESPAN_UNSUPPORTED not in served["uvicorn"].read_text()
 
-    # 7: production mode: PostgreSQL, Redis, uvicorn and a Celery worker.
-    for name in ("settings-production", "celery", "init"):
+    # 7: production mode: PostgreSQL, Redis, uvicorn and a Celery worker. A mistake first:
+    # the Celery app never imported when Django starts (no mysite/__init__.py import).
+    for name in ("settings-production", "celery"):
         reader.apply_file(blocks[name])
+    said = reader.shell(f"REDIS_URL={reader.redis_url} python manage.py check", fails=True)
+    assert "poppy_django.E011" in said and "from .celery import app as celery_app" in said, said
+    assert "in mysite/__init__.py" in said, said
+    reader.apply_file(blocks["init"])
     output = reader.shell(blocks["migrate-production"])
     assert_shown(blocks["check-output"], output)
     assert reader.env["DATABASE_URL"].startswith("postgres://")
-    reader.serve(blocks["serve-production"])
-    converse(reader, blocks)
+    # Another: a tool declared wrongly, which the web process and the worker (they run no
+    # checks) refuse out loud at start-up, and run on without it.
+    agent = reader.project / "bakery" / "agent.py"
+    agent.write_text(agent.read_text() + BROKEN_TOOL)
+    served = reader.serve(blocks["serve-production"])
+    for log in served.values():
+        said = log.read_text()
+        assert "refuses a tool: Tool 'weather'" in said and "(poppy_django.E401)" in said, said
+        assert LIFESPAN_UNSUPPORTED not in said
+    reader.apply_file(blocks["agent"])  # mended for poppy_chat, which checks the project
+    converse(reader, blocks)  # the servers' other tools work
     # The action ran once, in the worker, on PostgreSQL: the reader's own table has its row.
     with psycopg.connect(reader.env["DATABASE_URL"]) as connection:
         row = connection.execute("SELECT day, account FROM bakery_cakereservation").fetchall()
     assert row == [("friday", "customer-7")]
     reader.stop_all()
-    # The reader's own tests on PostgreSQL too (the test database beside theirs).
-    output = reader.shell(blocks["adopter-test-run"] + " --noinput")
-    assert f"Ran {tests} tests" in output and "\nOK" in output, output
+    # The reader's own tests on PostgreSQL too (the test database beside theirs), each runner
+    # dropping its test database at the end: no connection of the app's left open.
+    run_own_tests(reader, blocks)
 
     # 8: the project's own authorization server; a personal agent signs in through it,
     # with poppy_chat and with raw HTTP.
