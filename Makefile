@@ -6,7 +6,10 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 DEMO_PORT ?= 8765
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test test-fast lint typecheck migrations-check services browser pytest noextras versions tutorial docs package clean
+.PHONY: demo test test-fast lint typecheck migrations-check services browser pytest noextras newest versions tutorial docs package clean
+
+#: The Pythons pyenv installed besides the selected one (its shims refuse them): on tox's PATH.
+PYENV_PATH := $(shell ls -d "$$(pyenv root 2>/dev/null)"/versions/3.1*/bin 2>/dev/null | tr '\n' ':')
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,7 +27,7 @@ demo: $(STAMP)
 
 ## make test: lint, types, migrations and the whole suite against PostgreSQL and Redis (with
 ## the tutorial done from the built wheel), then the package without its optional extras.
-test: $(STAMP) services browser lint typecheck migrations-check package pytest noextras docs
+test: $(STAMP) services browser lint typecheck migrations-check package pytest noextras newest docs
 
 ## make test-fast: lint, types, migrations and the in-process suites, for day-to-day work. The
 ## lanes it leaves to `make test` start processes or a browser: the marks multiprocess
@@ -66,11 +69,18 @@ noextras: $(STAMP)
 	POPPY_TEST_REDIS_URL=$${POPPY_TEST_REDIS_URL:-redis://127.0.0.1:6379/15} \
 	$(VENV)/bin/tox -q -e py311-noextras
 
-## Every Python x Django pair of tox.ini this machine has an interpreter for (not in `test`).
+## The newest Python x Django pair pyproject.toml claims (3.13, 6.1): its compatibility lane
+## (tox.ini: py313-django61-compat).
+newest: $(STAMP)
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/poppy} \
+	POPPY_TEST_REDIS_URL=$${POPPY_TEST_REDIS_URL:-redis://127.0.0.1:6379/15} \
+	PATH="$(PYENV_PATH)$$PATH" $(VENV)/bin/tox -q -e py313-django61-compat
+
+## Every Python x Django pair of tox.ini, with the tox subset (longer: not in `test`).
 versions: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/poppy} \
 	POPPY_TEST_REDIS_URL=$${POPPY_TEST_REDIS_URL:-redis://127.0.0.1:6379/15} \
-	$(VENV)/bin/tox -q
+	PATH="$(PYENV_PATH)$$PATH" $(VENV)/bin/tox -q
 
 ## docs/tutorial.md done for real, alone (it is part of `make pytest` too).
 tutorial: $(STAMP)
