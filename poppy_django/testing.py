@@ -30,7 +30,7 @@ import threading
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
@@ -244,8 +244,12 @@ class Reply:
 
 
 class _PersonalAgent:
-    """What both clients share: whom the personal agent acts for, its credentials, and the
-    conversation it continues."""
+    """What both clients share: whom the personal agent acts for, its credentials, the
+    conversation it continues, and the Django test client it speaks through (``client``:
+    yours, else a new one)."""
+
+    #: The Django test client a new agent speaks through.
+    test_client: ClassVar[type[Client] | type[AsyncClient]]
 
     def __init__(
         self,
@@ -255,6 +259,7 @@ class _PersonalAgent:
         client_id: str = DEFAULT_CLIENT_ID,
         user_id: str | None = None,
         model: Any = None,
+        client: Any = None,
         using: str = DEFAULT_DB_ALIAS,
     ) -> None:
         self.using = using
@@ -263,16 +268,22 @@ class _PersonalAgent:
         self.client_id = client_id
         self.user_id = user_id or f"user-{next(_ids)}"
         self.model = model
+        self.client = client or self.test_client()
         self.conversation_id: str | None = None
 
-    def _identity(self) -> dict[str, Any]:
-        """Who this agent is, for the same User signed in (:meth:`signed_in`)."""
-        return {
-            "client_id": self.client_id,
-            "user_id": self.user_id,
-            "model": self.model,
-            "using": self.using,
-        }
+    def signed_in(self, account_id: str, scopes: Iterable[str] = ()) -> Self:
+        """The same User in the same conversation, signed in (a new token)."""
+        other = type(self)(
+            account_id=account_id,
+            scopes=scopes,
+            client_id=self.client_id,
+            user_id=self.user_id,
+            model=self.model,
+            client=self.client,
+            using=self.using,
+        )
+        other.conversation_id = self.conversation_id
+        return other
 
     def headers(self) -> dict[str, str]:
         """The request headers of this agent's credentials (for your own requests)."""
@@ -321,34 +332,8 @@ class PersonalAgentClient(_PersonalAgent):
     In an ``async def`` test, use :class:`AsyncPersonalAgentClient`.
     """
 
-    def __init__(
-        self,
-        *,
-        account_id: str | None = None,
-        scopes: Iterable[str] = (),
-        client_id: str = DEFAULT_CLIENT_ID,
-        user_id: str | None = None,
-        model: Any = None,
-        client: Client | None = None,
-        using: str = DEFAULT_DB_ALIAS,
-    ) -> None:
-        super().__init__(
-            account_id=account_id,
-            scopes=scopes,
-            client_id=client_id,
-            user_id=user_id,
-            model=model,
-            using=using,
-        )
-        self.client = client or Client()
-
-    def signed_in(self, account_id: str, scopes: Iterable[str] = ()) -> PersonalAgentClient:
-        """The same User in the same conversation, signed in (a new token)."""
-        other = PersonalAgentClient(
-            account_id=account_id, scopes=scopes, client=self.client, **self._identity()
-        )
-        other.conversation_id = self.conversation_id
-        return other
+    test_client = Client
+    client: Client
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
         """``POST`` JSON to the endpoint's ``path`` (``""``, ``"/<id>/messages"``, ...).
@@ -407,34 +392,8 @@ class AsyncPersonalAgentClient(_PersonalAgent):
     pytest-django's ``transactional_db`` (the plugin's ``async_personal_agent`` fixture does).
     """
 
-    def __init__(
-        self,
-        *,
-        account_id: str | None = None,
-        scopes: Iterable[str] = (),
-        client_id: str = DEFAULT_CLIENT_ID,
-        user_id: str | None = None,
-        model: Any = None,
-        client: AsyncClient | None = None,
-        using: str = DEFAULT_DB_ALIAS,
-    ) -> None:
-        super().__init__(
-            account_id=account_id,
-            scopes=scopes,
-            client_id=client_id,
-            user_id=user_id,
-            model=model,
-            using=using,
-        )
-        self.client = client or AsyncClient()
-
-    def signed_in(self, account_id: str, scopes: Iterable[str] = ()) -> AsyncPersonalAgentClient:
-        """The same User in the same conversation, signed in (a new token)."""
-        other = AsyncPersonalAgentClient(
-            account_id=account_id, scopes=scopes, client=self.client, **self._identity()
-        )
-        other.conversation_id = self.conversation_id
-        return other
+    test_client = AsyncClient
+    client: AsyncClient
 
     async def post(self, path: str, body: dict[str, Any]) -> Any:
         """``POST`` JSON to the endpoint's ``path``; what it leaves to do once committed
