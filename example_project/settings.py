@@ -300,6 +300,10 @@ POPPY: dict[str, Any] = {
     "METRICS_PATH": "metrics" if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else None,
     # Personal agents report tasks they could not do here (admin: Feedback reports).
     "FEEDBACK": True,
+    # The desk's tags for what customers say (docs/desk.md#tags-macros-and-bulk-actions).
+    "TAG_RULES": {"refund": ["refund", "money back"], "damaged": ["broken", "snapped", "torn"]},
+    # After a person gives a conversation back, the customer is asked to rate the help.
+    "CSAT_SURVEY": True,
 }
 if os.environ.get("POPPY_REQUIRE_NONCE") == "1":
     # DPoP proofs must carry a nonce this server issued (RFC 9449 §8), at the token endpoint

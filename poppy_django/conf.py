@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar, overload
 
@@ -44,7 +45,17 @@ DEFAULT_TEXTS: dict[str, str] = {
     "action_pending_approval": "{summary}: waiting for approval by our staff.",
     "action_operation_proposed": "{summary}: please confirm it, and I will do it.",
     "operation_revised": "The terms changed: {summary}. Please confirm this version.",
+    # The satisfaction survey after a person handled a conversation (CSAT_SURVEY): its
+    # question (also the component's fallback text) and the thanks for an answer.
+    "csat_question": (
+        "How would you rate the help you got from our team? Answer with a number from 1 "
+        "(poor) to 5 (excellent), and a comment if you like."
+    ),
+    "csat_thanks": "Thank you for your rating.",
 }
+
+#: A tag's name (the desk's tags, ``TAG_RULES``): a slug of at most 50 characters.
+TAG_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,49}")
 
 DEFAULTS: dict[str, Any] = {
     # The public origin (scheme://host[:port]) DPoP proofs name; None: taken from the request.
@@ -159,6 +170,13 @@ DEFAULTS: dict[str, Any] = {
     # Import string of values(conversation) -> {"name": ..., "order": ...}: what canned
     # replies' placeholders say in a conversation (None or "" where unknown).
     "CANNED_REPLY_VALUES": "poppy_django.staff.canned.values_from_context",
+    # Tags the Company Agent's turns put on conversations for the desk: {"refund": ["refund",
+    # "money back"]} tags a conversation "refund" when a customer's message a turn answers
+    # says one of those words or phrases (whole words, any case).
+    "TAG_RULES": {},
+    # After a person gives a conversation back to the Company Agent, ask the customer how
+    # they rate the help (a csat_survey component; TEXTS["csat_question"]).
+    "CSAT_SURVEY": False,
     # Import strings of the Direct Conversation hooks: opened, closed.
     "DIRECT_HOOKS": {},
     # Turn lease: how long a worker's claim lasts without a heartbeat.
@@ -357,6 +375,21 @@ def flag_or_options(name: str, value: Any) -> bool | dict[str, Any]:
     return mapping(name, value) if isinstance(value, Mapping) else bool(value)
 
 
+def tag_rules(name: str, value: Any) -> dict[str, re.Pattern[str]]:
+    """``TAG_RULES``: each tag's words and phrases as one case-insensitive pattern of whole
+    words."""
+    rules: dict[str, re.Pattern[str]] = {}
+    for tag, words in mapping(name, value).items():
+        if not isinstance(tag, str) or not TAG_NAME.fullmatch(tag):
+            raise _wrong(f"{name} key", "a tag name (lower case letters, digits, - and _)", tag)
+        phrases = [word.strip() for word in texts(f"{name}[{tag!r}]", words) if word.strip()]
+        if not phrases:
+            raise _wrong(f"{name}[{tag!r}]", "a non-empty list of words or phrases", words)
+        alternatives = "|".join(re.escape(phrase) for phrase in phrases)
+        rules[tag] = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
+    return rules
+
+
 def imported(name: str, value: Any) -> Any:
     """An import string (or the object itself) resolved once; None stays None."""
     if value is None or callable(value):
@@ -474,6 +507,9 @@ class PoppySettings(TypedSettings):
     HANDOFF_MAX_WAIT_SECONDS = Setting(optional_number)
     #: callable(conversation) -> {"name": str | None, "order": str | None}.
     CANNED_REPLY_VALUES: Setting[Callable[..., Any] | None] = Setting(imported)
+    #: Tag name -> its words and phrases as one pattern.
+    TAG_RULES = Setting(tag_rules)
+    CSAT_SURVEY = Setting(flag)
     LEASE_SECONDS = Setting(number)
     HEARTBEAT_SECONDS = Setting(number)
     STREAM_KEEPALIVE_SECONDS = Setting(number)

@@ -29,8 +29,16 @@ from django.utils import timezone
 from poppy_django import ids, observe, signals
 from poppy_django.conf import hook, poppy_settings
 from poppy_django.engine import dispatch, transitions
-from poppy_django.models import Conversation, Event, EventType, Responder, StaffPresence, Status
-from poppy_django.staff import office_hours, presence
+from poppy_django.models import (
+    Conversation,
+    Event,
+    EventType,
+    HandoffOutcome,
+    Responder,
+    StaffPresence,
+    Status,
+)
+from poppy_django.staff import handoffs, office_hours, presence
 from poppy_django.store import event_log
 
 logger = logging.getLogger(__name__)
@@ -145,6 +153,7 @@ def request(
         event_log.set_state(
             conversation, status=Status.QUEUED, responder=Responder.AGENT, meta=meta
         )
+        handoffs.requested(conversation, initiator=initiator, outcome=HandoffOutcome.WAITING)
         recorded = "queued"
         observe.moment(
             "handoff_waiting",
@@ -156,16 +165,27 @@ def request(
         )
     elif outcome == "joined":
         event_log.set_state(conversation, status=Status.IDLE, responder=Responder.HUMAN, meta=meta)
+        handoffs.requested(conversation, initiator=initiator, outcome=HandoffOutcome.JOINED)
         recorded = "joined"
     elif isinstance(outcome, dict) and "unavailable" in outcome:
         event_log.set_state(
             conversation, status=Status.QUEUED, responder=Responder.AGENT, meta=meta
         )
-        unavailable(conversation, str(outcome["unavailable"]), meta=meta)
+        reason = str(outcome["unavailable"])
+        handoffs.requested(
+            conversation, initiator=initiator, outcome=HandoffOutcome.UNAVAILABLE, reason=reason
+        )
+        unavailable(conversation, reason, meta=meta)
         recorded = "unavailable"
     else:
         if request_hook is not None and outcome is not None:
             logger.error("poppy: the handoff request hook answered %r", outcome)
+        handoffs.requested(
+            conversation,
+            initiator=initiator,
+            outcome=HandoffOutcome.UNAVAILABLE,
+            reason=texts["no_one_available"],
+        )
         event_log.append_company_message(
             conversation,
             message_id=ids.new_company_message_id(),
@@ -262,6 +282,7 @@ def return_overdue() -> list[str]:
                 return returned
             conversation = event_log.lock(found)
             if conversation.status == Status.QUEUED:  # re-read under the lock
+                handoffs.not_taken(conversation, HandoffOutcome.MISSED, "timed_out")
                 unavailable(conversation, poppy_settings.texts["handoff_timed_out"])
                 observe.moment(
                     "handoff_timed_out",

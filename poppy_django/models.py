@@ -99,6 +99,11 @@ class Conversation(models.Model):
     #: The one staff member (username) the conversation is with: its holder while a person
     #: has it, the teammate it is assigned to while it waits (desk only; never on the wire).
     assignee = models.CharField(max_length=150, blank=True, default="")
+    #: The desk's tags (staff only, never on the wire): set at the desk, by the Company
+    #: Agent's tools (``ToolContext.tag``) and by ``POPPY["TAG_RULES"]``.
+    tags: models.ManyToManyField[Tag, ConversationTag] = models.ManyToManyField(
+        "Tag", through="ConversationTag", related_name="conversations", blank=True
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     closed_at = models.DateTimeField(null=True, blank=True)
@@ -111,7 +116,10 @@ class Conversation(models.Model):
             # The desk's "mine" and "unassigned" views.
             models.Index(fields=["assignee", "status"], name="poppy_conv_assignee"),
         ]
-        permissions = [("handle_conversations", "Can handle Poppy conversations at the desk")]
+        permissions = [
+            ("handle_conversations", "Can handle Poppy conversations at the desk"),
+            ("view_desk_reports", "Can see the support desk's reports"),
+        ]
 
     def __str__(self) -> str:
         return self.id
@@ -375,6 +383,9 @@ class DeskEventKind(models.TextChoices):
     ASSIGNED = "assigned"
     TRANSFERRED = "transferred"
     UNASSIGNED = "unassigned"
+    TAGGED = "tagged"
+    UNTAGGED = "untagged"
+    MACRO = "macro"
 
 
 class DeskEvent(models.Model):
@@ -434,6 +445,174 @@ class CannedReply(models.Model):
         return f"/{self.shortcut} {self.title}"
 
 
+class Tag(models.Model):
+    """A label staff sort conversations by ("refund", "vip"): staff only, never on the wire.
+
+    Made the first time something tags a conversation with it (the desk, a tool, a rule);
+    renamed or deleted in the admin.
+    """
+
+    name = models.SlugField(
+        max_length=50, unique=True, help_text=_("Lower case letters, digits, - and _.")
+    )
+    description = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ConversationTag(models.Model):
+    """One tag on one conversation, and who put it there."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="tagging")
+    tag = models.ForeignKey(Tag, on_delete=models.CASCADE, related_name="tagging")
+    #: A staff member's username, ``company_agent`` (a tool) or ``rule`` (``TAG_RULES``).
+    by = models.CharField(max_length=150)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "tag"], name="poppy_conversation_tag"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id} #{self.tag_id}"
+
+
+class MacroThen(models.TextChoices):
+    """What a macro does last, after its reply and its tags."""
+
+    KEEP = "keep", _("keep the conversation")
+    LEAVE = "leave", _("give it back to the Company Agent")
+    CLOSE = "close", _("close it")
+
+
+class Macro(models.Model):
+    """Several desk steps in one: a reply (a canned reply's text and placeholders), tags, a
+    teammate to give it to, and what then (keep it, give it back to the agent, close).
+
+    Run from a conversation's page, as one decision: all its steps happen, or none
+    (:func:`poppy_django.service.run_macro`).
+    """
+
+    shortcut = models.SlugField(max_length=50, unique=True)
+    title = models.CharField(max_length=120)
+    reply = models.TextField(
+        max_length=5000,
+        blank=True,
+        default="",
+        help_text=_("Sent to the customer first (optional); placeholders as in canned replies."),
+    )
+    tags = models.ManyToManyField(Tag, blank=True, related_name="macros")
+    give_to = models.CharField(
+        max_length=150,
+        blank=True,
+        default="",
+        help_text=_("A teammate's username: assigned (waiting) or transferred (held) to them."),
+    )
+    then = models.CharField(max_length=8, choices=MacroThen.choices, default=MacroThen.KEEP)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["shortcut"]
+
+    def __str__(self) -> str:
+        return f"{self.title} ({self.shortcut})"
+
+
+class HandoffOutcome(models.TextChoices):
+    """What came of a request for a person, as the team's reports count it."""
+
+    WAITING = "waiting"
+    JOINED = "joined"
+    #: Answered at once that no one could take it (nobody on shift, outside office hours,
+    #: a staff member's *Unavailable*).
+    UNAVAILABLE = "unavailable"
+    #: It waited and nobody joined (timed out, or given back).
+    MISSED = "missed"
+    #: The customer closed the conversation while it waited.
+    CANCELLED = "cancelled"
+
+
+class HandoffRecord(models.Model):
+    """One request for a person and what came of it: the support team's reports read these.
+
+    Written with the change it records (in its transaction), and kept when the events are
+    pruned. A person joining a conversation nobody handed off is recorded too (initiator
+    ``staff``). Never on the wire.
+    """
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="handoff_records"
+    )
+    #: "personal_agent" | "company_agent" | "staff" (a person joined unasked).
+    initiator = models.CharField(max_length=16)
+    requested_at = models.DateTimeField(db_index=True)
+    outcome = models.CharField(
+        max_length=12, choices=HandoffOutcome.choices, default=HandoffOutcome.WAITING
+    )
+    #: When it was joined, found unavailable, missed or cancelled.
+    outcome_at = models.DateTimeField(null=True, blank=True)
+    #: Why no one took it (unavailable, missed): what the customer was told, or ``timed_out``.
+    reason = models.TextField(blank=True, default="")
+    #: Who joined it; for a missed handoff, whom it waited for ("" for no one).
+    staff = models.CharField(max_length=150, blank=True, default="")
+    #: The team it was for ("" for the whole desk).
+    team = models.CharField(max_length=150, blank=True, default="")
+    #: The first message a person wrote after joining, and who wrote it.
+    first_response_at = models.DateTimeField(null=True, blank=True)
+    first_response_by = models.CharField(max_length=150, blank=True, default="")
+    #: When the person part ended: given back to the Company Agent, or closed.
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-requested_at"]
+        indexes = [
+            models.Index(fields=["conversation", "outcome"], name="poppy_handoff_open"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id} {self.outcome}"
+
+
+class CsatSurvey(models.Model):
+    """A satisfaction survey asked after a person handled a conversation, and its answer.
+
+    Asked as a company message with a ``csat_survey`` component (its fallback text asks for
+    a number, so a personal agent that knows nothing of it still can answer); the answer is
+    a message (``data.csat``, or a text such as "4 - quick and kind").
+    """
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="csat_surveys"
+    )
+    #: The survey message's id (a ``data.csat`` answer names it as ``survey_id``) and
+    #: sequence number (a text answer counts only while it is the last message).
+    message_id = models.CharField(max_length=64)
+    seq = models.PositiveBigIntegerField()
+    #: The staff member who handled it, and their team ("" for none).
+    staff = models.CharField(max_length=150, blank=True, default="")
+    team = models.CharField(max_length=150, blank=True, default="")
+    asked_at = models.DateTimeField(db_index=True)
+    rating = models.PositiveSmallIntegerField(null=True, blank=True)
+    comment = models.TextField(blank=True, default="")
+    answered_at = models.DateTimeField(null=True, blank=True)
+    #: "data" (the component's answer) or "text" (a number in words).
+    answered_with = models.CharField(max_length=8, blank=True, default="")
+
+    class Meta:
+        ordering = ["-asked_at"]
+        verbose_name = "CSAT survey"
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id} {self.rating or '-'}"
+
+
 class FeedbackReport(models.Model):
     """A personal agent's report of a task it could not do here (Poppy draft 0.2 §8).
 
@@ -468,11 +647,17 @@ __all__ = [
     "AgentThreadEntry",
     "CannedReply",
     "Conversation",
+    "ConversationTag",
+    "CsatSurvey",
     "DeskEvent",
     "DeskEventKind",
     "Event",
     "EventType",
     "FeedbackReport",
+    "HandoffOutcome",
+    "HandoffRecord",
+    "Macro",
+    "MacroThen",
     "MessageReceipt",
     "Operation",
     "OperationRevision",
@@ -480,4 +665,5 @@ __all__ = [
     "StaffPresence",
     "Status",
     "SupportDesk",
+    "Tag",
 ]

@@ -100,6 +100,8 @@ class TurnOutcome:
     text: str = ""
     components: list[Component] = field(default_factory=list)
     actions: list[dict[str, Any]] = field(default_factory=list)
+    #: The desk's tags the turn's tools put on the conversation (``ToolContext.tag``).
+    tags: list[str] = field(default_factory=list)
     #: ``(error, scope)`` when a refused tool call ended the turn.
     authorization: tuple[str, str] | None = None
     failed: bool = False
@@ -256,5 +258,6 @@ async def run_turn(
         outcome.error = observe.describe_failure(exc)
     outcome.text = "".join(pieces)
     outcome.components = ctx.components if ctx is not None else []
+    outcome.tags = ctx.tags if ctx is not None else []
     outcome.actions = toolbox.actions if toolbox is not None else []
     return outcome

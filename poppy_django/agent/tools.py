@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from poppy_django.agent.tool_problems import ToolProblem, declaration_problems
+from poppy_django.store import tags
 from poppy_django.verifier import Actor
 
 ToolKind = Literal["read", "action"]
@@ -52,6 +53,8 @@ class ToolContext:
     #: For an action: stable per action (the same on a retried turn and when staff approve
     #: it), so a tool can pass it on as an idempotency key to the APIs it calls.
     call_key: str | None = None
+    #: The desk's tags the tool put on the conversation (:meth:`tag`).
+    tags: list[str] = field(default_factory=list)
 
     @property
     def account_id(self) -> str | None:
@@ -59,6 +62,12 @@ class ToolContext:
 
     def emit_component(self, name: str, props: dict[str, Any], fallback_text: str) -> None:
         self.components.append(Component(name, props, fallback_text))
+
+    def tag(self, *names: str) -> None:
+        """Tag the conversation for the support desk ("refund", "vip"): staff see it and
+        filter by it; never on the wire. Written with the turn's reply (a turn that writes
+        none tags nothing). A name that cannot be a tag raises ``PoppyError``."""
+        self.tags.extend(name for name in tags.normalized(names) if name not in self.tags)
 
     def __repr__(self) -> str:
         return "<ToolContext>"

@@ -44,7 +44,7 @@ from poppy_django.models import (
     Status,
 )
 from poppy_django.observe import tracing
-from poppy_django.store import backends, event_log, wire
+from poppy_django.store import backends, event_log, tags, wire
 from poppy_django.verifier import Actor, Principal
 
 logger = logging.getLogger("poppy_django.turns")
@@ -361,7 +361,16 @@ def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: Tu
         data=outcome.message_data(),
         meta=meta,
     )
+    _tag(conversation, request, outcome)
     _remember(conversation, request, text)
+
+
+def _tag(conversation: Conversation, request: TurnRequest, outcome: TurnOutcome) -> None:
+    """The desk's tags the turn gives the conversation: its tools' (``ToolContext.tag``) and
+    ``TAG_RULES``' for what the customer said; each recorded on the desk's log once."""
+    said = [item.text for item in request.inputs if item.text]
+    tags.add(conversation, outcome.tags, by="company_agent")
+    tags.add(conversation, tags.by_rules(said), by="rule")
 
 
 def _remember(conversation: Conversation, request: TurnRequest, reply: str | None) -> None:

@@ -36,7 +36,7 @@ from poppy_django.service.assignment import (
     waiting,
 )
 from poppy_django.service.course import close, hand_off, handoff_unavailable, request_user
-from poppy_django.service.desk_log import MAX_NOTE, add_note, desk_events
+from poppy_django.service.desk_log import MAX_NOTE, add_note, desk_events, tag, tags_of, untag
 from poppy_django.service.guards import holder
 from poppy_django.service.holding import (
     ARRIVED_SHOWN,
@@ -82,10 +82,13 @@ __all__ = [
     "set_away",
     "staff_seen",
     "staff_status",
+    "tag",
+    "tags_of",
     "take_over",
     "team",
     "transfer",
     "unassign",
     "unassigned",
+    "untag",
     "waiting",
 ]

@@ -28,6 +28,7 @@ from poppy_django.models import (
     Status,
 )
 from poppy_django.observe import tracing
+from poppy_django.staff import csat, handoffs
 from poppy_django.store import event_log
 from poppy_django.store.ownership import OWNER_FIELDS, check_owner, get_owned
 from poppy_django.store.wire import InboundMessage
@@ -165,6 +166,11 @@ def _record(
             conversation.answered_seq = event.seq
             event_log.save(conversation, "answered_seq")
             handoff.forward_message_on_commit(conversation.id, payload["message"])
+        elif (survey := csat.take_answer(conversation, message)) is not None:
+            # An answer to the satisfaction survey: thanked, and no turn.
+            csat.thank(conversation, survey)
+            conversation.answered_seq = conversation.last_seq
+            event_log.save(conversation, "answered_seq")
         elif message.starts_turn:
             event_log.set_state(conversation, status=Status.WORKING)
             dispatch.dispatch_on_commit(conversation.id)
@@ -321,6 +327,7 @@ def close_locked(
         conversation.refresh_from_db(fields=["last_seq"])
     if conversation.status == Status.QUEUED:
         handoff.cancel_on_commit(conversation.id)
+    handoffs.ended(conversation)
     conversation.closed_at = timezone.now()
     conversation.save(update_fields=["closed_at", "updated_at"])
     event_log.set_state(conversation, status=Status.CLOSED, meta=meta)

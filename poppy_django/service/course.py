@@ -9,8 +9,9 @@ from django.db import transaction
 
 from poppy_django import handoff, observe, signals
 from poppy_django.errors import PoppyError
-from poppy_django.models import Event, EventType, Status
+from poppy_django.models import Event, EventType, HandoffOutcome, Status
 from poppy_django.service import conversations, guards
+from poppy_django.staff import handoffs
 from poppy_django.store import event_log
 
 
@@ -28,6 +29,7 @@ def handoff_unavailable(
     if conversation.status != Status.QUEUED:
         raise PoppyError("not_waiting", "No handoff is waiting for a person.")
     guards.refuse_if_held_by_other(conversation, by)
+    handoffs.not_taken(conversation, HandoffOutcome.UNAVAILABLE, reason, by=by)
     handoff.unavailable(conversation, reason, meta=guards.meta(request_id, by))
     observe.moment("handoff_declined", None, conversation_id=conversation.id, by=by)
 

@@ -1,5 +1,6 @@
-"""The desk's own log of a conversation: private notes, take-overs and assignments, never on
-the wire (a table of its own, which no read, stream, MCP answer or export carries)."""
+"""The desk's own log of a conversation and its tags: private notes, take-overs,
+assignments, tags, macros run; never on the wire (tables of their own, which no read,
+stream, MCP answer or export carries)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from poppy_django import fanout
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, DeskEvent, DeskEventKind
 from poppy_django.service import guards
-from poppy_django.store import event_log
+from poppy_django.store import event_log, tags
 
 #: The longest private note.
 MAX_NOTE = 10_000
@@ -73,3 +74,56 @@ def desk_events(conversation_id: str, *, after: int = 0) -> list[DeskEvent]:
     return list(
         DeskEvent.objects.filter(conversation_id=conversation_id, pk__gt=after).order_by("pk")
     )
+
+
+def write(
+    conversation_id: str,
+    kind: str,
+    *,
+    by: str,
+    other: str = "",
+    text: str = "",
+    request_id: str | None = None,
+) -> DeskEvent:
+    """Record a staff-only event on the conversation's desk log (a macro's run, say), placed
+    after its newest event, in the caller's transaction (the conversation locked)."""
+    conversation = event_log.lock(conversation_id)
+    return record(
+        conversation, kind, by=by, other=other, text=text, meta=guards.meta(request_id, by)
+    )
+
+
+@transaction.atomic
+def tag(
+    conversation_id: str, names: list[str], *, by: str, request_id: str | None = None
+) -> list[str]:
+    """Tag the conversation (closed ones too: triage comes after): the tags it did not have,
+    each a row of the desk's log (``tagged``). Tags are staff-only, never on the wire;
+    anyone at the desk may tag, whoever has the conversation (``invalid_request`` for a
+    name that cannot be a tag, before anything is written)."""
+    guards.person(by)
+    conversation = event_log.lock(conversation_id)
+    added = tags.add(conversation, names, by=by)
+    meta = guards.meta(request_id, by)
+    for name in added:
+        record(conversation, DeskEventKind.TAGGED, by=by, other=name, meta=meta)
+    return added
+
+
+@transaction.atomic
+def untag(
+    conversation_id: str, names: list[str], *, by: str, request_id: str | None = None
+) -> list[str]:
+    """Take tags off the conversation: the ones it had, each a row of the desk's log."""
+    guards.person(by)
+    conversation = event_log.lock(conversation_id)
+    taken = tags.remove(conversation, names)
+    meta = guards.meta(request_id, by)
+    for name in taken:
+        record(conversation, DeskEventKind.UNTAGGED, by=by, other=name, meta=meta)
+    return taken
+
+
+def tags_of(conversation_id: str) -> list[str]:
+    """The conversation's tags, by name."""
+    return tags.names_of(conversation_id)

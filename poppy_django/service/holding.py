@@ -10,10 +10,19 @@ from django.db import transaction
 from poppy_django import ids, observe, signals
 from poppy_django.engine import dispatch, transitions
 from poppy_django.errors import PoppyError
-from poppy_django.models import Conversation, DeskEventKind, Event, EventType, Responder, Status
+from poppy_django.models import (
+    Conversation,
+    DeskEventKind,
+    Event,
+    EventType,
+    HandoffOutcome,
+    Responder,
+    Status,
+)
 from poppy_django.service import conversations, desk_log, guards
 from poppy_django.service.assignment import assigned_moment
 from poppy_django.service.snapshot import last_event_id
+from poppy_django.staff import csat, handoffs
 from poppy_django.store import event_log
 
 #: The most events a ``conversation_changed`` refusal lists (the newest are re-read anyway).
@@ -29,6 +38,7 @@ def _join_locked(
     conversation.handoff_requested_at = None
     conversation.save(update_fields=["assignee", "handoff_requested_at", "updated_at"])
     event_log.set_state(conversation, status=Status.IDLE, responder=Responder.HUMAN, meta=meta)
+    handoffs.joined(conversation, by)
     if previous:
         desk_log.record(conversation, DeskEventKind.TOOK_OVER, by=by, other=previous, meta=meta)
         assigned_moment(conversation, previous=previous, by=by, how="took_over")
@@ -141,6 +151,7 @@ def post_message(
     meta = guards.meta(request_id, by)
     if not guards.holds(conversation, by):
         _join_locked(conversation, by, meta)
+    handoffs.responded(conversation, by)
     return event_log.append_company_message(
         conversation,
         message_id=ids.new_company_message_id(),
@@ -160,14 +171,20 @@ def human_left(conversation_id: str, *, by: str, request_id: str | None = None) 
     guards.person(by)
     conversation = guards.lock_open(conversation_id)
     guards.refuse_if_held_by_other(conversation, by)
+    handled = conversation.responder == Responder.HUMAN
+    record = handoffs.ended(conversation) if handled else None
+    if not handled:  # a waiting handoff given back by the staff member it waited for
+        handoffs.not_taken(conversation, HandoffOutcome.UNAVAILABLE, "given back", by=by)
     conversation.assignee = ""
     conversation.handoff_requested_at = None
     conversation.save(update_fields=["assignee", "handoff_requested_at", "updated_at"])
     unanswered = bool(transitions.pending_messages(conversation))
     status = Status.WORKING if unanswered else Status.IDLE
-    event_log.set_state(
-        conversation, status=status, responder=Responder.AGENT, meta=guards.meta(request_id, by)
-    )
+    meta = guards.meta(request_id, by)
+    event_log.set_state(conversation, status=status, responder=Responder.AGENT, meta=meta)
     if unanswered:
         dispatch.dispatch_on_commit(conversation.id)
+    elif handled:  # how was the help? (asked only when nothing waits for the agent's answer)
+        team = record.team if record is not None else ""
+        csat.ask(conversation, staff=by, team=team, meta=meta)
     observe.moment("human_left", signals.human_left, conversation_id=conversation.id, by=by)

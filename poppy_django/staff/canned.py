@@ -81,7 +81,12 @@ def rendered(
     conversation: Conversation, replies: list[CannedReply] | None = None
 ) -> list[RenderedReply]:
     """The canned replies (every one, by shortcut, by default) filled for ``conversation``."""
-    values_of = poppy_settings.CANNED_REPLY_VALUES
-    values = values_of(conversation) if values_of is not None else {}
     chosen = list(CannedReply.objects.all()) if replies is None else replies
-    return [RenderedReply(r.shortcut, r.title, fill(r.text, values)) for r in chosen]
+    return [RenderedReply(r.shortcut, r.title, filled(conversation, r.text)) for r in chosen]
+
+
+def filled(conversation: Conversation, text: str) -> str:
+    """``text`` (a canned reply's or a macro's) with its placeholders filled for
+    ``conversation``."""
+    values_of = poppy_settings.CANNED_REPLY_VALUES
+    return fill(text, values_of(conversation) if values_of is not None else {})
