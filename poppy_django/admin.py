@@ -10,29 +10,38 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import ngettext
 
 from poppy_django import service
-from poppy_django.desk import queue, wording
+from poppy_django.desk import bulk, queue, wording
 from poppy_django.desk.admin import DeskAdminMixin
 from poppy_django.desk.permissions import can_handle
+from poppy_django.errors import PoppyError
 from poppy_django.models import (
     ActionRecord,
     AgentThread,
     AgentThreadEntry,
     CannedReply,
     Conversation,
+    CsatSurvey,
     Event,
     FeedbackReport,
+    HandoffRecord,
+    Macro,
+    MacroThen,
     MessageReceipt,
     Operation,
     OperationRevision,
     SupportDesk,
+    Tag,
 )
-from poppy_django.staff import canned
+from poppy_django.staff import canned, presence
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -98,12 +107,74 @@ class ConversationAdmin(DeskAdminMixin, ReadOnlyAdmin):
         "handoff_requested_at",
         "updated_at",
     ]
-    # The desk's tabs, in the desk's words (not the wire's "responder").
-    list_filter = [DeskStateFilter]
-    search_fields = ["id", "client_id", "account_id"]
+    # The desk's tabs, in the desk's words (not the wire's "responder"), and its tags.
+    list_filter = [DeskStateFilter, ("tags", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["id", "client_id", "account_id", "tags__name"]
     raw_id_fields = ["parent"]
     list_select_related = ["parent"]
     date_hierarchy = "created_at"
+    actions = ["assign_selected", "tag_selected", "close_selected"]
+
+    def has_handle_permission(self, request: HttpRequest) -> bool:
+        """The bulk actions are the desk's: its permission, not the model's."""
+        return can_handle(request.user)
+
+    @admin.action(description="Assign the waiting ones to a teammate", permissions=["handle"])
+    def assign_selected(
+        self, request: HttpRequest, queryset: QuerySet[Conversation]
+    ) -> HttpResponse | None:
+        return self._bulk(request, queryset, "assign_selected", bulk.AssignForm, bulk.assign)
+
+    @admin.action(description="Tag selected conversations", permissions=["handle"])
+    def tag_selected(
+        self, request: HttpRequest, queryset: QuerySet[Conversation]
+    ) -> HttpResponse | None:
+        return self._bulk(request, queryset, "tag_selected", bulk.TagForm, bulk.tag)
+
+    @admin.action(description="Close selected conversations", permissions=["handle"])
+    def close_selected(
+        self, request: HttpRequest, queryset: QuerySet[Conversation]
+    ) -> HttpResponse | None:
+        return self._bulk(request, queryset, "close_selected", bulk.CloseForm, bulk.close)
+
+    def _bulk(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Conversation],
+        name: str,
+        form_class: type[forms.Form],
+        run: Any,
+    ) -> HttpResponse | None:
+        """Ask for what the action needs (and confirmation) on a page of its own, then do it
+        to each conversation through the service API, and say what was refused and why."""
+        ids = list(queryset.order_by("pk").values_list("pk", flat=True))
+        form = form_class(request.POST if "apply" in request.POST else None)
+        if not form.is_bound or not form.is_valid():
+            action = self.get_action(name)
+            return TemplateResponse(
+                request,
+                "poppy_django/desk/bulk_action.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "title": action[2] if action else name,
+                    "opts": self.model._meta,
+                    "action": name,
+                    "form": form,
+                    "ids": ids,
+                    "checkbox": ACTION_CHECKBOX_NAME,
+                },
+            )
+        outcome = run(ids, form, by=request.user.get_username())
+        if outcome.done:
+            count = len(outcome.done)
+            self.message_user(
+                request,
+                ngettext("%d conversation changed.", "%d conversations changed.", count) % count,
+                messages.SUCCESS,
+            )
+        for conversation_id, why in outcome.refused:
+            self.message_user(request, f"{conversation_id}: not changed: {why}", messages.WARNING)
+        return None
 
     @admin.display(description="state", ordering="status")
     def state(self, conversation: Conversation) -> str:
@@ -211,6 +282,89 @@ class OperationAdmin(ReadOnlyAdmin):
     inlines = [OperationRevisionInline]
 
 
+@admin.register(Tag)
+class TagAdmin(admin.ModelAdmin):
+    """The desk's tags: renamed, described or deleted here (they are made where used)."""
+
+    list_display = ["name", "description", "created_at"]
+    search_fields = ["name", "description"]
+
+
+def unknown_placeholder_error(text: str) -> forms.ValidationError | None:
+    """The error for placeholders the desk would not fill in (a typo: ``{nmae}``)."""
+    unknown = canned.unknown_placeholders(text)
+    if not unknown:
+        return None
+    known = ", ".join("{" + name + "}" for name in canned.PLACEHOLDERS)
+    return forms.ValidationError(
+        f"Unknown placeholder(s): {', '.join('{' + u + '}' for u in unknown)}. "
+        f"Use {known}, with a fallback after | if you like ({{name|there}})."
+    )
+
+
+class MacroForm(forms.ModelForm):
+    """A macro the desk can run: its placeholders known, its teammate on the desk, and one
+    last step (a teammate to give it to, or giving it back, or closing it)."""
+
+    class Meta:
+        model = Macro
+        fields = ["shortcut", "title", "reply", "tags", "give_to", "then"]
+
+    def clean_reply(self) -> str:
+        reply: str = self.cleaned_data["reply"]
+        error = unknown_placeholder_error(reply)
+        if error is not None:
+            raise error
+        return reply
+
+    def clean_give_to(self) -> str:
+        give_to: str = self.cleaned_data["give_to"].strip()
+        if give_to:
+            try:
+                presence.staff_member(give_to)
+            except PoppyError as exc:
+                raise forms.ValidationError(exc.description or exc.code) from exc
+        return give_to
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        if cleaned.get("give_to") and cleaned.get("then") != MacroThen.KEEP:
+            raise forms.ValidationError(
+                "Give it to a teammate, or give it back or close it: not both."
+            )
+        return cleaned
+
+
+@admin.register(Macro)
+class MacroAdmin(admin.ModelAdmin):
+    """Macros, managed by whoever holds their model permissions (a support lead)."""
+
+    form = MacroForm
+    list_display = ["shortcut", "title", "give_to", "then", "updated_at"]
+    search_fields = ["shortcut", "title", "reply"]
+    filter_horizontal = ["tags"]
+
+
+@admin.register(HandoffRecord)
+class HandoffRecordAdmin(SuperuserOnlyAdmin):
+    """What the reports count (the desk's reports page reads them for the team lead)."""
+
+    list_display = ["requested_at", "conversation", "initiator", "outcome", "staff", "team"]
+    list_filter = ["outcome", "initiator"]
+    search_fields = ["conversation__id", "staff", "team"]
+    raw_id_fields = ["conversation"]
+    date_hierarchy = "requested_at"
+
+
+@admin.register(CsatSurvey)
+class CsatSurveyAdmin(SuperuserOnlyAdmin):
+    list_display = ["asked_at", "conversation", "staff", "rating", "answered_with"]
+    list_filter = ["rating", "answered_with"]
+    search_fields = ["conversation__id", "staff", "comment"]
+    raw_id_fields = ["conversation"]
+    date_hierarchy = "asked_at"
+
+
 class CannedReplyForm(forms.ModelForm):
     """A placeholder the desk would not fill in is refused here, not sent as ``{nmae}``."""
 
@@ -220,13 +374,9 @@ class CannedReplyForm(forms.ModelForm):
 
     def clean_text(self) -> str:
         text: str = self.cleaned_data["text"]
-        unknown = canned.unknown_placeholders(text)
-        if unknown:
-            known = ", ".join("{" + name + "}" for name in canned.PLACEHOLDERS)
-            raise forms.ValidationError(
-                f"Unknown placeholder(s): {', '.join('{' + u + '}' for u in unknown)}. "
-                f"Use {known}, with a fallback after | if you like ({{name|there}})."
-            )
+        error = unknown_placeholder_error(text)
+        if error is not None:
+            raise error
         return text
 
 

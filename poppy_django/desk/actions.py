@@ -15,7 +15,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_POST
 
 from poppy_django import service
-from poppy_django.desk import decisions, parameters
+from poppy_django.desk import decisions, macros, parameters
 from poppy_django.desk.performing import ActionCall, perform
 from poppy_django.desk.permissions import desk_permission
 from poppy_django.errors import PoppyError, error_response
@@ -81,6 +81,26 @@ def add_note(call: ActionCall) -> None:
     service.add_note(call.conversation_id, call.text("text"), **call.as_staff)
 
 
+def _tag_names(call: ActionCall) -> list[str]:
+    """``tag``: one name, or several separated by commas."""
+    return [name for name in call.text("tag").split(",") if name.strip()]
+
+
+def tag(call: ActionCall) -> None:
+    """Tag the conversation (``tag``: a name, or names separated by commas)."""
+    service.tag(call.conversation_id, _tag_names(call), **call.as_staff)
+
+
+def untag(call: ActionCall) -> None:
+    """Take the tag ``tag`` (or several, separated by commas) off the conversation."""
+    service.untag(call.conversation_id, _tag_names(call), **call.as_staff)
+
+
+def macro(call: ActionCall) -> None:
+    """Run the macro ``macro`` (its shortcut), over ``seen`` as a reply is."""
+    macros.run(call.conversation_id, call.text("macro"), seen=call.seen(), **call.as_staff)
+
+
 #: The actions by the name in their URL (``<conversation page>action/<name>/``).
 ACTIONS: dict[str, Callable[[ActionCall], None]] = {
     "join": join,
@@ -94,6 +114,9 @@ ACTIONS: dict[str, Callable[[ActionCall], None]] = {
     "unassign": unassign,
     "transfer": transfer,
     "note": add_note,
+    "tag": tag,
+    "untag": untag,
+    "macro": macro,
 }
 
 

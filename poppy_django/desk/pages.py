@@ -15,25 +15,39 @@ from django.views.decorators.http import require_GET
 
 from poppy_django import ids, service
 from poppy_django.conf import poppy_settings
-from poppy_django.desk import decisions, parameters, queue, routes, transcript, wording
+from poppy_django.desk import (
+    decisions,
+    macros,
+    parameters,
+    queue,
+    routes,
+    search,
+    transcript,
+    wording,
+)
 from poppy_django.desk.context import page_context
-from poppy_django.desk.permissions import desk_permission
+from poppy_django.desk.permissions import can_read_reports, desk_permission
 from poppy_django.desk.state import action_log, conversation_or_404, conversation_state
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, DeskEvent, Event
+from poppy_django.store import tags
 
 
 @require_GET
 @desk_permission
 def queue_page(request: HttpRequest, admin_site: AdminSite) -> HttpResponse:
-    """The queue; ``?partial=rows`` answers only the rows (the page re-fetches them live)."""
+    """The queue (``?status=`` a tab, ``?tag=`` a tag, ``?q=`` a search, each row with a
+    snippet of what the search matched); ``?partial=rows`` answers only the rows (the page
+    re-fetches them live)."""
     chosen = queue.chosen_filter(request.GET.get("status"))
     text = request.GET.get("q", "")
+    tag = request.GET.get("tag", "")
     me = request.user.get_username()
-    rows = list(queue.conversations(chosen.key, text, me=me)[: queue.LIMIT])
+    rows = list(queue.conversations(chosen.key, text, me=me, tag=tag)[: queue.LIMIT])
+    found = search.snippets(rows, text)
     # A conversation's page is ``<queue url><id>/`` (see urls.py).
     context: dict[str, Any] = {
-        "rows": rows,
+        "rows": [(row, found.get(row.id)) for row in rows],
         "desk_url": routes.url(admin_site, routes.QUEUE),
         "lease_seconds": f"{poppy_settings.LEASE_SECONDS:g}",
     }
@@ -46,6 +60,11 @@ def queue_page(request: HttpRequest, admin_site: AdminSite) -> HttpResponse:
             "filters": [(item, counts[item.key]) for item in queue.FILTERS],
             "chosen": chosen,
             "q": text,
+            "tag": tag,
+            "tags": queue.tag_counts(),
+            "reports_url": (
+                routes.url(admin_site, routes.REPORTS) if can_read_reports(request.user) else ""
+            ),
             "stream_url": routes.url(admin_site, routes.QUEUE_STREAM),
             "limit": queue.LIMIT,
         }
@@ -84,6 +103,8 @@ def conversation_page(
         last_desk_event=private[-1].pk if private else 0,
         teammates=[mate for mate in service.team() if mate.username != me],
         canned_url=routes.url(admin_site, routes.CANNED, conversation.id),
+        macros=macros.listed(),
+        tag_names=tags.every_name(),
         earlier_url=f"{page_url}?before={shown[0].seq}" if len(window) > size else "",
         latest_url=page_url if shown and shown[-1].seq < conversation.last_seq else "",
         highlight=highlight,

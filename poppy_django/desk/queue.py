@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from django.db.models import (
     Case,
     Count,
-    Exists,
     F,
     IntegerField,
     OuterRef,
@@ -24,9 +23,17 @@ from django.db.models import (
 )
 from django.db.models.fields.json import KT
 
+from poppy_django.desk import search
 from poppy_django.desk.wording import stalled_annotation
-from poppy_django.models import ActionStatus, Conversation, Event, EventType, Responder, Status
-from poppy_django.store import backends
+from poppy_django.models import (
+    ActionStatus,
+    Conversation,
+    Event,
+    EventType,
+    Responder,
+    Status,
+    Tag,
+)
 
 
 @dataclass(frozen=True)
@@ -62,27 +69,12 @@ FILTERS: tuple[Filter, ...] = (
     Filter("closed", "Closed", lambda me: Q(status=Status.CLOSED)),
 )
 FILTERS_BY_KEY = {item.key: item for item in FILTERS}
-#: PostgreSQL's text search configuration for searching what was said ("refunds" finds
-#: "refund").
-SEARCH_CONFIG = "english"
 #: Rows on one queue page: a desk that needs more is a desk that needs more people.
 LIMIT = 200
 
 
 def chosen_filter(key: str | None) -> Filter:
     return FILTERS_BY_KEY.get(key or "", FILTERS[0])
-
-
-def search(queryset: QuerySet[Conversation], text: str) -> QuerySet[Conversation]:
-    """By what was said (any message's text), or by conversation id, personal agent
-    ``client_id`` or account (case-insensitive part)."""
-    text = text.strip()
-    if not text:
-        return queryset
-    by_id = Q(id__icontains=text) | Q(client_id__icontains=text) | Q(account_id__icontains=text)
-    messages = Event.objects.filter(conversation=OuterRef("pk"), type=EventType.MESSAGE)
-    saying = backends.for_alias(queryset.db).messages_saying(messages, text, SEARCH_CONFIG)
-    return queryset.filter(by_id | Q(Exists(saying)))
 
 
 def last_said() -> Subquery:
@@ -98,23 +90,32 @@ def last_said() -> Subquery:
 
 
 def conversations(
-    filter_key: str | None = None, text: str = "", *, me: str = ""
+    filter_key: str | None = None, text: str = "", *, me: str = "", tag: str = ""
 ) -> QuerySet[Conversation]:
-    """The queue's rows: filtered, searched, waiting first (oldest first), then by activity.
+    """The queue's rows: filtered (and by ``tag``), searched, waiting first (oldest first),
+    then by activity.
 
-    Each row also carries the customer's last message (``last_said``, for its first words)
-    and whether it waits for a worker none has taken it up (``stalled``)."""
+    Each row also carries the customer's last message (``last_said``, for its first words),
+    whether it waits for a worker none has taken it up (``stalled``), and its tags."""
     chosen = chosen_filter(filter_key)
     ids = Conversation.objects.filter(chosen.condition(me)).values("pk")
-    queryset = search(Conversation.objects.filter(pk__in=ids), text)
-    return queryset.annotate(
-        waiting=Case(
-            When(status=Status.QUEUED, then=Value(0)), default=Value(1), output_field=IntegerField()
-        ),
-        approvals=Count("actions", filter=Q(actions__status=ActionStatus.AWAITING_APPROVAL)),
-        last_said=last_said(),
-        stalled=stalled_annotation(),
-    ).order_by("waiting", F("handoff_requested_at").asc(nulls_last=True), "-updated_at", "id")
+    queryset = search.search(Conversation.objects.filter(pk__in=ids), text)
+    if tag:
+        queryset = queryset.filter(tagging__tag__name=tag)
+    return (
+        queryset.annotate(
+            waiting=Case(
+                When(status=Status.QUEUED, then=Value(0)),
+                default=Value(1),
+                output_field=IntegerField(),
+            ),
+            approvals=Count("actions", filter=Q(actions__status=ActionStatus.AWAITING_APPROVAL)),
+            last_said=last_said(),
+            stalled=stalled_annotation(),
+        )
+        .prefetch_related("tags")
+        .order_by("waiting", F("handoff_requested_at").asc(nulls_last=True), "-updated_at", "id")
+    )
 
 
 def counts(me: str = "") -> dict[str, int]:
@@ -123,4 +124,15 @@ def counts(me: str = "") -> dict[str, int]:
     """
     return Conversation.objects.aggregate(
         **{item.key: Count("pk", filter=item.condition(me), distinct=True) for item in FILTERS}
+    )
+
+
+def tag_counts() -> list[tuple[str, int]]:
+    """Every tag with how many open conversations have it (the queue's tag filter)."""
+    return list(
+        Tag.objects.annotate(
+            open=Count("tagging", filter=~Q(tagging__conversation__status=Status.CLOSED))
+        )
+        .order_by("name")
+        .values_list("name", "open")
     )

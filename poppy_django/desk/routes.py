@@ -21,6 +21,8 @@ ALERTS = "poppy_django_conversation_desk_alerts"
 PRESENCE = "poppy_django_conversation_desk_presence"
 CANNED = "poppy_django_conversation_desk_canned"
 APPROVAL = "poppy_django_conversation_desk_approval"
+REPORTS = "poppy_django_conversation_desk_reports"
+REPORTS_CSV = "poppy_django_conversation_desk_reports_csv"
 
 
 def url(admin_site: AdminSite, name: str, *args: Any) -> str:

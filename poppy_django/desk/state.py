@@ -36,6 +36,7 @@ def conversation_state(conversation: Conversation) -> dict[str, Any]:
         "last_seq": conversation.last_seq,
         "direct": conversation.is_direct,
         "closed": conversation.status == Status.CLOSED,
+        "tags": service.tags_of(conversation.id),
     }
 
 

@@ -107,6 +107,12 @@ def _private_words(kind: str, by: str, other: str) -> str:
         return f"{by} gave it back to the queue" if other == by else f"{by} unassigned {other}"
     if kind == DeskEventKind.TRANSFERRED:
         return f"{by} transferred it to {other}"
+    if kind == DeskEventKind.TAGGED:
+        return f"{by} tagged it {other}"
+    if kind == DeskEventKind.UNTAGGED:
+        return f"{by} took the tag {other} off"
+    if kind == DeskEventKind.MACRO:
+        return f"{by} ran the macro {other}"
     return f"{kind} by {by}"
 
 

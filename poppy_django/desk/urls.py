@@ -14,7 +14,7 @@ from django.contrib.admin import AdminSite
 from django.urls import URLPattern, path, register_converter
 
 from poppy_django import ids
-from poppy_django.desk import actions, feeds, pages, routes, streams
+from poppy_django.desk import actions, feeds, pages, report_pages, routes, streams
 
 
 class ConversationId:
@@ -48,6 +48,8 @@ def desk_urls(admin_site: AdminSite) -> list[URLPattern]:
         path("desk/stream/", wrap(streams.queue_stream), site, name=routes.QUEUE_STREAM),
         path("desk/alerts.json", wrap(feeds.alerts_json), site, name=routes.ALERTS),
         path("desk/presence/", wrap(actions.presence), site, name=routes.PRESENCE),
+        path("desk/reports/", wrap(report_pages.reports_page), site, name=routes.REPORTS),
+        path("desk/reports.csv", wrap(report_pages.reports_csv), site, name=routes.REPORTS_CSV),
         path(
             "desk/<conversation_id:conversation_id>/",
             wrap(pages.conversation_page),

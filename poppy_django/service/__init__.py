@@ -36,7 +36,15 @@ from poppy_django.service.assignment import (
     waiting,
 )
 from poppy_django.service.course import close, hand_off, handoff_unavailable, request_user
-from poppy_django.service.desk_log import MAX_NOTE, add_note, desk_events, tag, tags_of, untag
+from poppy_django.service.desk_log import (
+    MAX_NOTE,
+    add_note,
+    desk_events,
+    log_event,
+    tag,
+    tags_of,
+    untag,
+)
 from poppy_django.service.guards import holder
 from poppy_django.service.holding import (
     ARRIVED_SHOWN,
@@ -75,6 +83,7 @@ __all__ = [
     "holder",
     "human_joined",
     "human_left",
+    "log_event",
     "mine",
     "office_open",
     "post_message",

@@ -76,7 +76,7 @@ def desk_events(conversation_id: str, *, after: int = 0) -> list[DeskEvent]:
     )
 
 
-def write(
+def log_event(
     conversation_id: str,
     kind: str,
     *,

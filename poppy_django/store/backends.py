@@ -117,6 +117,15 @@ class StoreBackend:
         its words, stemmed by the text search ``config``, as a web search box reads them)."""
         return messages.filter(payload__message__text__icontains=text)
 
+    def headlines(
+        self, messages: models.QuerySet[Event], text: str, config: str, marks: tuple[str, str]
+    ) -> list[tuple[str, str]]:
+        """``(conversation id, headline)`` of each of ``messages`` saying ``text``, oldest
+        first: the text around its first match, the match between ``marks``."""
+        found = self.messages_saying(messages, text, config).order_by("conversation_id", "seq")
+        rows = found.values_list("conversation_id", KT("payload__message__text"))
+        return [(cid, marked(said or "", text, marks)) for cid, said in rows]
+
     # -- leases -----------------------------------------------------------------------------
 
     def take(self, owner_field: str, until_field: str, parameters: list[Any]) -> bool:
@@ -254,6 +263,25 @@ class PostgreSQLBackend(StoreBackend):
         query = SearchQuery(text, search_type="websearch", config=config)
         return messages.annotate(words=words).filter(words=query)
 
+    def headlines(
+        self, messages: models.QuerySet[Event], text: str, config: str, marks: tuple[str, str]
+    ) -> list[tuple[str, str]]:
+        # django.contrib.postgres imports the PostgreSQL driver: only this backend needs it.
+        from django.contrib.postgres.search import SearchHeadline, SearchQuery
+
+        query = SearchQuery(text, search_type="websearch", config=config)
+        found = self.messages_saying(messages, text, config).order_by("conversation_id", "seq")
+        headline = SearchHeadline(
+            KT("payload__message__text"),
+            query,
+            config=config,
+            start_sel=marks[0],
+            stop_sel=marks[1],
+            max_words=18,
+            min_words=6,
+        )
+        return list(found.annotate(headline=headline).values_list("conversation_id", "headline"))
+
     def locked_conversation(self, conversation_id: str) -> Conversation | None:
         found = self.fetch(
             Conversation, self.sql.conversation_locked(row_locks=True), [conversation_id]
@@ -339,6 +367,18 @@ class PostgreSQLBackend(StoreBackend):
 
 
 @functools.cache
+def marked(said: str, text: str, marks: tuple[str, str], around: int = 60) -> str:
+    """``said`` cut around the first case-insensitive ``text`` in it, which ``marks``
+    enclose."""
+    at = said.lower().find(text.lower())
+    if at < 0:
+        return said[: 2 * around]
+    start, end = max(0, at - around), at + len(text)
+    head = ("…" if start else "") + said[start:at]
+    tail = said[end : end + around] + ("…" if end + around < len(said) else "")
+    return f"{head}{marks[0]}{said[at:end]}{marks[1]}{tail}"
+
+
 def for_alias(alias: str) -> StoreBackend:
     """The store backend of a database alias (one per alias, chosen by its vendor)."""
     vendor = connections[alias].vendor

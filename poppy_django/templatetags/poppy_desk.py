@@ -39,3 +39,24 @@ def desk_holder(conversation: Conversation) -> str:
 def first_words(text: object) -> str:
     """``{{ text|first_words }}``: the start of a message, cut at a word."""
     return wording.first_words(text)
+
+
+@register.filter
+def desk_duration(seconds: float | None) -> str:
+    """``{{ seconds|desk_duration }}``: "45 s", "3 min 20 s", "2 h 5 min"; "—" for none."""
+    if seconds is None:
+        return "—"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, rest = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
+@register.filter
+def desk_percent(share: float | None) -> str:
+    """``{{ share|desk_percent }}``: 0.75 as "75 %"; "—" for none."""
+    return "—" if share is None else f"{round(share * 100)} %"

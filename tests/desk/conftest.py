@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from poppy_django import service
+from poppy_django.fanout import publishing
 from tests.agents import PersonalAgent
 
 DESK = "/admin/poppy_django/conversation/desk/"
@@ -76,3 +78,20 @@ def queued(agent: PersonalAgent, text: str = "hello", *, staff: str = "sam") -> 
     assert response.status_code == 202, response.content
     assert response.json()["status"] == "queued"
     return conversation_id
+
+
+@pytest.fixture
+def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict]]:
+    """What fan-out publishes (channel, type, data) to readers and browsers, still delivered."""
+    sent: list[tuple[str, str, dict]] = []
+
+    def recording(real: Callable[[str, str, dict], None]) -> Callable[[str, str, dict], None]:
+        def record(channel: str, event_type: str, data: dict) -> None:
+            sent.append((channel, event_type, data))
+            real(channel, event_type, data)
+
+        return record
+
+    monkeypatch.setattr(publishing, "send_event", recording(publishing.send_event))
+    monkeypatch.setattr(publishing.bus, "publish", recording(publishing.bus.publish))
+    return sent

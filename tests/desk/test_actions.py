@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -11,29 +10,11 @@ from django.test import Client
 from django.utils import timezone
 
 from poppy_django import fanout
-from poppy_django.fanout import publishing
 from poppy_django.models import Conversation, Event
 from tests.agents import PersonalAgent, kinds, messages
 from tests.desk.conftest import DESK, act, desk_url, new_request_id, queued
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict]]:
-    """What fan-out publishes (channel, type, data) to readers and browsers, still delivered."""
-    sent: list[tuple[str, str, dict]] = []
-
-    def recording(real: Callable[[str, str, dict], None]) -> Callable[[str, str, dict], None]:
-        def record(channel: str, event_type: str, data: dict) -> None:
-            sent.append((channel, event_type, data))
-            real(channel, event_type, data)
-
-        return record
-
-    monkeypatch.setattr(publishing, "send_event", recording(publishing.send_event))
-    monkeypatch.setattr(publishing.bus, "publish", recording(publishing.bus.publish))
-    return sent
 
 
 def meta_of(conversation_id: str, request_id: str) -> list[Event]:

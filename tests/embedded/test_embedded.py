@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from poppy_django import service
 from poppy_django.agent.scripted import ScriptedModel
+from poppy_django.desk import search
 from poppy_django.engine import loop as engine
 from poppy_django.engine.executors import ThreadExecutor
 from poppy_django.engine.loop import run_turns
@@ -193,3 +195,22 @@ def test_readiness_makes_its_round_trip_to_sqlite(client):
     assert answer.status_code == 200, body
     assert list(body["checks"]) == ["database", "migrations", "cache"]
     assert client.post("/health/ready").status_code == 405
+
+
+def test_the_desks_search_and_its_snippets_work_on_sqlite(agent: PersonalAgent) -> None:
+    """Without PostgreSQL's full-text search: a part of a message's text, notes, tags."""
+    said = agent.start("The Zipper of my tent broke").json()["conversation_id"]
+    noted = agent.start("hello").json()["conversation_id"]
+    for conversation_id in (said, noted):
+        agent.settled(conversation_id)
+    service.add_note(noted, "Offered a zipper repair kit", by="sam")
+    service.tag(said, ["repair"], by="sam")
+    rows = list(search.search(Conversation.objects.all(), "zipper").order_by("created_at"))
+    assert [row.id for row in rows] == [said, noted]
+    found = search.snippets(rows, "zipper")
+    assert found[said].where == "Said" and ("Zipper", True) in found[said].parts
+    assert found[noted].where == "Note by sam" and ("zipper", True) in found[noted].parts
+    rows = list(search.search(Conversation.objects.all(), "REPAIR").order_by("created_at"))
+    assert [row.id for row in rows] == [said, noted]  # its tag; the note's words
+    found = search.snippets(rows, "REPAIR")
+    assert (found[said].where, found[noted].where) == ("Tagged", "Note by sam")

@@ -339,7 +339,37 @@
         control.disabled = !ok;
       });
       ownerNotice(next);
+      showTags(next.tags || []);
       root.setAttribute("data-holder", holder || "");
+    }
+
+    /* The conversation's tags, as the server has them, each with its remove button. */
+    function showTags(names) {
+      var box = root.querySelector("[data-tags]");
+      if (!box) {
+        return;
+      }
+      box.textContent = "";
+      if (!names.length) {
+        var none = document.createElement("span");
+        none.className = "poppy-muted";
+        none.textContent = "No tags.";
+        box.appendChild(none);
+      }
+      names.forEach(function (name) {
+        var chip = document.createElement("span");
+        chip.className = "poppy-tag poppy-tag-label";
+        chip.setAttribute("data-tag", name);
+        chip.appendChild(document.createTextNode(name + " "));
+        var remove = document.createElement("button");
+        remove.type = "button";
+        remove.className = "poppy-untag";
+        remove.setAttribute("data-untag", name);
+        remove.setAttribute("aria-label", "Remove the tag " + name);
+        remove.textContent = "×";
+        chip.appendChild(remove);
+        box.appendChild(chip);
+      });
     }
 
     /* Pending rows: one per request id, settled by that id only. */
@@ -640,7 +670,7 @@
         fields.forEach(function (field) {
           body[field.name] = field.value;
         });
-        if (name === "reply") {
+        if (name === "reply" || name === "macro") {
           // Refused if anything arrived after what this page shows (or wrote itself).
           body.seen = Math.max(lastSeq, ownThrough);
         }
@@ -659,6 +689,14 @@
           }
         });
       });
+    });
+
+    root.querySelector("[data-tags]").addEventListener("click", function (event) {
+      var button = event.target.closest("button[data-untag]");
+      if (button) {
+        button.disabled = true;
+        post(actionUrl("untag"), { tag: button.getAttribute("data-untag") }, "Remove tag");
+      }
     });
 
     approvalsList.addEventListener("click", function (event) {
