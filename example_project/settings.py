@@ -94,6 +94,12 @@ DEV_AUTHORITY = os.environ.get("POPPY_DEV_AUTHORITY", "1" if DEBUG else "0") == 
 # The demo customers acct-1 and acct-2 with their published password (shop/demo_accounts.py):
 # only while the project says it is a demo: on with DEBUG, else ACME_DEMO_ACCOUNTS=1.
 ACME_DEMO_ACCOUNTS = os.environ.get("ACME_DEMO_ACCOUNTS", "1" if DEBUG else "0") == "1"
+if ACME_DEMO_ACCOUNTS:
+    # A demo has no mail server: what Acme e-mails (Mediated Sign-In's one-time codes) is
+    # written under var/outbox/, one file a message, where whoever tries the demo reads it.
+    # A deployment configures Django's e-mail settings (EMAIL_HOST, ...) instead.
+    EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
+    EMAIL_FILE_PATH = str(VAR_DIR / "outbox")
 if AUTHORITY or DEV_AUTHORITY:
     INSTALLED_APPS.insert(INSTALLED_APPS.index("example_project.shop"), "poppy_django.authority")
 

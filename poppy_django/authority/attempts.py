@@ -1,15 +1,25 @@
 """Sign-in attempts: counted before they are checked, refused past a limit, locked out longer
-each time.
+each time, or stepped up.
 
 An attempt is counted against its counters (the Session, the pairwise User, the account it
 names, then the client and the address) **first**, atomically
 (:func:`poppy_django.store.windows.count`), and only an attempt that every count admits is
-checked: so N concurrent attempts check at most the limit, never N. One past a counter's
-limit locks that counter out for ``window * 2**(strikes - 1)`` seconds, up to a day, where
-``strikes`` counts its lockouts of the last day: the lockout doubles each time guessing
-resumes after one. A locked counter refuses without counting or checking. A sign-in that
-succeeds clears what it names (Session, User, account) and takes its own count back from
-the client's and the address's, which keep counting the failures only.
+checked: so N concurrent attempts check at most the limit, never N. A counter that **locks
+out** (what one caller owns: its Session, its User, an account as this client tries it)
+refuses the attempt past its limit, and the one attempt that crossed it locks it out for
+``window * 2**(strikes - 1)`` seconds, up to a day, where ``strikes`` counts its lockouts of
+the last day: the lockout doubles each time guessing resumes after one, and a burst of
+concurrent attempts past the limit is one strike, not one each. A locked counter refuses
+without counting or checking.
+
+A counter many callers **share** (a client's Users, an address's agents, an account across
+every client) never refuses: past its limit it is a *doubt* (:func:`admit` returns it), and
+the attempt is checked but must step up (a one-time code) to sign in. Locking those out
+would let anyone lock everyone out (OWASP's credential-stuffing guidance: slow down and
+step up, never a lockout anyone can aim at others).
+
+A sign-in that succeeds clears what it names (Session, User, account) and takes its own
+count back from the shared counters, which keep counting the failures only.
 """
 
 from __future__ import annotations
@@ -34,6 +44,9 @@ class Counter:
     limit: int
     #: Cleared by a success (it names what signed in); else the success's count is taken back.
     cleared_by_success: bool = True
+    #: Past its limit the attempt is refused and the counter locked out; False (a counter
+    #: many callers share): the attempt is checked, and must step up (:func:`admit`).
+    locks_out: bool = True
 
 
 class Locked(Exception):
@@ -67,16 +80,35 @@ def _lock(name: str, window: float, alias: str) -> int:
     return seconds
 
 
-def admit(counters: Sequence[Counter], *, window: float, alias: str) -> None:
+def admit(counters: Sequence[Counter], *, window: float, alias: str) -> list[str]:
     """Count one attempt against the counters in order, refusing (:class:`Locked`) at the
-    first that is locked out or past its limit (the later ones are not charged for it);
-    only an attempt every counter admitted may be checked."""
-    locked = {c.name: locked_for(c.name, alias) for c in counters}
+    first locking counter that is locked out or past its limit (the later ones are not
+    charged for it); only an attempt every locking counter admitted may be checked. Returns
+    the shared counters past their limits: the attempt must step up to sign in."""
+    locking = [c for c in counters if c.locks_out]
+    locked = {c.name: locked_for(c.name, alias) for c in locking}
     if any(locked.values()):
         raise Locked(max(locked.values()), [name for name, left in locked.items() if left])
+    doubts = []
     for counter in counters:
-        if windows.count(counter.name, seconds=window, alias=alias) > counter.limit:
-            raise Locked(_lock(counter.name, window, alias), [counter.name])
+        over = windows.count(counter.name, seconds=window, alias=alias) - counter.limit
+        if over <= 0:
+            continue
+        if not counter.locks_out:
+            doubts.append(counter.name)
+            continue
+        raise Locked(_strike(counter.name, over, window, alias), [counter.name])
+    return doubts
+
+
+def _strike(name: str, over: int, window: float, alias: str) -> int:
+    """Seconds the attempt ``over`` the limit of ``name`` is refused for: the one attempt
+    that crossed it (``over`` 1: each count is one attempt's alone) locks ``name`` out, one
+    strike however many came at once; the later ones are told what is left of that lockout
+    (or of the window, while the crossing attempt has not set it yet)."""
+    if over == 1:
+        return _lock(name, window, alias)
+    return locked_for(name, alias) or windows.retry_after(name, seconds=window, alias=alias)
 
 
 def succeeded(counters: Sequence[Counter], *, alias: str) -> None:

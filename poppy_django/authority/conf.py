@@ -95,13 +95,15 @@ DEFAULTS: dict[str, Any] = {
     # None: Django's authenticate() with the username and password fields
     # (poppy_django.authority.mediated.django_check, which needs the authority extra).
     "MEDIATED_CHECK": None,
-    # Failed attempts a Session, a pairwise User or an account may make per window before
-    # it is refused with 429 rate_limited (and its credentials are not checked).
+    # Failed attempts a Session, a pairwise User or an account (as one client tries it) may
+    # make per window before it is refused with 429 rate_limited (its credentials not
+    # checked), locked out for the window, doubled at each lockout of the day, up to a day.
+    # Past it for an account across every client, a right password must prove a code.
     "MEDIATED_MAX_FAILURES": 5,
     "MEDIATED_WINDOW_SECONDS": 900,
     # Failed attempts one client, and one address, may make per window (across all its
-    # Sessions and Users: credential stuffing). Past any limit the counter is locked out
-    # for the window, doubled at each lockout of the day, up to a day.
+    # Sessions and Users: credential stuffing). Shared by many: past them a wrong password
+    # is 429 rate_limited and a right one must prove the one-time code; never a lockout.
     "MEDIATED_CLIENT_MAX_FAILURES": 100,
     "MEDIATED_ADDRESS_MAX_FAILURES": 20,
     # How long a one-time code of a code_required sign-in is accepted, and how many wrong

@@ -15,9 +15,11 @@ or at a client's first sign-in to it).
 Credentials are never logged, stored, echoed or put in an error: the body is read here and
 dropped, every refusal has a fixed description, the functions that hold them are marked
 ``sensitive_variables`` for Django's error reports, and only a one-time code's SHA-256 hash
-is kept. Failed attempts count per Session, per pairwise User and per account (the declared
-non-secret fields, normalized); past ``MEDIATED_MAX_FAILURES`` in a window the answer is
-``429 rate_limited`` with ``Retry-After``, and the credentials are not even checked.
+is kept. Attempts are counted first (:mod:`poppy_django.authority.attempts`): past one
+caller's own limit (its Session, its User, the account as this client tries it) the answer
+is ``429 rate_limited`` with ``Retry-After`` and the credentials are not even checked; past a
+limit many share (the account across clients, the client, the address) a right password
+must prove a one-time code and a wrong one is slowed down, so no one can lock others out.
 """
 
 from __future__ import annotations
@@ -62,8 +64,11 @@ MAX_BODY_BYTES = 16 * 1024
 #: What a sign-in id this server made looks like ("msi_" and URL-safe base64).
 _SIGN_IN_ID = re.compile(r"msi_[A-Za-z0-9_-]{1,64}")
 MAX_VALUE_LENGTH = 1024
-#: The prefix of the counter of the account an attempt names (its non-secret fields).
-_ACCOUNT_COUNTER = "mediated:account:"
+#: The prefix of the counters of the account an attempt names (its non-secret fields): as
+#: this client tries it (locks out), and across every client (shared: a step up).
+_ACCOUNT_COUNTER = "mediated:account"
+_ACCOUNT_BY_CLIENT = _ACCOUNT_COUNTER + ":client:"
+_ACCOUNT_ANYWHERE = _ACCOUNT_COUNTER + ":any:"
 DEFAULT_FIELDS = [
     {"name": "username", "label": "Username", "secret": False},
     {"name": "password", "label": "Password", "secret": True},
@@ -254,8 +259,11 @@ def _refuse_if_locked(keys: list[str]) -> None:
 def _counters(
     request: HttpRequest, session: Session, credentials: Mapping[str, str], declared: Any
 ) -> list[attempts.Counter]:
-    """What an attempt counts against: the Session, the pairwise User, the named account
-    (cleared when it signs in), the client and the address (their failures only)."""
+    """What an attempt counts against. Locking out (one caller's own): the Session, the
+    pairwise User, and the named account as this client tries it (cleared when it signs in).
+    Shared, past whose limits the attempt steps up instead: the named account across every
+    client, the client and the address (the last two count failures only). No client can
+    lock a User out of the other agents: its failures lock the account for itself alone."""
     options = authority_settings()
     limit = int(options.MEDIATED_MAX_FAILURES)
     client_id = session.client.client_id
@@ -265,33 +273,58 @@ def _counters(
     ]
     named = [credentials[f["name"]].strip().casefold() for f in declared if not f["secret"]]
     if any(named):
-        counters.append(attempts.Counter(_ACCOUNT_COUNTER + "\x00".join(named), limit))
+        account = "\x00".join(named)
+        counters.append(attempts.Counter(f"{_ACCOUNT_BY_CLIENT}{client_id}\x00{account}", limit))
+        counters.append(attempts.Counter(_ACCOUNT_ANYWHERE + account, limit, locks_out=False))
     counters += [
         attempts.Counter(
-            f"mediated:client:{client_id}", int(options.MEDIATED_CLIENT_MAX_FAILURES), False
+            f"mediated:client:{client_id}",
+            int(options.MEDIATED_CLIENT_MAX_FAILURES),
+            cleared_by_success=False,
+            locks_out=False,
         ),
         attempts.Counter(
             f"mediated:address:{request.META.get('REMOTE_ADDR', '')}",
             int(options.MEDIATED_ADDRESS_MAX_FAILURES),
-            False,
+            cleared_by_success=False,
+            locks_out=False,
         ),
     ]
     return counters
 
 
-def _admit(counters: list[attempts.Counter], client_id: str) -> None:
-    """Count the attempt first; refuse it unchecked past a limit or while locked out."""
+def _admit(counters: list[attempts.Counter], client_id: str) -> list[str]:
+    """Count the attempt first; refuse it unchecked past a locking limit or while locked
+    out. The shared counters past their limits (the attempt must step up), logged."""
     try:
-        attempts.admit(counters, window=_window(), alias=_alias())
+        doubts = attempts.admit(counters, window=_window(), alias=_alias())
     except attempts.Locked as locked:
-        kinds = sorted({name.split(":")[1] for name in locked.counters})
         logger.warning(
             "Mediated Sign-In locked out (%s) for %s s: a Session of %s",
-            ", ".join(kinds),
+            ", ".join(_kinds(locked.counters)),
             locked.seconds,
             client_id,
         )
         raise _rate_limited(locked.seconds) from None
+    if doubts:
+        logger.info(
+            "Mediated Sign-In steps up (%s past its limit): a Session of %s",
+            ", ".join(_kinds(doubts)),
+            client_id,
+        )
+    return doubts
+
+
+def _kinds(names: Any) -> list[str]:
+    """The kinds of counters named (``session``, ``account``, ``address``...), never what
+    they count (an account name or an address)."""
+    return sorted({name.split(":")[1] for name in names})
+
+
+def _slowed_down(doubts: list[str]) -> MediatedRefused:
+    """A wrong attempt past a shared limit: ``rate_limited`` until that window ends."""
+    seconds = max(windows.retry_after(d, seconds=_window(), alias=_alias()) for d in doubts)
+    return _rate_limited(seconds)
 
 
 def _code_key(account_id: str) -> str:
@@ -299,9 +332,10 @@ def _code_key(account_id: str) -> str:
 
 
 def _earlier_failures(counters: list[attempts.Counter]) -> int:
-    """Failed attempts on the named account earlier in this window (read before a success
-    clears them; this attempt was counted by :func:`_admit`). 0 when no field names one."""
-    named = [c.name for c in counters if c.name.startswith(_ACCOUNT_COUNTER)]
+    """Failed attempts on the named account from any client earlier in this window (read
+    before a success clears them; this attempt was counted by :func:`_admit`). 0 when no
+    field names one."""
+    named = [c.name for c in counters if c.name.startswith(_ACCOUNT_ANYWHERE)]
     return max(0, windows.current(named[0], alias=_alias()) - 1) if named else 0
 
 
@@ -321,20 +355,35 @@ def _unusual_code(
     session: Session,
     outcome: Authenticated,
     counters: list[attempts.Counter],
+    doubts: list[str],
 ) -> CodeRequired | None:
     """The default second step: a one-time code sent (``MEDIATED_SEND_CODE``) when the
     sign-in looks unusual (``MEDIATED_CODE_WHEN``); None when it does not, or when no code
-    could be sent (the sign-in goes on without one, with a warning naming the client)."""
+    could be sent (the sign-in goes on without one, with a warning naming the client).
+
+    Past a shared counter's limit (``doubts``: the address, the client or the account across
+    clients) the code is required whatever ``MEDIATED_CODE_WHEN`` says, and a sign-in no code
+    can be sent for is refused (``rate_limited``) rather than let through."""
     options = authority_settings()
     account_id = outcome.account_id
     when, send = options.MEDIATED_CODE_WHEN, options.MEDIATED_SEND_CODE
-    if when is None or send is None:
-        return None
-    if not when(request, session, account_id, earlier_failures=_earlier_failures(counters)):
+    unusual = bool(doubts) or (
+        when is not None
+        and when(request, session, account_id, earlier_failures=_earlier_failures(counters))
+    )
+    if not unusual:
         return None
     _refuse_if_locked([_code_key(account_id)])  # before sending a code no one may enter
     code = f"{secrets.randbelow(10**6):06d}"
-    sent_to = send(request, account_id, code)
+    sent_to = send(request, account_id, code) if send is not None else None
+    if sent_to is None and doubts:
+        logger.warning(
+            "Mediated Sign-In refused: a one-time code was required (%s past its limit) and "
+            "none could be sent: a Session of %s",
+            ", ".join(_kinds(doubts)),
+            session.client.client_id,
+        )
+        raise _slowed_down(doubts)
     if sent_to is None:
         logger.warning(
             "Mediated Sign-In looked unusual but no one-time code could be sent; signed in "
@@ -426,12 +475,14 @@ def mediated_view(request: HttpRequest) -> JsonResponse:
     scope = _scope(body)
     body.clear()
     counters = _counters(request, session, credentials, declared)
-    _admit(counters, principal.client_id)
+    doubts = _admit(counters, principal.client_id)
     check = authority_settings().MEDIATED_CHECK or django_check
     outcome = check(request, credentials)
     credentials.clear()
     if not isinstance(outcome, Authenticated | CodeRequired):
         logger.info("Mediated Sign-In failed for a Session of %s", principal.client_id)
+        if doubts:  # past a shared limit: slow down (a right password steps up instead)
+            raise _slowed_down(doubts)
         return _status("failed")
     if session.account_id not in (None, outcome.account_id):
         # The right password of another account: counted as a failure (no oracle), and told.
@@ -442,7 +493,7 @@ def mediated_view(request: HttpRequest) -> JsonResponse:
         raise AccountMismatchError("The Session belongs to another account.")
     if isinstance(outcome, Authenticated):
         # Right, but perhaps unusual: then a code, as if the check had asked for one.
-        asked = _unusual_code(request, session, outcome, counters)
+        asked = _unusual_code(request, session, outcome, counters, doubts)
         attempts.succeeded(_keeping_failures(counters) if asked else counters, alias=_alias())
         if asked is None:
             return _complete(request, session, outcome.account_id, scope, Approval.by(outcome.user))

@@ -1,0 +1,191 @@
+"""Mediated Sign-In's limits cannot be aimed at others (issue 51: R4), against the example
+project as shipped (:mod:`tests.authority.shipped`: production mode, no setting overridden;
+a demo, so the one-time codes it e-mails are written under its ``var/outbox``).
+
+OWASP's credential-stuffing guidance: slow down and step up, never a lockout anyone can
+trigger for everyone. Past the limits an address or a client shares, a right password is
+asked for the one-time code instead of refused; a burst of concurrent attempts is one strike;
+and a client's failures lock an account for that client alone, so no agent can lock a User
+out of the others. Every request here comes from one address (127.0.0.1), as agents sharing
+an egress do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from personal_agent_protocol.mcp import McpDpopAuth
+
+from tests.authority.shipped import ORIGIN, PASSWORD, ShippedAcme, shipped_acme
+from tests.authority.shipped_agent import ATLAS, PLAIN, Agent
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
+WRONG = "Tr0ub4dor&3-not-the-password"
+#: Shipped: POPPY_AUTHORITY's MEDIATED_WINDOW_SECONDS and MEDIATED_ADDRESS_MAX_FAILURES.
+WINDOW = 900
+ADDRESS_LIMIT = 20
+#: Customers with an e-mail address (where their one-time codes go).
+CUSTOMERS = ("acct-lo-real", "acct-lo-known", "acct-lo-burst", "acct-lo-target")
+_MAKE_CUSTOMERS = (
+    "from django.contrib.auth.models import User; "
+    f"[User.objects.create_user(n, email=n + '@example.com', password={PASSWORD!r}) "
+    f"for n in {CUSTOMERS!r}]"
+)
+_CODE = re.compile(r"sign(?:ing)? your personal agent in to [^:]+: (\d{6})")
+
+
+@pytest.fixture(scope="module")
+def acme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShippedAcme]:
+    with shipped_acme(Path(tmp_path_factory.mktemp("acme")), [ATLAS, PLAIN]) as running:
+        running.manage("shell", "-c", _MAKE_CUSTOMERS)
+        yield running
+        problems = running.log_problems()
+    assert not problems, "\n".join(problems[:40])
+
+
+def emailed_code(acme: ShippedAcme, account: str) -> str:
+    """The last one-time code Acme e-mailed to ``account``'s user (its demo outbox)."""
+    address = f"To: {account}@example.com"
+    mails = sorted((acme.tmp / "outbox").glob("*.log"), key=lambda path: path.stat().st_mtime)
+    for mail in reversed(mails):
+        text = mail.read_text(errors="replace")
+        if address in text:
+            found = _CODE.findall(text)
+            assert found, text
+            return str(found[-1])
+    raise AssertionError(f"no code was e-mailed to {account}")
+
+
+async def signed_in_agent(acme: ShippedAcme, identity: Any = ATLAS) -> Agent:
+    agent = Agent(acme, identity)
+    await agent.discover()
+    return agent
+
+
+async def hostile(
+    agent: Agent, user: str, token: Any, account: str, password: str
+) -> httpx.Response:
+    """One Mediated Sign-In attempt as a hostile client sends it: its own proof and no
+    client-side budget (the SDK's transport waits out a ``Retry-After`` before its next
+    request to the company; a flood does not)."""
+    url = f"{ORIGIN}/poppy/sign-in"
+    auth = McpDpopAuth(token, url, reactor=agent.reactor, who=agent.who(user))
+    body = {"scope": "poppy:read", "credentials": {"username": account, "password": password}}
+    headers = {"Content-Type": "application/json"}
+    return await agent.http.post(url, content=json.dumps(body).encode(), headers=headers, auth=auth)
+
+
+async def attempt(agent: Agent, user: str, account: str, password: str) -> httpx.Response:
+    """One hostile attempt from a new Session of ``user``."""
+    return await hostile(agent, user, await agent.session(user), account, password)
+
+
+async def sign_in_with_the_code(
+    acme: ShippedAcme, agent: Agent, user: str, account: str
+) -> tuple[httpx.Response, httpx.Response | None]:
+    """The right password from a new Session, then the e-mailed code if one is asked for:
+    the first answer and the code's."""
+    session = await agent.session(user)
+    first = await agent.mediated(user, session, account, PASSWORD)
+    if first.json().get("status") != "code_required":
+        return first, None
+    url = f"{ORIGIN}/poppy/sign-in/{first.json()['sign_in_id']}"
+    code = json.dumps({"code": emailed_code(acme, account)}).encode()
+    return first, await agent.dpop(user, session, "POST", url, code)
+
+
+def outcome(answer: httpx.Response) -> str:
+    body = answer.json()
+    return str(body.get("status") or body.get("error"))
+
+
+def test_a_flood_from_one_address_steps_up_instead_of_refusing_other_agents(
+    acme: ShippedAcme,
+) -> None:
+    async def scenario() -> dict[str, Any]:
+        stuffer = await signed_in_agent(acme)
+        outcomes = []
+        for n in range(ADDRESS_LIMIT + 5):  # a list of accounts, one wrong password each
+            user = f"usr_lo_stuffing_{n:08d}"
+            outcomes.append(outcome(await attempt(stuffer, user, f"acct-lo-x{n}", WRONG)))
+            if outcomes[-1] == "rate_limited":
+                break
+        seen: dict[str, Any] = {"stuffing": outcomes}
+        # Another agent's User, at the same address, with the right password.
+        other = await signed_in_agent(acme, PLAIN)
+        seen["other"] = await sign_in_with_the_code(
+            acme, other, "usr_lo_real_0000001", CUSTOMERS[0]
+        )
+        # The stuffer with a right password it learned: a code it cannot read, no sign-in.
+        seen["stuffer_right"] = await attempt(
+            stuffer, "usr_lo_stuffing_right_1", CUSTOMERS[1], PASSWORD
+        )
+        return seen
+
+    seen = asyncio.run(scenario())
+    stuffing = seen["stuffing"]
+    assert stuffing[-1] == "rate_limited" and len(stuffing) <= ADDRESS_LIMIT + 1, stuffing
+    asked, done = seen["other"]
+    assert outcome(asked) == "code_required" and asked.json()["code"]["sent_to"], asked.text
+    assert done is not None and outcome(done) == "complete" and done.json()["signed_in"]
+    assert outcome(seen["stuffer_right"]) == "code_required"
+    assert "refresh_token" not in seen["stuffer_right"].json()
+
+
+def test_a_concurrent_burst_is_one_strike(acme: ShippedAcme) -> None:
+    account = CUSTOMERS[2]
+
+    async def scenario() -> tuple[list[httpx.Response], httpx.Response, Any]:
+        burster = await signed_in_agent(acme)
+        users = [f"usr_lo_burst_{n:08d}" for n in range(30)]
+        sessions = [await burster.session(user) for user in users]
+        burst = await asyncio.gather(
+            *(
+                hostile(burster, user, session, account, WRONG)
+                for user, session in zip(users, sessions, strict=True)
+            )
+        )
+        right = await attempt(burster, "usr_lo_burst_right_01", account, PASSWORD)
+        other = await signed_in_agent(acme, PLAIN)
+        return (
+            list(burst),
+            right,
+            await sign_in_with_the_code(acme, other, "usr_lo_burst_pl", account),
+        )
+
+    burst, right, (asked, done) = asyncio.run(scenario())
+    refused = [answer for answer in burst if outcome(answer) == "rate_limited"]
+    assert len(refused) >= 25, [outcome(answer) for answer in burst]
+    # One strike: the lockout is the window's, not doubled once per attempt past the limit.
+    waits = [int(answer.headers["Retry-After"]) for answer in [*refused, right]]
+    assert max(waits) <= WINDOW, waits
+    assert outcome(right) == "rate_limited"  # this client is locked out of the account
+    assert outcome(asked) == "code_required"  # another agent is not: it steps up
+    assert done is not None and outcome(done) == "complete"
+
+
+def test_no_client_can_lock_a_user_out_of_every_agent(acme: ShippedAcme) -> None:
+    account = CUSTOMERS[3]
+
+    async def scenario() -> tuple[list[str], Any]:
+        guesser = await signed_in_agent(acme)
+        outcomes = [
+            outcome(await attempt(guesser, f"usr_lo_target_{n:08d}", account, WRONG))
+            for n in range(6)
+        ]
+        outcomes.append(outcome(await attempt(guesser, "usr_lo_target_right", account, PASSWORD)))
+        other = await signed_in_agent(acme, PLAIN)
+        return outcomes, await sign_in_with_the_code(acme, other, "usr_lo_target_pl_01", account)
+
+    outcomes, (asked, done) = asyncio.run(scenario())
+    # Failed, or slowed down by the address's earlier flood; locked out for this client.
+    assert set(outcomes[:5]) <= {"failed", "rate_limited"} and outcomes[5:] == ["rate_limited"] * 2
+    assert outcome(asked) == "code_required", asked.text
+    assert done is not None and outcome(done) == "complete" and done.json()["signed_in"]
