@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from tests.agents import PersonalAgent, company_messages, unique
 from tests.multiprocess.cluster import ROOT, Cluster, cluster
 
 CHROMIUM_ARGS = [
@@ -119,6 +120,32 @@ def production_site(tmp: Path) -> Iterator[Site]:
         running.manage("collectstatic", "--noinput", "-v0")
         running.worker("worker")
         yield Site(running, running.web("web"), tmp / "static")
+
+
+@contextlib.contextmanager
+def launched() -> Iterator[Any]:
+    """Debian's Chromium through Playwright, for a module's tests (skipped without them)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    executable = chromium()
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def handed_off(site: Site, text: str, agent: PersonalAgent | None = None) -> tuple[str, Any]:
+    """A personal agent says ``text``, gets the Company Agent's answer, asks for a person
+    (queued: someone is on shift)."""
+    agent = (agent or PersonalAgent(user_id=unique("desk-user"))).at(site.base)
+    started = agent.post("", agent.message(text))
+    assert started.status_code == 201, started.text
+    conversation_id = started.json()["conversation_id"]
+    agent.events_until(conversation_id, lambda events: len(company_messages(events)) == 1)
+    asked = agent.post(f"/{conversation_id}/handoff", {})
+    assert asked.json()["status"] == "queued", asked.text
+    return conversation_id, agent
 
 
 def serve_static(site: Site, context: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +15,7 @@ from django.test import Client
 from poppy_django import service
 from poppy_django.fanout import publishing
 from tests.agents import PersonalAgent
+from tests.desk.browser import launched
 
 DESK = "/admin/poppy_django/conversation/desk/"
 _names = itertools.count(1)
@@ -95,3 +96,10 @@ def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict]]:
     monkeypatch.setattr(publishing, "send_event", recording(publishing.send_event))
     monkeypatch.setattr(publishing.bus, "publish", recording(publishing.bus.publish))
     return sent
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Chromium for a browser module's tests, launched once for the module."""
+    with launched() as running:
+        yield running

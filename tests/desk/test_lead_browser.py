@@ -20,14 +20,13 @@ from typing import Any
 import pytest
 
 from poppy_django.client import DPoPKey, PoppyClient
-from tests.agents import PersonalAgent, company_messages, unique
+from tests.agents import company_messages, unique
 from tests.desk.browser import (
-    CHROMIUM_ARGS,
     DESK,
     PASSWORD,
     Site,
     Staff,
-    chromium,
+    handed_off,
     production_site,
     screenshot,
 )
@@ -74,15 +73,6 @@ def personal_agents_base(site: Site) -> str:
     return site.cluster.web("web-dpop", port=port, env=env)
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
-
-
 @pytest.fixture
 def alice(browser: Any, site: Site) -> Iterator[Staff]:
     person = Staff(browser, site, "alice")
@@ -104,17 +94,6 @@ def supervisor(browser: Any, site: Site, *, width: int = 1440, next_url: str = R
     page.click("input[type=submit]")
     page.wait_for_url(f"**{next_url}")
     return lena
-
-
-def handed_off(site: Site, text: str) -> tuple[str, PersonalAgent]:
-    agent = PersonalAgent(user_id=unique("lead-user")).at(site.base)
-    started = agent.post("", agent.message(text))
-    assert started.status_code == 201, started.text
-    conversation_id = started.json()["conversation_id"]
-    agent.events_until(conversation_id, lambda events: len(company_messages(events)) == 1)
-    asked = agent.post(f"/{conversation_id}/handoff", {})
-    assert asked.json()["status"] == "queued", asked.text
-    return conversation_id, agent
 
 
 def assignee_of(site: Site, conversation_id: str) -> str:

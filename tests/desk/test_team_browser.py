@@ -13,11 +13,10 @@ import pytest
 
 from tests.agents import PersonalAgent, company_messages, messages, unique
 from tests.desk.browser import (
-    CHROMIUM_ARGS,
     DESK,
     Site,
     Staff,
-    chromium,
+    handed_off,
     production_site,
     screenshot,
 )
@@ -35,16 +34,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    executable = chromium()
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
-
-
 @pytest.fixture
 def team(browser: Any, site: Site) -> Iterator[tuple[Staff, Staff]]:
     """Alice and Bob, each signed in in a browser of their own, on the queue."""
@@ -56,18 +45,6 @@ def team(browser: Any, site: Site) -> Iterator[tuple[Staff, Staff]]:
     finally:
         for person in people:
             person.close()
-
-
-def handed_off(site: Site, text: str, agent: PersonalAgent | None = None) -> tuple[str, Any]:
-    """A personal agent says ``text``, gets the Company Agent's answer, asks for a person."""
-    agent = (agent or PersonalAgent(user_id=unique("desk-user"))).at(site.base)
-    started = agent.post("", agent.message(text))
-    assert started.status_code == 201, started.text
-    conversation_id = started.json()["conversation_id"]
-    agent.events_until(conversation_id, lambda events: len(company_messages(events)) == 1)
-    asked = agent.post(f"/{conversation_id}/handoff", {})
-    assert asked.json()["status"] == "queued", asked.text
-    return conversation_id, agent
 
 
 def waiting_count(page: Any) -> int:
