@@ -193,6 +193,9 @@ if REDIS_URL:
     # SWEEP_SECONDS), so the two Redis transactions a task costs to keep it there buy
     # nothing; a warm shutdown still puts back the messages a worker holds.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
+    # The workers log through LOGGING's handler (with the request and trace ids), not the
+    # handler Celery would put on the root logger instead.
+    CELERY_WORKER_HIJACK_ROOT_LOGGER = False
     # Celery's Django fix-up closes the database connection around every task unless this
     # is set; turns close old connections themselves (CONN_MAX_AGE, CONN_HEALTH_CHECKS), so
     # a worker keeps its connection instead of opening one per turn.
@@ -393,10 +396,8 @@ LOGGING = {
             "filters": ["correlate"],
         }
     },
-    "loggers": {
-        "poppy_django": {
-            "handlers": ["console"],
-            "level": os.environ.get("POPPY_LOG_LEVEL", "INFO"),
-        }
-    },
+    # Every logger's lines through the one handler (Celery's, httpx's, the model client's
+    # too), so each names its request and trace; the app's at their own level.
+    "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
+    "loggers": {"poppy_django": {"level": os.environ.get("POPPY_LOG_LEVEL", "INFO")}},
 }

@@ -20,10 +20,13 @@ threads and loop into greenlets of one hub).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from celery import shared_task
 from celery.signals import (
+    task_postrun,
+    task_prerun,
     worker_init,
     worker_process_init,
     worker_process_shutdown,
@@ -38,7 +41,7 @@ from poppy_django.engine import loop as engine
 from poppy_django.engine.executors import run_turns_task
 from poppy_django.engine.maintenance import prune_by_retention, reap
 from poppy_django.engine.recovery import sweeper
-from poppy_django.observe import sdk
+from poppy_django.observe import sdk, tracing
 
 # The Operations extension's task, registered wherever Celery finds this module.
 from poppy_django.operations.perform import perform_operation_task
@@ -80,6 +83,29 @@ def pool_name(pool_cls: Any) -> str:
         if path:
             names.setdefault(path, name)  # "prefork" before its other name, "processes"
     return names.get(target, pool_cls if isinstance(pool_cls, str) else target)
+
+
+#: The ids each running task of the app restored, undone when it ends (by task id).
+_restored: dict[str, Callable[[], None]] = {}
+
+
+@task_prerun.connect
+def _restore_ids(task_id: str = "", task: Any = None, **kwargs: Any) -> None:
+    """From its start to its end, a task of the app runs in its dispatch's trace and request:
+    Celery's lines about it (succeeded, failed, retried) name them, as the app's do."""
+    if task is None or not str(getattr(task, "name", "")).startswith("poppy_django."):
+        return
+    request = task.request
+    _restored[task_id] = tracing.restore_ids(
+        {**(getattr(request, "headers", None) or {}), **vars(request)}
+    )
+
+
+@task_postrun.connect
+def _forget_ids(task_id: str = "", **kwargs: Any) -> None:
+    undo = _restored.pop(task_id, None)
+    if undo is not None:
+        undo()
 
 
 @worker_init.connect

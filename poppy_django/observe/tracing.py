@@ -15,7 +15,7 @@ the span it happened in (:func:`event`), with only the bounded fields of
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +116,21 @@ def task_headers() -> dict[str, str]:
     if (current := request_id.get()) is not None:
         headers[REQUEST_ID_HEADER] = current
     return headers
+
+
+def restore_ids(headers: Mapping[str, Any]) -> Callable[[], None]:
+    """The dispatch's trace context and request id, from a task's headers, current until the
+    returned function is called: Celery's ``task_prerun`` to ``task_postrun``, so Celery's
+    own lines about the task (its success, its failure) name them too."""
+    carrier = {key: value for key, value in headers.items() if isinstance(value, str)}
+    token = otel_context.attach(propagate.extract(carrier))
+    restored = request_id.set(carrier.get(REQUEST_ID_HEADER))
+
+    def undo() -> None:
+        request_id.reset(restored)
+        otel_context.detach(token)
+
+    return undo
 
 
 @contextlib.contextmanager

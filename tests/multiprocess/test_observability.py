@@ -5,6 +5,7 @@ OTEL_* variables the project reads (``POPPY["OPENTELEMETRY"]``), Prometheus's sc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,16 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
     assert value(samples, "poppy_handoffs_waiting") == 0
     assert value(samples, "poppy_engine_heartbeat_time_seconds") > 0
     assert not [key for key in samples if "conversation" in dict(key[1])]  # no id labels
+
+    # Every line of a turn names its request and trace: the model client's (httpx), and
+    # Celery's own about the task, not only the app's.
+    logged = (mp.tmp / "llm.log").read_text(errors="replace").splitlines()
+    for said in ("HTTP Request: POST", "succeeded in"):
+        lines = [line for line in logged if said in line]
+        assert lines, said
+        assert all(re.search(r"\[request req_\w+ trace [0-9a-f]{32}\]", line) for line in lines), [
+            line for line in lines if "[request req_" not in line
+        ]
 
     # A refusal is counted by its code.
     stranger = PersonalAgent()
