@@ -40,8 +40,11 @@ def queue_page(request: HttpRequest, admin_site: AdminSite) -> HttpResponse:
     snippet of what the search matched); ``?partial=rows`` answers only the rows (the page
     re-fetches them live)."""
     chosen = queue.chosen_filter(request.GET.get("status"))
-    text = request.GET.get("q", "")
-    tag = request.GET.get("tag", "")
+    try:
+        text = parameters.query_text(request, "q")
+        tag = parameters.query_text(request, "tag")
+    except PoppyError as error:
+        raise BadRequest(error.description) from None
     me = request.user.get_username()
     rows = list(queue.conversations(chosen.key, text, me=me, tag=tag)[: queue.LIMIT])
     found = search.snippets(rows, text)

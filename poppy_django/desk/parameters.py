@@ -86,3 +86,17 @@ def optional_sequence_number(request: HttpRequest, name: str, what: str) -> int 
     if not SEQ.fullmatch(value):
         raise PoppyError("invalid_request", f"{name} must be {what}.")
     return int(value)
+
+
+#: The longest search or tag a queue's address may carry.
+MAX_QUERY = 500
+
+
+def query_text(request: HttpRequest, name: str) -> str:
+    """A query parameter that is text (a search, a tag), "" when absent; ``invalid_request``
+    for one holding U+0000 (PostgreSQL keeps no NUL in text: the query would fail) or past
+    :data:`MAX_QUERY` characters."""
+    value = request.GET.get(name, "")
+    if "\x00" in value or len(value) > MAX_QUERY:
+        raise PoppyError("invalid_request", f"{name}: at most {MAX_QUERY} characters, no NUL.")
+    return value

@@ -80,3 +80,10 @@ def test_search_is_for_desk_staff_only(agent: PersonalAgent) -> None:
     outsider = Client()
     outsider.force_login(make_user(name="nodesk", desk=False))
     assert outsider.get(DESK, {"q": "secret plan"}).status_code == 403
+
+
+@pytest.mark.parametrize("query", [{"q": "a\x00b"}, {"tag": "\x00"}, {"q": "x" * 501}])
+def test_a_search_no_database_can_read_is_a_400_page(desk: Client, query: dict[str, str]) -> None:
+    response = desk.get(DESK, query)
+    assert response.status_code == 400
+    assert desk.get(DESK, {"q": "2026-13-45"}).status_code == 200  # not a date: plain words
