@@ -44,6 +44,7 @@ def reports_page(request: HttpRequest, admin_site: AdminSite) -> HttpResponse:
         "title": "Support desk reports",
         "opts": Conversation._meta,
         "queue_url": routes.url(admin_site, routes.QUEUE),
+        "desk_url": routes.url(admin_site, routes.QUEUE),
         "report": found,
         "problem": problem,
         "csv_url": f"{routes.url(admin_site, routes.REPORTS_CSV)}?{query}",

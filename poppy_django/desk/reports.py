@@ -38,6 +38,8 @@ OUTCOMES = (
 MAX_DAYS = 366
 #: The period without one chosen: the last 7 days, today included.
 DEFAULT_DAYS = 7
+#: The most survey answers (rating, comment) the page lists.
+ANSWERS_SHOWN = 20
 #: Ratings that count as satisfied (Chatwoot's and most desks' CSAT: 4 and 5 of 5).
 SATISFIED = (4, 5)
 
@@ -160,6 +162,8 @@ class Report:
     #: Per day: how many handoffs had each outcome.
     daily: list[tuple[date, dict[str, int]]] = field(default_factory=list)
     records: list[HandoffRecord] = field(default_factory=list)
+    #: The period's answered surveys, the newest first (at most :data:`ANSWERS_SHOWN`).
+    answers: list[CsatSurvey] = field(default_factory=list)
 
 
 def report(chosen: Period) -> Report:
@@ -203,4 +207,9 @@ def report(chosen: Period) -> Report:
         ],
         daily=[(day, {o: daily[day][o] for o in OUTCOMES}) for day in chosen.days()],
         records=records,
+        answers=sorted(
+            (survey for survey in surveys if survey.answered_at is not None),
+            key=lambda survey: survey.answered_at or survey.asked_at,
+            reverse=True,
+        )[:ANSWERS_SHOWN],
     )

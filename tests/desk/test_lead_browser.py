@@ -260,6 +260,8 @@ def _the_reports_show_it(browser: Any, site: Site, csat_events: list[dict[str, A
             page.text_content('[data-report=staff] tr[data-row="bob"] [data-cell="csat"]')
             == "4.0 (1)"
         )
+        said = " ".join(page.text_content("[data-answers]").split())
+        assert "4 / 5 “It lit!” · bob" in said
         # Bob's first response, from the events the personal agent read: asked for a person
         # (the queued state) to his first message. The CSV has it to a tenth of a second.
         asked = next(e for e in csat_events if e["type"] == "state" and e["status"] == "queued")

@@ -89,6 +89,12 @@ def test_the_figures_are_those_of_the_records(lead: Client, settings: Any) -> No
     assert [row.name for row in report.teams] == ["No team"]
     html = page.content.decode()
     assert 'data-figure="handoffs">4<' in html and "chart.umd.min.js" in html
+    # What customers said: each answer with its rating, staff member and conversation.
+    assert [(s.rating, s.staff, s.comment) for s in report.answers] == [
+        (3, "bob", "thanks"),
+        (5, "sam", "thanks"),
+    ]
+    assert html.count("data-answer=") == 2 and "“thanks”" in html
     assert 'id="poppy-charts"' in html
 
 
