@@ -31,6 +31,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 from poppy_django.conf import poppy_settings
+from poppy_django.observe import instrumentations
 from poppy_django.observe import metrics as app_metrics
 
 logger = logging.getLogger("poppy_django.observe")
@@ -109,9 +110,11 @@ def configure() -> bool:
             for name in metering
         ]
         metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
+    instrumented = instrumentations.instrument()
     logger.info(
-        "poppy: OpenTelemetry SDK configured (traces: %s; metrics: %s)",
+        "poppy: OpenTelemetry SDK configured (traces: %s; metrics: %s; instrumentations: %s)",
         ", ".join(tracing) or "off",
         ", ".join(metering) or "off",
+        ", ".join(instrumented) or "none",
     )
     return True

@@ -137,10 +137,14 @@ def restore_ids(headers: Mapping[str, Any]) -> Callable[[], None]:
 def task_started(name: str, headers: Mapping[str, Any], **fields: Any) -> Iterator[None]:
     """A task's work: its span a child of the dispatch's, the request id restored."""
     carrier = {key: value for key, value in headers.items() if isinstance(value, str)}
-    token = otel_context.attach(propagate.extract(carrier))
+    # Under Celery's instrumentation its task span is current (its parent from the same
+    # headers): the app's span goes under it.
+    running = trace.get_current_span().is_recording()
+    parent = otel_context.get_current() if running else propagate.extract(carrier)
+    token = otel_context.attach(parent)
     restored = request_id.set(carrier.get(REQUEST_ID_HEADER))
     try:
-        with span(name, kind=SpanKind.CONSUMER, **fields):
+        with span(name, kind=SpanKind.INTERNAL if running else SpanKind.CONSUMER, **fields):
             yield
     finally:
         request_id.reset(restored)

@@ -174,8 +174,19 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
     def parent(span: ReceivedSpan) -> str:
         return by_id[span.parent_id].name
 
+    # Celery's instrumentation carries the trace through the broker: its publish and run
+    # spans between the app's dispatch and its task.
     task = next(span for span in below if span.name == "poppy.task")
-    assert parent(task) == "poppy.dispatch" and parent(by_id[task.parent_id]) == "POST messages"
+    chain, at = [], task
+    while at.parent_id in by_id:
+        at = by_id[at.parent_id]
+        chain.append(at.name)
+    assert chain == [
+        "run/poppy_django.run_turns",
+        "apply_async/poppy_django.run_turns",
+        "poppy.dispatch",
+        "POST messages",
+    ], chain
     assert post.attributes["poppy.conversation_id"] == conversation
     turn = next(span for span in below if span.name == "poppy.turn")
     assert parent(turn) == "poppy.task"  # carried from the task onto the engine's loop
@@ -183,6 +194,10 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
     assert len(models) == 2 and all(parent(span) == "poppy.turn" for span in models)
     assert all(span.attributes["gen_ai.usage.input_tokens"] == 10 for span in models)
     assert parent(next(span for span in below if span.name == "poppy.commit")) == "poppy.turn"
+    # The database's statements and Redis's commands are the maintained instrumentations'
+    # (psycopg, redis), in the trace with the app's spans.
+    systems = {span.attributes.get("db.system") for span in below}
+    assert {"postgresql", "redis"} <= systems, systems
     # A waiting read that the reply woke links to the commit that wrote it.
     commits = {s.span_id for s in received.snapshot() if s.name == "poppy.commit"}
     reads = [s for s in received.snapshot() if s.name == "GET events" and s.links]
