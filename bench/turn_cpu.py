@@ -44,7 +44,7 @@ from tests.multiprocess.cluster import BENCH_ENV, PG_ADMIN, Cluster, cpu_seconds
 #: Layers of a sampled stack, the first that matches wins (order matters).
 LAYERS = [
     ("delta publishing (fan-out + desk send_event)", ("publish_delta", "fanout/publishing")),
-    ("heartbeat", ("Heartbeat", "renew_all")),
+    ("heartbeat", ("Heartbeat", "renew_leases")),
     ("celery / kombu / billiard", ("celery/", "kombu/", "billiard/", "vine/")),
     ("ORM and database (claims, commits, reads)", ("django/db", "psycopg", "poppy_django/turns")),
     (

@@ -28,29 +28,16 @@ from django.utils import timezone
 
 from poppy_django import ids, observe, signals
 from poppy_django.conf import hook, poppy_settings
-from poppy_django.engine import dispatch, transitions
+from poppy_django.engine import dispatch
 from poppy_django.models import (
     Conversation,
-    Event,
-    EventType,
     HandoffOutcome,
-    Responder,
     StaffPresence,
-    Status,
 )
 from poppy_django.staff import handoffs, office_hours, presence
-from poppy_django.store import event_log
+from poppy_django.store import event_log, lifecycle
 
 logger = logging.getLogger(__name__)
-
-
-def with_person(conversation: Conversation) -> bool:
-    """A person has the conversation, or is being found: the agent stays out of it.
-
-    The one home of this rule: the endpoint routes messages by it and :func:`request`
-    answers ``already`` by it.
-    """
-    return conversation.status == Status.QUEUED or conversation.responder == Responder.HUMAN
 
 
 def queue_on_desk(*, conversation_id: str, initiator: str) -> str | dict[str, str]:
@@ -132,11 +119,9 @@ def request(
 ) -> str:
     """Ask the request hook for a person; returns the outcome recorded. ``reason``: why the
     Company Agent hands off (shown to staff, never on the wire)."""
-    if with_person(conversation):
+    if lifecycle.WITH_PEOPLE(conversation):
         return "already"
-    conversation.handoff_initiator = initiator
-    conversation.handoff_reason = reason
-    conversation.save(update_fields=["handoff_initiator", "handoff_reason", "updated_at"])
+    lifecycle.handoff_asked(conversation, initiator=initiator, reason=reason)
     request_hook = _request_hook()
     texts = poppy_settings.texts
     outcome: Any = None
@@ -147,12 +132,7 @@ def request(
         except Exception:
             logger.exception("poppy: the handoff request hook failed for %s", conversation.id)
     if outcome == "queued":
-        conversation.handoff_requested_at = timezone.now()
-        conversation.assignee = _assign(conversation)
-        conversation.save(update_fields=["handoff_requested_at", "assignee", "updated_at"])
-        event_log.set_state(
-            conversation, status=Status.QUEUED, responder=Responder.AGENT, meta=meta
-        )
+        lifecycle.queue_for_person(conversation, assignee=_assign(conversation), meta=meta)
         handoffs.requested(conversation, initiator=initiator, outcome=HandoffOutcome.WAITING)
         recorded = "queued"
         observe.moment(
@@ -164,13 +144,12 @@ def request(
             private={"reason": reason},
         )
     elif outcome == "joined":
-        event_log.set_state(conversation, status=Status.IDLE, responder=Responder.HUMAN, meta=meta)
+        lifecycle.person_joins(conversation, holder=None, meta=meta)
         handoffs.requested(conversation, initiator=initiator, outcome=HandoffOutcome.JOINED)
         recorded = "joined"
     elif isinstance(outcome, dict) and "unavailable" in outcome:
-        event_log.set_state(
-            conversation, status=Status.QUEUED, responder=Responder.AGENT, meta=meta
-        )
+        # The personal agent sees the handoff queued, then declined for this reason.
+        lifecycle.queue_for_person(conversation, assignee="", meta=meta)
         reason = str(outcome["unavailable"])
         handoffs.requested(
             conversation, initiator=initiator, outcome=HandoffOutcome.UNAVAILABLE, reason=reason
@@ -215,40 +194,8 @@ def unavailable(
         text=poppy_settings.texts["handoff_unavailable"].format(reason=reason),
         meta=meta,
     )
-    conversation.handoff_requested_at = None
-    conversation.assignee = ""
-    conversation.save(update_fields=["handoff_requested_at", "assignee", "updated_at"])
-    unanswered = _said_while_waiting(conversation)
-    status = Status.WORKING if unanswered else Status.IDLE
-    event_log.set_state(conversation, status=status, responder=Responder.AGENT, meta=meta)
-    if unanswered:
+    if lifecycle.handoff_declined(conversation, meta):
         dispatch.dispatch_on_commit(conversation.id)
-
-
-def _said_while_waiting(conversation: Conversation) -> bool:
-    """Whether user messages that start a turn arrived since the handoff was queued: they
-    are unanswered again (``answered_seq`` back to the queueing), for the agent's next turn.
-    Never below the last turn's messages, which a claim would take for a retry."""
-    queued = (
-        Event.objects.filter(
-            conversation=conversation, type=EventType.STATE, payload__status=Status.QUEUED
-        )
-        .order_by("-seq")
-        .values_list("seq", flat=True)
-        .first()
-    )
-    if queued is None:
-        return False
-    since = max(queued, conversation.turn_upto_seq)
-    if conversation.answered_seq <= since:
-        return bool(transitions.pending_messages(conversation))
-    waiting_answered = conversation.answered_seq
-    conversation.answered_seq = since
-    if transitions.pending_messages(conversation):
-        conversation.save(update_fields=["answered_seq", "updated_at"])
-        return True
-    conversation.answered_seq = waiting_answered
-    return False
 
 
 def overdue() -> Q:
@@ -257,7 +204,7 @@ def overdue() -> Q:
     if limit is None:
         return Q(pk__in=[])
     cutoff = timezone.now() - timedelta(seconds=limit)
-    return Q(status=Status.QUEUED, handoff_requested_at__lt=cutoff)
+    return lifecycle.QUEUED.q & Q(handoff_requested_at__lt=cutoff)
 
 
 def return_overdue() -> list[str]:
@@ -281,7 +228,7 @@ def return_overdue() -> list[str]:
             if found is None:
                 return returned
             conversation = event_log.lock(found)
-            if conversation.status == Status.QUEUED:  # re-read under the lock
+            if lifecycle.QUEUED(conversation):  # re-read under the lock
                 handoffs.not_taken(conversation, HandoffOutcome.MISSED, "timed_out")
                 unavailable(conversation, poppy_settings.texts["handoff_timed_out"])
                 observe.moment(

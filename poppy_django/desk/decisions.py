@@ -15,8 +15,8 @@ from django.db.models import QuerySet
 
 from poppy_django.engine import approvals, dispatch
 from poppy_django.errors import PoppyError
-from poppy_django.models import ActionRecord, ActionStatus, Conversation, Status
-from poppy_django.store import event_log
+from poppy_django.models import ActionRecord, ActionStatus, Conversation
+from poppy_django.store import event_log, lifecycle
 
 
 def awaiting(conversation_id: str | None = None) -> QuerySet[ActionRecord]:
@@ -38,7 +38,7 @@ def approve(record_id: int, *, by: str, request_id: str | None = None) -> Action
     """Record the approval and dispatch: a worker runs it and posts the outcome."""
     with transaction.atomic():
         conversation, record = _lock_awaiting(record_id)
-        if conversation.status == Status.CLOSED:
+        if lifecycle.CLOSED(conversation):
             raise PoppyError("conversation_closed", "The conversation is closed; reject it.")
         record.status = ActionStatus.APPROVED
         record.decided_by = by
@@ -56,7 +56,7 @@ def reject(record_id: int, *, by: str, request_id: str | None = None) -> ActionR
         record.decided_by = by
         record.request_id = request_id or ""
         record.save(update_fields=["status", "decided_by", "request_id", "updated_at"])
-        if conversation.status != Status.CLOSED:
+        if lifecycle.OPEN(conversation):
             approvals.post_outcome(conversation, record, [])
     return record
 

@@ -30,10 +30,10 @@ from poppy_django.models import (
     Conversation,
     Event,
     EventType,
-    Responder,
     Status,
     Tag,
 )
+from poppy_django.store import lifecycle
 
 
 @dataclass(frozen=True)
@@ -44,29 +44,26 @@ class Filter:
     condition: Callable[[str], Q]
 
 
-def _handed_to_people() -> Q:
-    return (Q(responder=Responder.HUMAN) | Q(status=Status.QUEUED)) & ~Q(status=Status.CLOSED)
-
-
-#: The queue's views, in the order the desk shows them; the first is the default.
+#: The queue's views, in the order the desk shows them; the first is the default. Each
+#: state in it is a rule of the conversation's lifecycle, as the service's refusals ask it.
 FILTERS: tuple[Filter, ...] = (
-    Filter("open", "All open", lambda me: ~Q(status=Status.CLOSED)),
-    Filter("mine", "Mine", lambda me: _handed_to_people() & Q(assignee=me)),
-    Filter("waiting", "Waiting for a person", lambda me: Q(status=Status.QUEUED)),
-    Filter("unassigned", "Unassigned", lambda me: Q(status=Status.QUEUED, assignee="")),
+    Filter("open", "All open", lambda me: lifecycle.OPEN.q),
+    Filter("mine", "Mine", lambda me: lifecycle.HANDED_TO_PEOPLE.q & Q(assignee=me)),
+    Filter("waiting", "Waiting for a person", lambda me: lifecycle.QUEUED.q),
+    Filter("unassigned", "Unassigned", lambda me: lifecycle.QUEUED.q & Q(assignee="")),
     Filter(
         "with_person",
         "With a person",
-        lambda me: Q(responder=Responder.HUMAN) & ~Q(status=Status.CLOSED),
+        lambda me: (lifecycle.PERSON_HOLDS & lifecycle.OPEN).q,
     ),
-    Filter("working", "Agent working", lambda me: Q(status=Status.WORKING)),
-    Filter("idle", "Agent idle", lambda me: Q(status=Status.IDLE, responder=Responder.AGENT)),
+    Filter("working", "Agent working", lambda me: lifecycle.WORKING.q),
+    Filter("idle", "Agent idle", lambda me: (lifecycle.IDLE & lifecycle.AGENT_RESPONDS).q),
     Filter(
         "approvals",
         "Actions to approve",
-        lambda me: Q(actions__status=ActionStatus.AWAITING_APPROVAL) & ~Q(status=Status.CLOSED),
+        lambda me: Q(actions__status=ActionStatus.AWAITING_APPROVAL) & lifecycle.OPEN.q,
     ),
-    Filter("closed", "Closed", lambda me: Q(status=Status.CLOSED)),
+    Filter("closed", "Closed", lambda me: lifecycle.CLOSED.q),
 )
 FILTERS_BY_KEY = {item.key: item for item in FILTERS}
 #: Rows on one queue page: a desk that needs more is a desk that needs more people.
@@ -105,7 +102,7 @@ def conversations(
     return (
         queryset.annotate(
             waiting=Case(
-                When(status=Status.QUEUED, then=Value(0)),
+                When(lifecycle.QUEUED.q, then=Value(0)),
                 default=Value(1),
                 output_field=IntegerField(),
             ),

@@ -12,8 +12,8 @@ from datetime import datetime
 from django.db.models import Exists, OuterRef
 from django.utils import formats, timezone
 
-from poppy_django.engine.recovery import orphans
 from poppy_django.models import Conversation, Responder, Status
+from poppy_django.store import lifecycle
 
 WAITING = "waiting for a person"
 WITH_PERSON = "with a person"
@@ -40,9 +40,7 @@ def status_label(status: str, responder: str) -> str:
 def why(conversation: Conversation) -> str:
     """Why a person is needed, while one is (waiting, or with them): the customer asked, or
     the Company Agent handed it off (with its reason when it gave one)."""
-    if conversation.status == Status.CLOSED or not (
-        conversation.status == Status.QUEUED or conversation.responder == Responder.HUMAN
-    ):
+    if not lifecycle.HANDED_TO_PEOPLE(conversation):
         return ""
     if conversation.handoff_initiator == "personal_agent":
         return "The customer asked for a person"
@@ -77,17 +75,17 @@ def stalled_annotation() -> Exists:
     ``working`` with no live lease that long was never taken up, or its worker died and no
     other took over: either way no worker is running turns (or none reaches the database).
     """
-    return Exists(Conversation.objects.filter(orphans(), pk=OuterRef("pk")))
+    return Exists(Conversation.objects.filter(lifecycle.orphans(), pk=OuterRef("pk")))
 
 
 def stalled_count() -> int:
     """How many conversations wait for a worker none has taken them up (the sweep's query)."""
-    return Conversation.objects.filter(orphans()).count()
+    return Conversation.objects.filter(lifecycle.orphans()).count()
 
 
 def stalled(conversation_id: str) -> bool:
     """:func:`stalled_annotation` for one conversation."""
-    return Conversation.objects.filter(orphans(), pk=conversation_id).exists()
+    return Conversation.objects.filter(lifecycle.orphans(), pk=conversation_id).exists()
 
 
 def when(moment: datetime | None) -> str:

@@ -25,18 +25,9 @@ from poppy_django.agent import actions, memory, registry
 from poppy_django.agent.outcomes import format_action
 from poppy_django.agent.tools import Tool, ToolContext
 from poppy_django.conf import poppy_settings
-from poppy_django.engine import leases
 from poppy_django.errors import PoppyError
-from poppy_django.models import (
-    ActionRecord,
-    ActionStatus,
-    AgentThread,
-    Conversation,
-    Event,
-    Responder,
-    Status,
-)
-from poppy_django.store import backends, event_log
+from poppy_django.models import ActionRecord, ActionStatus, AgentThread, Conversation, Event
+from poppy_django.store import event_log, lifecycle
 from poppy_django.verifier import Actor
 
 logger = logging.getLogger("poppy_django.approvals")
@@ -56,14 +47,9 @@ def tool_context(record: ActionRecord, conversation: Conversation, *, by: str) -
 # -- in the worker -------------------------------------------------------------------------
 
 
-def approved_ids(conversation_id: str) -> list[int]:
-    """The conversation's actions staff approved and no worker ran yet, oldest first."""
-    return backends.for_writing(ActionRecord).action_ids(conversation_id, ActionStatus.APPROVED)
-
-
 def run_approved(conversation_id: str, owner: str) -> None:
     """Run the conversation's approved actions; the caller holds the conversation's lease."""
-    for record_id in approved_ids(conversation_id):
+    for record_id in lifecycle.approved_action_ids(conversation_id):
         _run_one(record_id, owner)
 
 
@@ -79,7 +65,7 @@ def _run_one(record_id: int, owner: str) -> None:
         return
     try:
         _execute(record_id, owner)
-    except leases.LeaseLost:
+    except lifecycle.LeaseLost:
         raise
     except Exception as exc:
         logger.exception("poppy: approved action %s failed", record_id)
@@ -96,8 +82,8 @@ def _execute(record_id: int, owner: str) -> None:
         tool = _tool(conversation, record)
         ctx = tool_context(record, conversation, by=record.decided_by)
         record = actions.execute(tool, record, ctx)
-        conversation = leases.lock_owned(conversation.id, owner)
-        if conversation.status != Status.CLOSED:
+        conversation = lifecycle.lock_owned(conversation.id, owner)
+        if lifecycle.OPEN(conversation):
             components = [component.to_wire() for component in ctx.components]
             post_outcome(conversation, record, components)
 
@@ -110,8 +96,8 @@ def _give_up(record_id: int, owner: str, error: str) -> None:
         record.status = ActionStatus.FAILED
         record.error = error
         record.save(update_fields=["status", "error", "updated_at"])
-        conversation = leases.lock_owned(record.conversation_id, owner)
-        if conversation.status != Status.CLOSED:
+        conversation = lifecycle.lock_owned(record.conversation_id, owner)
+        if lifecycle.OPEN(conversation):
             post_outcome(conversation, record, [])
 
 
@@ -158,7 +144,7 @@ def post_outcome(
     if record.request_id:
         meta["request_id"] = record.request_id
     _remember(conversation, record, text)
-    held = conversation.responder == Responder.HUMAN
+    held = lifecycle.PERSON_HOLDS(conversation)
     return event_log.append_company_message(
         conversation,
         message_id=ids.new_company_message_id(),

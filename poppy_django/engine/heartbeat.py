@@ -17,6 +17,7 @@ from poppy_django.conf import poppy_settings
 from poppy_django.engine import leases
 from poppy_django.observe import heartbeats
 from poppy_django.observe.streaks import Streak
+from poppy_django.store import lifecycle
 from poppy_django.threads import give_back_pooled_connections
 
 logger = logging.getLogger("poppy_django.engine")
@@ -60,7 +61,7 @@ class Heartbeat:
         holders = self.held()
         if not holders:
             return
-        renewed = leases.renew_all([holder.owner for holder in holders])
+        renewed = lifecycle.renew_leases([holder.owner for holder in holders])
         for holder in holders:
             if holder.owner not in renewed:
                 holder.mark_lost()

@@ -16,12 +16,11 @@ from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import Max, Min
-from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from poppy_django.conf import poppy_settings
-from poppy_django.engine.recovery import orphans
 from poppy_django.models import Conversation, Event
+from poppy_django.store import event_log, lifecycle
 
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -105,9 +104,7 @@ def _delete_up_to(conversation_id: str, bound: int, batch_size: int) -> int:
             if not batch:
                 return deleted
             # Mark first: a reader between the two statements sees "expired", never a gap.
-            Conversation.objects.filter(pk=conversation_id).update(
-                pruned_before_seq=Greatest("pruned_before_seq", batch[-1][1] + 1)
-            )
+            event_log.expire_before(conversation_id, batch[-1][1] + 1)
             Event.objects.filter(pk__in=[pk for pk, _ in batch]).delete()
             deleted += len(batch)
 
@@ -122,7 +119,7 @@ def prune_by_retention() -> PruneReport | None:
 
 def orphaned_conversations() -> list[str]:
     """Conversations that need a writer and have none (see :mod:`poppy_django.engine.recovery`)."""
-    return list(Conversation.objects.filter(orphans()).values_list("id", flat=True))
+    return list(Conversation.objects.filter(lifecycle.orphans()).values_list("id", flat=True))
 
 
 def reap() -> list[str]:

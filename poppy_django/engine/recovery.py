@@ -18,49 +18,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from datetime import timedelta
 
-from django.db import close_old_connections, connection, transaction
-from django.db.models import Q
-from django.utils import timezone
+from django.db import close_old_connections, connection
 
 from poppy_django.conf import poppy_settings
 from poppy_django.engine import leases
 from poppy_django.engine import loop as engine
-from poppy_django.models import ActionRecord, ActionStatus, Conversation, Status
 from poppy_django.observe import metrics
 from poppy_django.observe.streaks import Streak
+from poppy_django.store import lifecycle
 from poppy_django.store.migration_state import unmigrated_hint
 
 logger = logging.getLogger("poppy_django.recovery")
-
-
-def orphans() -> Q:
-    """Conversations that need a writer and have none."""
-    now = timezone.now()
-    grace = now - timedelta(seconds=poppy_settings.LEASE_SECONDS)
-    approved = ActionRecord.objects.filter(status=ActionStatus.APPROVED).values("conversation_id")
-    needs_writer = Q(status=Status.WORKING) | Q(pk__in=approved)
-    writer_gone = Q(lease_expires_at__lt=now) | Q(lease_owner__isnull=True, updated_at__lt=grace)
-    return needs_writer & writer_gone
-
-
-def claim_orphan(owner: str) -> str | None:
-    """Take the lease of one orphaned conversation no other sweeper is taking; its id."""
-    with transaction.atomic():
-        conversation_id = (
-            Conversation.objects.select_for_update(skip_locked=True)
-            .filter(orphans())
-            .order_by("updated_at")
-            .values_list("pk", flat=True)
-            .first()
-        )
-        if conversation_id is None:
-            return None
-        Conversation.objects.filter(pk=conversation_id).update(
-            lease_owner=owner, lease_expires_at=leases.lease_until()
-        )
-        return conversation_id
 
 
 def sweep(stop: threading.Event | None = None) -> list[str]:
@@ -76,7 +45,7 @@ def sweep(stop: threading.Event | None = None) -> list[str]:
             continue
         owner = leases.new_owner()
         try:
-            conversation_id = claim_orphan(owner)
+            conversation_id = lifecycle.take_orphan(owner)
         except BaseException:
             running.give_back()
             raise

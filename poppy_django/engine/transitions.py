@@ -1,23 +1,19 @@
-"""A turn's database transitions: claim, prepare, commit or fail, each under the lock.
+"""A turn's database steps, each one job on a database thread of the engine (synchronous, in
+its own transaction); :mod:`poppy_django.engine.turns` runs them in order around the model.
 
-Each function here is one job on a database thread of the engine (synchronous, in its own
-transaction); :mod:`poppy_django.engine.turns` runs them in order around the model.
+The conversation's side of each step is its lifecycle's (:mod:`poppy_django.store.lifecycle`:
+the lease, the claim, the answered messages, winding down); this module adds the turn's:
 
-- *claim* (locked): fixes the turn's messages (``turn_upto_seq``) so a retry after a crash
-  answers the same ones, with the same company message id and action keys, and counts the
-  attempt: after ``TURN_MAX_ATTEMPTS`` the turn is answered with the failed-turn message.
-  It takes the agent thread (one turn at a time in a conversation and its Direct
-  Conversation) in the same write when it can;
-- *prepare*: otherwise waits for the agent thread, then reads the principal, actor and
-  thread;
-- *commit* (locked): writes the reply and moves ``answered_seq`` in one transaction, only
-  while the lease is still ours, so a reply is written exactly once; with nothing left to
-  answer, the same write sets the conversation idle and frees its lease and thread.
+- *begin* / *claim*: the turn's slot (its id, its company message id) from the lifecycle's
+  claim, which fixed its messages so a retry after a crash answers the same ones, with the
+  same company message id and action keys, and took the agent thread when it could;
+- *prepare*: everything the model needs (the principal, the actor, the thread's window);
+- *commit*: the reply written once, only while the lease is still ours, in the lifecycle's
+  one write of the turn's end; *fail*: the failed-turn message instead.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -33,30 +29,12 @@ from poppy_django.agent.runtime import TurnOutcome, TurnRequest, resolve_actor
 from poppy_django.conf import poppy_settings
 from poppy_django.engine import approvals, leases
 from poppy_django.engine.heartbeat import Heartbeat
-from poppy_django.engine.leases import LeaseLost
-from poppy_django.models import (
-    ActionStatus,
-    AgentThread,
-    Conversation,
-    Event,
-    EventType,
-    Responder,
-    Status,
-)
+from poppy_django.models import AgentThread, Conversation, Event, EventType
 from poppy_django.observe import tracing
-from poppy_django.store import backends, event_log, tags, wire
+from poppy_django.store import event_log, lifecycle, tags
 from poppy_django.verifier import Actor, Principal
 
 logger = logging.getLogger("poppy_django.turns")
-
-
-@dataclass(frozen=True)
-class Claimed:
-    """The conversation and its messages as a claim that also took the agent thread read
-    them under its lock, so the turn need not read them again."""
-
-    conversation: Conversation
-    pending: list[Event]
 
 
 @dataclass(frozen=True)
@@ -73,102 +51,48 @@ class TurnSlot:
     #: Every turn-starting message up to this seq is answered by this turn: a later one
     #: is looked for at commit only if the log grew past it.
     seen_seq: int = 0
-    #: Set when the claim took the agent thread too.
-    claimed: Claimed | None = field(default=None, compare=False, repr=False)
+    #: Set when the claim took the agent thread too (its messages read under the lock).
+    claimed: lifecycle.TurnClaim | None = field(default=None, compare=False, repr=False)
     #: The turn's request, prepared in the claim's own database job when the claim took the
     #: agent thread (or what preparing it raised, raised again once the turn holds the thread).
     started: TurnRequest | Exception | None = field(default=None, compare=False, repr=False)
 
 
-class Claim(enum.Enum):
-    #: Nothing left to answer: the conversation is idle and the lease released.
-    DONE = "done"
-    #: No message to answer, but staff approved an action meanwhile: run it first.
-    APPROVALS = "approvals"
-
-
-def pending_messages(conversation: Conversation, upto_seq: int | None = None) -> list[Event]:
-    """The user messages after ``answered_seq`` (up to ``upto_seq``) that start a turn.
-
-    Without ``upto_seq``, call it with the conversation locked (as every caller does): no
-    message is appended meanwhile, so ``last_seq`` bounds them.
-    """
-    upto = conversation.last_seq if upto_seq is None else upto_seq
-    backend = backends.for_writing(Event)
-    events = backend.fetch(
-        Event,
-        backend.sql.messages_in_range(),
-        [conversation.id, conversation.answered_seq, upto, EventType.MESSAGE, "user"],
-    )
-    return [event for event in events if wire.starts_turn(event.payload["message"])]
-
-
-def claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
+def claim(conversation_id: str, owner: str) -> TurnSlot | lifecycle.NoTurn:
     """The next turn to run (its attempt counted), or why there is none."""
-    with transaction.atomic():
-        return _claim_locked(leases.lock_owned(conversation_id, owner), owner)
+    return _slot(lifecycle.claim(conversation_id, owner))
 
 
-def _claim_locked(
-    conversation: Conversation, owner: str, approved: bool | None = None
-) -> TurnSlot | Claim:
-    """:func:`claim` on a conversation locked under ``owner``'s lease; ``approved``: whether
-    staff approved actions to run, when already read since the lock (None: read it here if
-    it matters)."""
-    answering = conversation.status == Status.WORKING and conversation.responder == Responder.AGENT
-    retry = conversation.turn_upto_seq > conversation.answered_seq
-    pending = (
-        pending_messages(conversation, conversation.turn_upto_seq if retry else None)
-        if answering
-        else []
-    )
-    with event_log.one_write(conversation, rows=[]):  # the row written out, not by the ORM
-        if not pending:
-            return _wind_down(conversation, answering, approved)
-        if not retry:
-            conversation.turn_upto_seq = pending[-1].seq
-            conversation.turn_attempts = 0
-        conversation.turn_attempts += 1
-        event_log.save(conversation, "turn_upto_seq", "turn_attempts")
-        runs = conversation.turn_attempts <= poppy_settings.TURN_MAX_ATTEMPTS
-        took_thread = runs and leases.take_own_thread(conversation, owner)
-    turn_id = f"{conversation.answered_seq}-{conversation.turn_upto_seq}"
+def _slot(claimed: lifecycle.TurnClaim | lifecycle.NoTurn) -> TurnSlot | lifecycle.NoTurn:
+    """The turn's slot from the lifecycle's claim: the turn id and the company message id
+    follow from the messages it answers."""
+    if isinstance(claimed, lifecycle.NoTurn):
+        return claimed
+    conversation = claimed.conversation
+    turn_id = f"{claimed.answered_seq}-{claimed.upto_seq}"
     return TurnSlot(
         conversation_id=conversation.id,
         thread_root_id=conversation.thread_root_id,
         turn_id=turn_id,
         message_id=ids.company_message_id(conversation.id, turn_id),
-        upto_seq=conversation.turn_upto_seq,
-        attempt=conversation.turn_attempts,
-        seen_seq=conversation.turn_upto_seq if retry else conversation.last_seq,
-        claimed=Claimed(conversation, pending) if took_thread else None,
+        upto_seq=claimed.upto_seq,
+        attempt=claimed.attempt,
+        seen_seq=claimed.seen_seq,
+        claimed=claimed if claimed.pending is not None else None,
     )
-
-
-def _wind_down(conversation: Conversation, answering: bool, approved: bool | None) -> Claim:
-    """Nothing left to answer: run what staff approved meanwhile (``approved``, read since the
-    lock; None: read it now), or go idle and free the lease (in the caller's
-    :func:`event_log.one_write` block)."""
-    if approved is None:
-        approved = bool(approvals.approved_ids(conversation.id))
-    if approved:
-        return Claim.APPROVALS
-    if answering:
-        event_log.set_state(conversation, status=Status.IDLE)
-    leases.release(conversation)
-    return Claim.DONE
 
 
 def prepare(slot: TurnSlot) -> TurnRequest:
     """Everything the model needs, read once the agent thread is ours: the conversation
     and its messages as claimed, or read again after waiting for the thread."""
-    if slot.claimed is not None:
-        return _request(slot, slot.claimed.conversation, slot.claimed.pending)
+    claimed = slot.claimed
+    if claimed is not None and claimed.pending is not None:
+        return _request(slot, claimed.conversation, claimed.pending)
     with transaction.atomic():
         conversation = Conversation.objects.get(pk=slot.conversation_id)
-        pending = pending_messages(conversation, slot.upto_seq)
+        pending = lifecycle.pending_messages(conversation, slot.upto_seq)
         if not pending:
-            raise LeaseLost(slot.conversation_id)  # answered meanwhile by another worker
+            raise lifecycle.LeaseLost(slot.conversation_id)  # answered meanwhile by another
         return _request(slot, conversation, pending)
 
 
@@ -242,68 +166,40 @@ def _start_thread(
         return transcript
 
 
-@dataclass(frozen=True)
-class Committed:
-    """What a turn's commit did besides writing the outcome."""
-
-    #: It freed the agent thread (the conversation is its own thread root).
-    thread_freed: bool
-    #: Nothing was left to answer or run: the conversation went idle, its lease was freed.
-    done: bool
-
-
-def commit(request: TurnRequest, outcome: TurnOutcome, owner: str, seen_seq: int = 0) -> Committed:
-    """Write the turn's outcome once, and only while the lease is still ours; with nothing
-    left to do, end the conversation's work in the same write (one nudge for the reply and
-    the idle state). ``seen_seq``: its claim's :attr:`TurnSlot.seen_seq`."""
-    with transaction.atomic():
-        conversation = leases.lock_owned(request.conversation_id, owner)
-        already, approved = _reply_written_and_actions_approved(conversation, request.message_id)
-        # Has the log grown since the claim read it? If not, no message is left to answer
-        # (and the log is not read again to find none).
-        newer = conversation.last_seq > max(seen_seq, conversation.turn_upto_seq)
-        with event_log.one_write(conversation, rows=[]):  # the events and the row at once
-            if _may_write(conversation) and not already:
-                _write_outcome(conversation, request, outcome)
-            _answered(conversation)
-            thread_freed = leases.give_back_own_thread(conversation, owner)
-            answering = (
-                conversation.status == Status.WORKING and conversation.responder == Responder.AGENT
-            )
-            done = not (answering and newer and pending_messages(conversation)) and (
-                _wind_down(conversation, answering, approved) is Claim.DONE
-            )
-    return Committed(thread_freed=thread_freed, done=done)
-
-
-def _reply_written_and_actions_approved(
-    conversation: Conversation, message_id: str
-) -> tuple[bool, bool]:
-    """After the commit's lock, in one statement: whether the reply is already written (a
-    retried turn's), and whether staff approved actions meanwhile. Read after the lock, not
-    in the locking read: under READ COMMITTED that read's subqueries would see the world
-    before it waited for the lock."""
-    return backends.for_writing(Conversation).reply_written_and_actions_approved(
-        conversation.id, message_id, ActionStatus.APPROVED
-    )
+def commit(
+    request: TurnRequest, outcome: TurnOutcome, owner: str, seen_seq: int = 0
+) -> lifecycle.Committed:
+    """Write the turn's outcome once, and only while the lease is still ours, in the write
+    that ends the turn (one nudge for the reply and the idle state). ``seen_seq``: its
+    claim's :attr:`TurnSlot.seen_seq`."""
+    with (
+        transaction.atomic(),
+        lifecycle.answering(
+            request.conversation_id, owner, message_id=request.message_id, seen_seq=seen_seq
+        ) as turn,
+    ):
+        if turn.may_write:
+            _write_outcome(turn.conversation, request, outcome)
+    assert turn.committed is not None
+    return turn.committed
 
 
 def fail(slot: TurnSlot, owner: str, error: str) -> None:
     """End the turn with the failed-turn message under its own message id, once."""
     with transaction.atomic():
-        conversation = leases.lock_owned(slot.conversation_id, owner)
+        conversation = lifecycle.lock_owned(slot.conversation_id, owner)
         if conversation.answered_seq >= slot.upto_seq:
             return
         already = event_log.has_message(conversation, slot.message_id)
         with event_log.one_write(conversation):
-            if _may_write(conversation) and not already:
+            if lifecycle.AGENT_MAY_WRITE(conversation) and not already:
                 event_log.append_company_message(
                     conversation,
                     message_id=slot.message_id,
                     text=poppy_settings.texts["failed_turn"],
                     meta={"turn": slot.turn_id, "failed": True},
                 )
-            _answered(conversation)
+            lifecycle.answered(conversation)
     observe.moment(
         "turn_failed",
         signals.turn_failed,
@@ -312,18 +208,6 @@ def fail(slot: TurnSlot, owner: str, error: str) -> None:
         turn_id=slot.turn_id,
         error=error,
     )
-
-
-def _may_write(conversation: Conversation) -> bool:
-    """Whether a turn's outcome is written: not into a closed conversation, and never while a
-    person holds it (one who joined while the turn ran answers the messages themselves)."""
-    return conversation.status != Status.CLOSED and conversation.responder != Responder.HUMAN
-
-
-def _answered(conversation: Conversation) -> None:
-    conversation.answered_seq = max(conversation.answered_seq, conversation.turn_upto_seq)
-    conversation.turn_attempts = 0
-    event_log.save(conversation, "answered_seq", "turn_attempts")
 
 
 def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: TurnOutcome) -> None:
@@ -388,32 +272,29 @@ def _remember(conversation: Conversation, request: TurnRequest, reply: str | Non
 # -- one database job each, from the loop ----------------------------------------------
 
 
-def begin(holder: leases.Holder, heartbeat: Heartbeat) -> TurnSlot | Claim | None:
+def begin(holder: leases.Holder, heartbeat: Heartbeat) -> TurnSlot | lifecycle.NoTurn | None:
     """Take the lease (None: another worker holds it) and, unless staff approved actions to
-    run first, claim the next turn in the same transaction; the heartbeat renews the lease
-    from its commit on (a renewal before it would not see the lease yet). One database job,
-    one hop from the loop and back."""
-    conversation_id, owner = holder.conversation_id, holder.owner
-    with transaction.atomic():
-        conversation = leases.acquire_locked(conversation_id, owner)
-        if conversation is None:
-            return None
-        approved = bool(approvals.approved_ids(conversation_id))
-        slot = None if approved else _claim_locked(conversation, owner, approved=False)
+    run first, claim the next turn in the same transaction (the lifecycle's
+    :func:`~poppy_django.store.lifecycle.begin`); the heartbeat renews the lease from its
+    commit on (a renewal before it would not see the lease yet). One database job, one hop
+    from the loop and back."""
+    begun = lifecycle.begin(holder.conversation_id, holder.owner)
+    if begun is None:
+        return None
     heartbeat.hold(holder)
-    if slot is None:  # approved actions run under the lease, outside its transaction
-        return next_claim(conversation_id, owner)
-    return prepared(slot)
+    if begun is lifecycle.NoTurn.APPROVALS:  # run under the lease, outside its transaction
+        return next_claim(holder.conversation_id, holder.owner)
+    return prepared(_slot(begun))
 
 
-def next_claim(conversation_id: str, owner: str) -> TurnSlot | Claim:
+def next_claim(conversation_id: str, owner: str) -> TurnSlot | lifecycle.NoTurn:
     """Run what staff approved, then claim the next turn, and when the claim took the agent
     thread, prepare the turn too (one job on a database thread, not three)."""
     approvals.run_approved(conversation_id, owner)
     return prepared(claim(conversation_id, owner))
 
 
-def prepared(slot: TurnSlot | Claim) -> TurnSlot | Claim:
+def prepared(slot: TurnSlot | lifecycle.NoTurn) -> TurnSlot | lifecycle.NoTurn:
     """A slot whose claim took the agent thread, with its turn started (or the exception
     starting it raised: the turn holds the thread, so it fails there, freeing it)."""
     if not isinstance(slot, TurnSlot) or slot.claimed is None:
@@ -447,7 +328,7 @@ def _waited(request: TurnRequest) -> float | None:
 
 def commit_and_finish(
     request: TurnRequest, outcome: TurnOutcome, owner: str, slot: TurnSlot, began: float
-) -> Committed:
+) -> lifecycle.Committed:
     """:func:`commit`, then the ``turn_finished`` moment: one database job."""
     with tracing.span("poppy.commit", conversation_id=slot.conversation_id, turn_id=slot.turn_id):
         committed = commit(request, outcome, owner, slot.seen_seq)

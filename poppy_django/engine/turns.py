@@ -31,10 +31,8 @@ from poppy_django.agent.runtime import TurnOutcome, TurnRequest, run_turn
 from poppy_django.conf import poppy_settings
 from poppy_django.engine import leases
 from poppy_django.engine.heartbeat import Heartbeat
-from poppy_django.engine.leases import LeaseLost, new_owner
+from poppy_django.engine.leases import new_owner
 from poppy_django.engine.transitions import (
-    Claim,
-    Committed,
     TurnSlot,
     begin,
     commit_and_finish,
@@ -43,6 +41,7 @@ from poppy_django.engine.transitions import (
     start_turn,
 )
 from poppy_django.observe import tracing
+from poppy_django.store.lifecycle import Committed, LeaseLost, NoTurn
 
 logger = logging.getLogger("poppy_django.turns")
 
@@ -84,7 +83,7 @@ async def answer(running: Running, conversation_id: str, owner: str | None = Non
         slot = await running.run_sync(begin, holder, running.heartbeat)
         if slot is None:
             return
-        while slot is not Claim.DONE:
+        while slot is not NoTurn.DONE:
             if isinstance(slot, TurnSlot):
                 turn_id = slot.turn_id
                 if await _run_one(running, slot, holder):

@@ -45,7 +45,6 @@ from poppy_django.service.desk_log import (
     tags_of,
     untag,
 )
-from poppy_django.service.guards import holder
 from poppy_django.service.holding import (
     ARRIVED_SHOWN,
     human_joined,
@@ -64,6 +63,7 @@ from poppy_django.service.team import (
     staff_status,
     team,
 )
+from poppy_django.store.lifecycle import holder
 
 __all__ = [
     "ARRIVED_SHOWN",

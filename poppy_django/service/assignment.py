@@ -8,9 +8,10 @@ from django.db.models import Q, QuerySet
 
 from poppy_django import observe, signals
 from poppy_django.errors import PoppyError
-from poppy_django.models import Conversation, DeskEventKind, Responder, Status
+from poppy_django.models import Conversation, DeskEventKind
 from poppy_django.service import desk_log, guards
 from poppy_django.staff import presence
+from poppy_django.store import lifecycle
 
 
 def assigned_moment(conversation: Conversation, *, previous: str, by: str, how: str) -> None:
@@ -44,7 +45,7 @@ def assign(
     guards.person(by)
     presence.staff_member(to)
     conversation = guards.lock_open(conversation_id)
-    if conversation.status != Status.QUEUED:
+    if not lifecycle.QUEUED(conversation):
         raise PoppyError(
             "not_waiting",
             "Only a conversation waiting for a person is assigned; its holder transfers it.",
@@ -52,8 +53,7 @@ def assign(
     previous = conversation.assignee
     if previous == to and not note:
         return
-    conversation.assignee = to
-    conversation.save(update_fields=["assignee", "updated_at"])
+    lifecycle.give_to(conversation, to)
     meta = guards.meta(request_id, by)
     desk_log.record(conversation, DeskEventKind.ASSIGNED, by=by, other=to, text=note, meta=meta)
     assigned_moment(conversation, previous=previous, by=by, how="assigned")
@@ -64,13 +64,12 @@ def unassign(conversation_id: str, *, by: str, request_id: str | None = None) ->
     """A waiting handoff back to no one in particular: whoever joins first takes it."""
     guards.person(by)
     conversation = guards.lock_open(conversation_id)
-    if conversation.status != Status.QUEUED:
+    if not lifecycle.QUEUED(conversation):
         raise PoppyError("not_waiting", "No handoff is waiting for a person.")
     previous = conversation.assignee
     if not previous:
         return
-    conversation.assignee = ""
-    conversation.save(update_fields=["assignee", "updated_at"])
+    lifecycle.give_to(conversation, "")
     meta = guards.meta(request_id, by)
     desk_log.record(conversation, DeskEventKind.UNASSIGNED, by=by, other=previous, meta=meta)
     assigned_moment(conversation, previous=previous, by=by, how="assigned")
@@ -98,10 +97,9 @@ def transfer(
         raise PoppyError("invalid_request", "Transfer to someone else.")
     conversation = guards.lock_open(conversation_id)
     guards.refuse_if_held_by_other(conversation, by)
-    if not guards.holds(conversation, by):
+    if not lifecycle.holds(conversation, by):
         raise PoppyError("not_holder", "Join the conversation before transferring it.")
-    conversation.assignee = to
-    conversation.save(update_fields=["assignee", "updated_at"])
+    lifecycle.give_to(conversation, to)
     meta = guards.meta(request_id, by)
     desk_log.record(conversation, DeskEventKind.TRANSFERRED, by=by, other=to, text=note, meta=meta)
     assigned_moment(conversation, previous=by, by=by, how="transferred")
@@ -109,21 +107,19 @@ def transfer(
 
 def mine(username: str) -> QuerySet[Conversation]:
     """Open conversations with ``username``: held, or assigned to them and waiting."""
-    return Conversation.objects.filter(handed_to_people(), assignee=username).exclude(
-        status=Status.CLOSED
-    )
+    return Conversation.objects.filter(lifecycle.HANDED_TO_PEOPLE.q, assignee=username)
 
 
 def unassigned() -> QuerySet[Conversation]:
     """Handoffs waiting for a person that no one in particular has."""
-    return Conversation.objects.filter(status=Status.QUEUED, assignee="")
+    return Conversation.objects.filter(lifecycle.QUEUED.q, assignee="")
 
 
 def waiting() -> QuerySet[Conversation]:
     """Handoffs waiting for a person, the longest waiting first."""
-    return Conversation.objects.filter(status=Status.QUEUED).order_by("handoff_requested_at", "pk")
+    return Conversation.objects.filter(lifecycle.QUEUED.q).order_by("handoff_requested_at", "pk")
 
 
 def handed_to_people() -> Q:
     """Conversations with people or waiting for them (the states with an owner)."""
-    return Q(responder=Responder.HUMAN) | Q(status=Status.QUEUED)
+    return lifecycle.WITH_PEOPLE.q

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, models, transaction
-from django.utils import timezone
 
 from poppy_django import handoff, ids, observe, signals
 from poppy_django.agent.registry import agent_for
@@ -29,7 +28,7 @@ from poppy_django.models import (
 )
 from poppy_django.observe import tracing
 from poppy_django.staff import csat, handoffs
-from poppy_django.store import event_log
+from poppy_django.store import event_log, lifecycle
 from poppy_django.store.ownership import OWNER_FIELDS, check_owner, get_owned
 from poppy_django.store.wire import InboundMessage
 from poppy_django.verifier import Principal
@@ -160,19 +159,17 @@ def _record(
             message_id=message.id,
             role="user",
         )
-        if handoff.with_person(conversation):
+        if lifecycle.WITH_PEOPLE(conversation):
             # A person has it (or is being found): the agent stays out, the app's hook gets
             # every message (a context update included: the person may need it).
-            conversation.answered_seq = event.seq
-            event_log.save(conversation, "answered_seq")
+            lifecycle.answered_without_turn(conversation, event.seq)
             handoff.forward_message_on_commit(conversation.id, payload["message"])
         elif (survey := csat.take_answer(conversation, message)) is not None:
             # An answer to the satisfaction survey: thanked, and no turn.
             csat.thank(conversation, survey)
-            conversation.answered_seq = conversation.last_seq
-            event_log.save(conversation, "answered_seq")
+            lifecycle.answered_without_turn(conversation, conversation.last_seq)
         elif message.starts_turn:
-            event_log.set_state(conversation, status=Status.WORKING)
+            lifecycle.agent_works(conversation)
             dispatch.dispatch_on_commit(conversation.id)
         answer = answer_of(conversation, status_code)
         # Written with the events and the row (one statement on PostgreSQL): a retry's
@@ -318,19 +315,17 @@ def close_locked(
     conversation: Conversation, *, by: str, meta: dict[str, Any] | None = None
 ) -> None:
     """Close a locked conversation: its open Direct Conversation first, then itself."""
-    if conversation.status == Status.CLOSED:
+    if lifecycle.CLOSED(conversation):
         return
     direct = open_direct(conversation)
     if direct is not None:
         close_locked(event_log.lock(direct.id), by=by, meta=meta)
         # That appended direct_closed here through another instance: take up its sequence.
         conversation.refresh_from_db(fields=["last_seq"])
-    if conversation.status == Status.QUEUED:
+    if lifecycle.QUEUED(conversation):
         handoff.cancel_on_commit(conversation.id)
     handoffs.ended(conversation)
-    conversation.closed_at = timezone.now()
-    conversation.save(update_fields=["closed_at", "updated_at"])
-    event_log.set_state(conversation, status=Status.CLOSED, meta=meta)
+    lifecycle.close(conversation, meta)
     if conversation.parent_id is not None:
         parent = event_log.lock(conversation.parent_id)
         event_log.append(

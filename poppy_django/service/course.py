@@ -9,10 +9,10 @@ from django.db import transaction
 
 from poppy_django import handoff, observe, signals
 from poppy_django.errors import PoppyError
-from poppy_django.models import Event, EventType, HandoffOutcome, Status
+from poppy_django.models import Event, EventType, HandoffOutcome
 from poppy_django.service import conversations, guards
 from poppy_django.staff import handoffs
-from poppy_django.store import event_log
+from poppy_django.store import event_log, lifecycle
 
 
 @transaction.atomic
@@ -26,7 +26,7 @@ def handoff_unavailable(
     """
     guards.person(by)
     conversation = guards.lock_open(conversation_id)
-    if conversation.status != Status.QUEUED:
+    if not lifecycle.QUEUED(conversation):
         raise PoppyError("not_waiting", "No handoff is waiting for a person.")
     guards.refuse_if_held_by_other(conversation, by)
     handoffs.not_taken(conversation, HandoffOutcome.UNAVAILABLE, reason, by=by)

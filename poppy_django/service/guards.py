@@ -1,13 +1,14 @@
 """What every company-side call checks first, and what it records with what it writes: a
-staff member named, the conversation open and locked, and whom it is with (one owner)."""
+staff member named, the conversation open and locked, and no one else holding it (one
+owner: :func:`poppy_django.store.lifecycle.holder`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from poppy_django.errors import PoppyError
-from poppy_django.models import Conversation, Responder, Status
-from poppy_django.store import event_log
+from poppy_django.models import Conversation
+from poppy_django.store import event_log, lifecycle
 
 
 def meta(request_id: str | None, by: str) -> dict[str, Any]:
@@ -23,7 +24,7 @@ def meta(request_id: str | None, by: str) -> dict[str, Any]:
 def lock_open(conversation_id: str) -> Conversation:
     """The conversation, row-locked, refused when closed."""
     conversation = event_log.lock(conversation_id)
-    if conversation.status == Status.CLOSED:
+    if lifecycle.CLOSED(conversation):
         raise PoppyError("conversation_closed", "The conversation is closed.")
     return conversation
 
@@ -35,23 +36,11 @@ def person(by: str) -> str:
     return by
 
 
-def holder(conversation: Conversation) -> str:
-    """Whom the conversation is with now ("" for no one): its holder, or its assignee while
-    it waits for a person. Closed and agent-handled conversations are with no one."""
-    handed = conversation.responder == Responder.HUMAN or conversation.status == Status.QUEUED
-    return conversation.assignee if handed and conversation.status != Status.CLOSED else ""
-
-
 def refuse_if_held_by_other(conversation: Conversation, by: str) -> None:
-    current = holder(conversation)
+    current = lifecycle.holder(conversation)
     if current and current != by:
         raise PoppyError(
             "held_by_other",
             f"{current} has this conversation.",
             extra={"holder": current},
         )
-
-
-def holds(conversation: Conversation, by: str) -> bool:
-    """Whether ``by`` holds the conversation (joined it, and the agent stays out)."""
-    return conversation.responder == Responder.HUMAN and conversation.assignee == by

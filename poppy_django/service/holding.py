@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from poppy_django import ids, observe, signals
-from poppy_django.engine import dispatch, transitions
+from poppy_django.engine import dispatch
 from poppy_django.errors import PoppyError
 from poppy_django.models import (
     Conversation,
@@ -16,14 +16,12 @@ from poppy_django.models import (
     Event,
     EventType,
     HandoffOutcome,
-    Responder,
-    Status,
 )
 from poppy_django.service import conversations, desk_log, guards
 from poppy_django.service.assignment import assigned_moment
 from poppy_django.service.snapshot import last_event_id
 from poppy_django.staff import csat, handoffs
-from poppy_django.store import event_log
+from poppy_django.store import event_log, lifecycle
 
 #: The most events a ``conversation_changed`` refusal lists (the newest are re-read anyway).
 ARRIVED_SHOWN = 20
@@ -33,11 +31,8 @@ def _join_locked(
     conversation: Conversation, by: str, meta: dict[str, Any], *, previous: str = ""
 ) -> None:
     """``by`` holds the locked conversation from now on; the agent stays out until they leave."""
-    from_queue = conversation.status == Status.QUEUED
-    conversation.assignee = by
-    conversation.handoff_requested_at = None
-    conversation.save(update_fields=["assignee", "handoff_requested_at", "updated_at"])
-    event_log.set_state(conversation, status=Status.IDLE, responder=Responder.HUMAN, meta=meta)
+    from_queue = lifecycle.QUEUED(conversation)
+    lifecycle.person_joins(conversation, holder=by, meta=meta)
     handoffs.joined(conversation, by)
     if previous:
         desk_log.record(conversation, DeskEventKind.TOOK_OVER, by=by, other=previous, meta=meta)
@@ -67,9 +62,9 @@ def human_joined(
     """
     guards.person(by)
     conversation = guards.lock_open(conversation_id)
-    if guards.holds(conversation, by):
+    if lifecycle.holds(conversation, by):
         return
-    current = guards.holder(conversation)
+    current = lifecycle.holder(conversation)
     if current and current != by and not take_over:
         guards.refuse_if_held_by_other(conversation, by)
     previous = current if current != by else ""
@@ -149,7 +144,7 @@ def post_message(
         )
     _check_seen(conversation, seen, by)
     meta = guards.meta(request_id, by)
-    if not guards.holds(conversation, by):
+    if not lifecycle.holds(conversation, by):
         _join_locked(conversation, by, meta)
     handoffs.responded(conversation, by)
     return event_log.append_company_message(
@@ -171,18 +166,12 @@ def human_left(conversation_id: str, *, by: str, request_id: str | None = None) 
     guards.person(by)
     conversation = guards.lock_open(conversation_id)
     guards.refuse_if_held_by_other(conversation, by)
-    handled = conversation.responder == Responder.HUMAN
+    handled = lifecycle.PERSON_HOLDS(conversation)
     record = handoffs.ended(conversation) if handled else None
     if not handled:  # a waiting handoff given back by the staff member it waited for
         handoffs.not_taken(conversation, HandoffOutcome.UNAVAILABLE, "given back", by=by)
-    conversation.assignee = ""
-    conversation.handoff_requested_at = None
-    conversation.save(update_fields=["assignee", "handoff_requested_at", "updated_at"])
-    unanswered = bool(transitions.pending_messages(conversation))
-    status = Status.WORKING if unanswered else Status.IDLE
     meta = guards.meta(request_id, by)
-    event_log.set_state(conversation, status=status, responder=Responder.AGENT, meta=meta)
-    if unanswered:
+    if lifecycle.person_leaves(conversation, meta):
         dispatch.dispatch_on_commit(conversation.id)
     elif handled:  # how was the help? (asked only when nothing waits for the agent's answer)
         team = record.team if record is not None else ""

@@ -9,7 +9,7 @@ from typing import Any
 from poppy_django import ids
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation
-from poppy_django.service.guards import holder
+from poppy_django.store.lifecycle import holder
 
 
 @dataclass(frozen=True)

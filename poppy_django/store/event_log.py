@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import models, router, transaction
+from django.db.models.functions import Greatest
 
 from poppy_django import fanout
 from poppy_django.errors import PoppyError
-from poppy_django.models import Conversation, Event, EventType, Status
+from poppy_django.models import Conversation, Event, EventType
 from poppy_django.store import backends
 
 
@@ -64,7 +65,7 @@ def one_write(
     """Insert the block's events and write the locked conversation's row (and nudge its
     readers) once, when the block ends.
 
-    Inside, :func:`append`, :func:`set_state` and :func:`save` only change the instance and
+    Inside, :func:`append` and :func:`save` only change the instance and
     keep the events; the block's end inserts the events in one ``INSERT`` and writes the
     fields in one ``UPDATE``. Nothing in the block may read back the row or the events it
     appended (another instance of the row included): they are not written yet. A block
@@ -94,6 +95,23 @@ def one_write(
     )
     if pending.nudge is not None:
         fanout.nudge_on_commit(conversation.id, conversation.last_seq, pending.nudge)
+
+
+@contextmanager
+def one_statement(conversation: Conversation) -> Iterator[Conversation]:
+    """A :func:`one_write` block written as one statement on PostgreSQL (its events get no
+    ``pk`` back), or, inside another block for the same instance, part of that one."""
+    rows: list[models.Model] | None = None if _pending(conversation) is not None else []
+    with one_write(conversation, rows=rows):
+        yield conversation
+
+
+def expire_before(conversation_id: str, seq: int) -> None:
+    """Events before ``seq`` are pruned (or about to be): a cursor into them is expired,
+    never a gap. Only moves forward."""
+    Conversation.objects.filter(pk=conversation_id).update(
+        pruned_before_seq=Greatest("pruned_before_seq", seq)
+    )
 
 
 def save(conversation: Conversation, *fields: str) -> None:
@@ -139,29 +157,6 @@ def append(
         pending.fields.add("last_seq")
         pending.nudge = summary
     return event
-
-
-def set_state(
-    conversation: Conversation,
-    *,
-    status: Status | str | None = None,
-    responder: str | None = None,
-    meta: dict[str, Any] | None = None,
-) -> Event | None:
-    """Change status and/or responder; a ``state`` event records every actual change."""
-    new_status = status or conversation.status
-    new_responder = responder or conversation.responder
-    if new_status == conversation.status and new_responder == conversation.responder:
-        return None
-    conversation.status = new_status
-    conversation.responder = new_responder
-    save(conversation, "status", "responder")
-    return append(
-        conversation,
-        EventType.STATE,
-        {"status": str(new_status), "responder": str(new_responder)},
-        meta=meta,
-    )
 
 
 def message_payload(

@@ -13,8 +13,9 @@ from poppy_django.agent import CompanyAgent, ToolContext, register, tool
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.registry import get as get_agent
 from poppy_django.agent.runtime import TurnOutcome
-from poppy_django.engine import leases, transitions, turns
+from poppy_django.engine import transitions, turns
 from poppy_django.models import Conversation, Event
+from poppy_django.store import lifecycle
 from tests.agents import PersonalAgent
 from tests.turn_control import dispatch_lost
 from tests.waiting import eventually
@@ -61,7 +62,7 @@ def test_a_worker_whose_lease_was_taken_writes_nothing(agent: PersonalAgent):
     agent.settled(conversation_id)
     with dispatch_lost():
         agent.send(conversation_id, "second")
-    assert leases.acquire(conversation_id, "worker-a")
+    assert lifecycle.take_lease(conversation_id, "worker-a")
     slot = transitions.claim(conversation_id, "worker-a")
     assert isinstance(slot, transitions.TurnSlot)
     request = transitions.prepare(slot)
@@ -69,7 +70,7 @@ def test_a_worker_whose_lease_was_taken_writes_nothing(agent: PersonalAgent):
     Conversation.objects.filter(pk=conversation_id).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
-    assert leases.acquire(conversation_id, "worker-b")
+    assert lifecycle.take_lease(conversation_id, "worker-b")
     before = Event.objects.filter(conversation_id=conversation_id).count()
     with pytest.raises(turns.LeaseLost):
         transitions.commit(request, TurnOutcome(text="late reply"), "worker-a")
@@ -109,7 +110,7 @@ def test_the_heartbeat_keeps_a_long_turn_the_only_writer(
         lambda: (expiry := lease_expiry()) is not None and expiry > first + timedelta(seconds=1),
         what="the lease renewed past its first expiry",
     )
-    assert not leases.acquire(conversation_id, "intruder")
+    assert not lifecycle.take_lease(conversation_id, "intruder")
     model.release.set()
     events = agent.settled(conversation_id)
     assert [e["message"]["text"] for e in events if e["type"] == "message"] == [

@@ -13,10 +13,11 @@ from django.db import connection
 
 from poppy_django import fanout, service
 from poppy_django.agent.runtime import TurnOutcome
-from poppy_django.engine import leases, transitions
+from poppy_django.engine import transitions
 from poppy_django.errors import PoppyError
 from poppy_django.fanout import publishing
 from poppy_django.models import Conversation, DeskEvent, Event
+from poppy_django.store import lifecycle
 from tests.agents import PersonalAgent, messages
 from tests.desk.conftest import make_user
 from tests.turn_control import dispatch_lost
@@ -250,7 +251,7 @@ def test_a_closed_conversation_takes_nothing(agent: PersonalAgent, team) -> None
 def test_a_turn_in_flight_when_a_person_joins_writes_nothing(agent: PersonalAgent, team) -> None:
     with dispatch_lost():
         conversation_id = agent.start("where is my order?").json()["conversation_id"]
-    assert leases.acquire(conversation_id, "worker-a")
+    assert lifecycle.take_lease(conversation_id, "worker-a")
     slot = transitions.claim(conversation_id, "worker-a")
     assert isinstance(slot, transitions.TurnSlot)
     request = transitions.prepare(slot)
@@ -350,7 +351,7 @@ def test_a_reply_racing_a_turn_one_answer_every_time(agent: PersonalAgent, team)
         with dispatch_lost():
             conversation_id = agent.start(f"question {attempt}").json()["conversation_id"]
         owner = f"worker-{attempt}"
-        assert leases.acquire(conversation_id, owner)
+        assert lifecycle.take_lease(conversation_id, owner)
         slot = transitions.claim(conversation_id, owner)
         assert isinstance(slot, transitions.TurnSlot)
         request = transitions.prepare(slot)
