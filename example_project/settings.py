@@ -2,7 +2,8 @@
 
 - ``DATABASE_URL``: unset → SQLite under ``var/`` (the embedded default).
 - ``DATABASE_POOL_MAX_SIZE`` (10), ``DATABASE_POOL_MIN_SIZE`` (1), ``DATABASE_POOL_TIMEOUT``
-  (5 s): each process's psycopg connection pool (docs/deployment.md#postgresql);
+  (5 s), ``DATABASE_POOL_RECONNECT_TIMEOUT`` (10 s), ``DATABASE_CONNECT_TIMEOUT`` (3 s): each
+  process's psycopg connection pool (docs/deployment.md#postgresql);
   ``DATABASE_POOL=0`` turns it off (a connection kept per thread, ``CONN_MAX_AGE`` 60 s).
 - ``DATABASE_TRANSACTION_POOLING=1``: ``DATABASE_URL`` names a PgBouncer in transaction
   pooling mode (no server-side cursors; docs/deployment.md, "Behind PgBouncer").
@@ -158,13 +159,26 @@ if DATABASE_URL:
         # A thread gives its connection back at the end of each request or job (Django
         # refuses persistent connections beside a pool).
         DATABASES["default"]["CONN_MAX_AGE"] = 0
-        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        # Django's backend, whose check of a pooled connection waits at most connect_timeout
+        # for the server (Django's own waits without end on a hung server): a request on a
+        # hung database is answered 503 within that or the pool's timeout.
+        DATABASES["default"]["ENGINE"] = "poppy_django.db.postgresql"
+        # Seconds a new connection, or the check of a kept one, may take (libpq's option).
+        DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = int(
+            os.environ.get("DATABASE_CONNECT_TIMEOUT", "3")
+        )
+        DATABASES["default"]["OPTIONS"]["pool"] = {
             # Kept open while idle; opened on demand up to max_size, never more.
             "min_size": int(os.environ.get("DATABASE_POOL_MIN_SIZE", "1")),
             "max_size": int(os.environ.get("DATABASE_POOL_MAX_SIZE", "10")),
             # Seconds a request or job waits for a free connection; then the request is
             # answered 503 with Retry-After (never a 500), the job fails as the database's.
             "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "5")),
+            # Seconds the pool keeps retrying a failed connection (backing off 1, 2, 4, 8 s…)
+            # before a new request starts afresh: after a database outage the pool
+            # connects again within about this long, not after its default 5 minutes'
+            # back-off (a 100 s outage was answered 30 s after PostgreSQL came back).
+            "reconnect_timeout": float(os.environ.get("DATABASE_POOL_RECONNECT_TIMEOUT", "10")),
         }
     else:
         # Without the pool (bench/connection_burst.py's comparison): a connection per thread.
@@ -399,5 +413,10 @@ LOGGING = {
     # Every logger's lines through the one handler (Celery's, httpx's, the model client's
     # too), so each names its request and trace; the app's at their own level.
     "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
-    "loggers": {"poppy_django": {"level": os.environ.get("POPPY_LOG_LEVEL", "INFO")}},
+    "loggers": {
+        "poppy_django": {"level": os.environ.get("POPPY_LOG_LEVEL", "INFO")},
+        # The connection pool's warnings only (a database down: once a streak, the app's
+        # filter); at INFO it says three lines for every connection lent and given back.
+        "psycopg.pool": {"level": "WARNING"},
+    },
 }

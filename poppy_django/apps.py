@@ -21,7 +21,7 @@ class PoppyDjangoConfig(AppConfig):
         from poppy_django.desk import seams as desk
         from poppy_django.engine import executors, recovery
         from poppy_django.mcp import seams as mcp
-        from poppy_django.observe import sdk
+        from poppy_django.observe import pool_warnings, sdk
         from poppy_django.operations import seams as operations
 
         checks.register(body_limit=PoppyBodyLimit)
@@ -31,5 +31,6 @@ class PoppyDjangoConfig(AppConfig):
         # Handoffs no one joined in time go back to the Company Agent at each sweep.
         recovery.register_recovery("overdue handoffs", lambda stop: handoff.return_overdue())
         observe.withhold_user_text_in_logs()
+        pool_warnings.install()  # psycopg_pool's warnings once a streak (a database down)
         sdk.at_start()
         request_started.connect(executors.recover_on_request, dispatch_uid="poppy_recovery")

@@ -224,6 +224,9 @@ DEFAULTS: dict[str, Any] = {
     # readiness checks the database, migrations, cache, Redis and broker (docs/operations.md).
     "LIVENESS_PATH": "health/live",
     "READINESS_PATH": "health/ready",
+    # Seconds readiness answers within, a check still running then (a hung database) being
+    # "no answer": below the orchestrator's probe timeout, above the database pool's timeout.
+    "READINESS_ANSWER_SECONDS": 6.0,
     # Where each turn engine's heartbeat file is touched (the worker probe reads them, on
     # the same host); None: "poppy-heartbeats" in the system's temporary directory.
     "HEARTBEAT_DIR": None,
@@ -529,6 +532,7 @@ class PoppySettings(TypedSettings):
     FEEDBACK_CLIENT_REPORTS_PER_HOUR = Setting(integer)
     LIVENESS_PATH = Setting(text)
     READINESS_PATH = Setting(text)
+    READINESS_ANSWER_SECONDS = Setting(number)
     HEARTBEAT_DIR = Setting(optional_text)
     #: callable(model, input_tokens, output_tokens) -> float | None.
     METRICS_PATH = Setting(optional_text)

@@ -27,7 +27,7 @@ from django.http.response import HttpResponseBase
 from rest_framework import exceptions
 from rest_framework.request import Request
 
-from poppy_django.api.setup_problems import host_refusal, server_error_description
+from poppy_django.api.setup_problems import host_refusal, redis_hint, server_error_description
 from poppy_django.errors import PoppyError, error_response
 from poppy_django.observe.dependencies import RETRY_AFTER_SECONDS, Unavailable, unavailable
 from poppy_django.observe.streaks import Streaks
@@ -108,7 +108,9 @@ def wire_error_response(
 def unavailable_response(out_of_reach: Unavailable, exc: BaseException) -> HttpResponseBase:
     """``503 temporarily_unavailable`` naming the dependency, with ``Retry-After``; the
     cause logged with the server's words once a streak (not a line per request)."""
-    hint = server_error_description(exc)  # the fix of a set-up mistake (REDIS_URL)
+    # The fix of a set-up mistake (REDIS_URL). Not the unmigrated database's: asking the
+    # database which migrations it lacks would wait out the same outage a second time.
+    hint = redis_hint(exc)
     streaks.failed(out_of_reach.dependency, exc, hint=hint)
     return error_response(
         "temporarily_unavailable",

@@ -42,6 +42,7 @@ RANGES: dict[str, tuple[float, float | None, bool]] = {
     "RETENTION_SECONDS": (0.0, None, False),
     "STAFF_AWAY_AFTER_SECONDS": (1.0, None, False),
     "HANDOFF_MAX_WAIT_SECONDS": (1.0, None, False),
+    "READINESS_ANSWER_SECONDS": (0.0, 300.0, False),
 }
 
 #: Numeric settings that may also be None (off).
@@ -49,7 +50,7 @@ _OPTIONAL = frozenset({"RETENTION_SECONDS", "HANDOFF_MAX_WAIT_SECONDS"})
 
 
 #: Exclusive lower bounds (a zero cap or zero-second wait loop is never meant).
-_EXCLUSIVE_MINIMUM = frozenset({"WAIT_MAX_SECONDS"})
+_EXCLUSIVE_MINIMUM = frozenset({"WAIT_MAX_SECONDS", "READINESS_ANSWER_SECONDS"})
 
 
 #: The sub-keys of the dict settings (TOKENS is checked by E105).

@@ -22,6 +22,8 @@ from asyncio import FIRST_COMPLETED
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, Protocol, TypeVar
 
+from django.db import DatabaseError
+
 from poppy_django import observe, signals
 from poppy_django.agent import model_choice
 from poppy_django.agent.guard import TurnAbandoned, TurnGuard
@@ -41,6 +43,7 @@ from poppy_django.engine.transitions import (
     start_turn,
 )
 from poppy_django.observe import tracing
+from poppy_django.observe.dependencies import unavailable
 from poppy_django.store.lifecycle import Committed, LeaseLost, NoTurn
 
 logger = logging.getLogger("poppy_django.turns")
@@ -121,7 +124,7 @@ async def _run_one(running: Running, slot: TurnSlot, holder: leases.Holder) -> b
 async def _turn(running: Running, slot: TurnSlot, holder: leases.Holder) -> bool:
     owner = holder.owner
     if slot.attempt > poppy_settings.TURN_MAX_ATTEMPTS:
-        await running.run_sync(fail, slot, owner, f"gave up after {slot.attempt - 1} attempts")
+        await _fail(running, slot, owner, f"gave up after {slot.attempt - 1} attempts")
         return False
     began = time.monotonic()
     committed: Committed | None = None
@@ -132,15 +135,15 @@ async def _turn(running: Running, slot: TurnSlot, holder: leases.Holder) -> bool
             prepared = slot.started
             if isinstance(prepared, Exception):
                 raise prepared
-            request = prepared if prepared is not None else await running.run_sync(start_turn, slot)
+            request = prepared if prepared is not None else await _step(running, start_turn, slot)
             outcome = await _run_bounded(running, request, holder)
             if holder.lost.is_set():
                 raise LeaseLost(slot.conversation_id)
             if not outcome.failed:
                 if outcome.text:  # its pieces reach readers before the message does
                     await running.deltas_sent()
-                committed = await running.run_sync(
-                    commit_and_finish, request, outcome, owner, slot, began
+                committed = await _step(
+                    running, commit_and_finish, request, outcome, owner, slot, began
                 )
                 if committed.thread_freed:
                     holder.thread_given_back()
@@ -148,12 +151,55 @@ async def _turn(running: Running, slot: TurnSlot, holder: leases.Holder) -> bool
         raise
     except Exception as exc:  # planning, hooks, the agent, formatting, the commit...
         logger.exception("poppy: turn %s of %s failed", slot.turn_id, slot.conversation_id)
-        await running.run_sync(fail, slot, owner, observe.describe_failure(exc))
+        await _fail(running, slot, owner, observe.describe_failure(exc))
         return False
     if outcome.failed:
-        await running.run_sync(fail, slot, owner, outcome.error)
+        await _fail(running, slot, owner, outcome.error)
         return False
     return committed is not None and committed.done
+
+
+async def _step(running: Running, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """One of the turn's own database steps (start, commit, fail), run once more on a fresh
+    connection when the database failed under it: a PostgreSQL restarted mid-turn ends the
+    connection a step holds ("terminating connection due to administrator command"). Each of
+    these steps may run again: a reply or a failed-turn message is written once, under the
+    lease, and a step that failed wrote nothing (its transaction is the server's to roll
+    back). The engine's database thread dropped the broken connection, so the second try
+    takes another from the pool."""
+    try:
+        return await running.run_sync(function, *args, **kwargs)
+    except DatabaseError as exc:
+        if unavailable(exc) is None:
+            raise
+        logger.warning(
+            "poppy: %s met the database out of reach (%s); trying once more",
+            function.__name__,
+            observe.describe_failure(exc),
+        )
+        return await running.run_sync(function, *args, **kwargs)
+
+
+async def _fail(running: Running, slot: TurnSlot, owner: str, error: str) -> None:
+    """The failed-turn message. If the database cannot take it even on a fresh connection,
+    the turn is still counted as failed (its ``turn_failed`` moment, at once) and the error
+    raised: the conversation stays working under its lease, which the recovery sweep takes
+    up once the lease expires, answering the message then."""
+    try:
+        await _step(running, fail, slot, owner, error)
+    except DatabaseError as exc:
+        if unavailable(exc) is None:
+            raise
+        observe.moment(
+            "turn_failed",
+            signals.turn_failed,
+            level=logging.ERROR,
+            at_once=True,
+            conversation_id=slot.conversation_id,
+            turn_id=slot.turn_id,
+            error=error,
+        )
+        raise
 
 
 async def _run_bounded(

@@ -31,6 +31,7 @@ from django.views import View
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from poppy_django.conf import poppy_settings
 from poppy_django.observe import metrics
 from poppy_django.observe.broker_queues import uses_celery
 from poppy_django.observe.redaction import describe_failure
@@ -138,13 +139,6 @@ def run(name: str, check: Callable[[], None]) -> Outcome:
     return Outcome(name, True, time.perf_counter() - started)
 
 
-#: Seconds a probe waits for the checks: a check still running then (a hung database) is
-#: "no answer". Above the pool's wait (``DATABASE_POOL_TIMEOUT``, 5 s in the example project),
-#: so a database that refuses connections is named by its error; below it, a probe would say
-#: "no answer" then.
-ANSWER_WITHIN = 6.0
-
-
 class Round:
     """One run of the checks, in a thread of its own, whose outcomes every probe arriving
     while it runs shares: a burst of probes costs one database round trip (one pooled
@@ -213,7 +207,11 @@ def liveness(request: HttpRequest) -> JsonResponse:
 @method_decorator(never_cache, name="dispatch")
 class Readiness(View):
     """200 with every check passed, else 503; each check by name with its seconds, from the
-    process's shared :class:`Round` (answered within :data:`ANSWER_WITHIN` seconds).
+    process's shared :class:`Round`, answered within ``POPPY["READINESS_ANSWER_SECONDS"]``
+    (6 s): a check still running then (a hung database) is "no answer". Above the database
+    pool's wait (``DATABASE_POOL_TIMEOUT``, 5 s in the example project), so a database that
+    gives no connection is named by its error; below the orchestrator's probe timeout, so the
+    probe reads the answer rather than timing out on its own.
 
     The database's round trip is the store backend's, given by the URLconf
     (``Readiness.as_view(database=...)``): the store reports its moments and metrics through
@@ -228,7 +226,8 @@ class Readiness(View):
         if self.database is None:
             raise ImproperlyConfigured("Readiness.as_view() needs database=, the round trip")
         chosen = checks(self.database)
-        outcomes = shared_round(chosen).outcomes(list(chosen), ANSWER_WITHIN)
+        within = poppy_settings.READINESS_ANSWER_SECONDS
+        outcomes = shared_round(chosen).outcomes(list(chosen), within)
         ready = all(outcome.ok for outcome in outcomes)
         metrics.readiness_answered({outcome.name: outcome.ok for outcome in outcomes})
         body = {

@@ -26,13 +26,16 @@ def moment(
     *,
     level: int = logging.INFO,
     private: dict[str, Any] | None = None,
+    at_once: bool = False,
     **fields: Any,
 ) -> None:
     """Log ``name`` with its fields and send ``signal`` (with ``private`` too) on commit.
 
     Both wait for the surrounding transaction: a moment rolled back (a duplicate start
     refused by a constraint) never happened, so it is neither logged nor signalled. Outside
-    a transaction both happen at once.
+    a transaction both happen at once. ``at_once``: now, without asking the database (Django
+    connects to tell whether a transaction is open): a moment the database could not keep,
+    such as a turn that failed while it was out of reach.
     """
     logged = {"moment": name, **fields}
     if (current := request_id.get()) is not None:
@@ -63,4 +66,7 @@ def moment(
             if isinstance(result, Exception):
                 logger.error("poppy signal receiver %r failed", receiver, exc_info=result)
 
-    transaction.on_commit(record)
+    if at_once:
+        record()
+    else:
+        transaction.on_commit(record)

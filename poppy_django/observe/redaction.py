@@ -218,6 +218,7 @@ def _about_the_app(record: logging.LogRecord) -> bool:
 TOPIC_LOGGERS = (
     "poppy_django.approvals",
     "poppy_django.auth",
+    "poppy_django.database",
     "poppy_django.engine",
     "poppy_django.executors",
     "poppy_django.middleware",

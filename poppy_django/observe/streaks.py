@@ -5,9 +5,11 @@ A loop that retries (the recovery sweep every ``SWEEP_SECONDS``, the heartbeat e
 line, with its traceback, each time: an idle worker with PostgreSQL down wrote 1,802 lines in
 68 s. A :class:`Streak` logs the first failure as a warning with its traceback and its cause
 (:func:`~poppy_django.observe.redaction.describe_failure`: a connection-level error keeps the
-server's words), a new cause as a new warning, the same cause again only once every
-``REPEAT_SECONDS`` (with how many times since), and the first success after it once, at INFO,
-with how long it lasted.
+server's words), a cause not yet seen in the streak as a new warning, a cause seen already only
+once every ``REPEAT_SECONDS`` (with how many times since), and the first success after it
+once, at INFO, with how long it lasted. A streak whose cause flaps (PostgreSQL down: "Connection
+refused" from one try, the pool's "couldn't get a connection" from the next) is one streak with
+two causes, not a warning and a traceback at every try.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Streak:
         self.repeat = repeat
         self._lock = threading.Lock()
         self._cause: str | None = None
+        self._causes: set[str] = set()
         self._began = 0.0
         self._told = 0.0
         self._since_told = 0
@@ -43,8 +46,9 @@ class Streak:
             return self._cause is not None
 
     def failed(self, exc: BaseException, hint: str | None = None) -> None:
-        """One more failure: logged if it begins a streak, changes its cause, or the last
-        line about it is older than ``repeat`` seconds (``hint``: the fix, said with it)."""
+        """One more failure: logged if it begins a streak, brings a cause not seen in it yet,
+        or the last line about it is older than ``repeat`` seconds (``hint``: the fix, said
+        with it)."""
         cause = describe_failure(exc) + (f" ({hint})" if hint else "")
         now = time.monotonic()
         with self._lock:
@@ -52,11 +56,12 @@ class Streak:
             self._since_told += 1
             if self._cause is None:
                 self._began = now
-            new = cause != self._cause
+            new = cause not in self._causes
             due = now - self._told >= self.repeat
             if not (new or due):
                 return
             self._cause, self._told = cause, now
+            self._causes.add(cause)
             repeated, self._since_told = self._since_told - 1, 0
             lasted = now - self._began
         if new:
@@ -77,6 +82,7 @@ class Streak:
                 return
             lasted, failures = time.monotonic() - self._began, self._failures
             self._cause, self._failures, self._since_told, self._told = None, 0, 0, 0.0
+            self._causes.clear()
         self.logger.info(
             "poppy: %s works again, after %.0f s and %d failures", self.what, lasted, failures
         )

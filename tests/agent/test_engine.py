@@ -153,6 +153,30 @@ def test_a_turn_past_its_limit_is_cancelled_and_its_neighbours_go_on(
     assert Conversation.objects.get(pk=hung).status == Status.IDLE
 
 
+def test_a_turn_whose_connection_the_server_ended_commits_on_a_fresh_one(
+    agent: PersonalAgent, settings, monkeypatch
+):
+    """PostgreSQL restarted while a turn awaits its model: the connection the engine's
+    database thread keeps is ended by the server ("terminating connection due to
+    administrator command"), so the commit meets it broken, and runs once more on a fresh
+    connection: the reply is written, not the failed-turn message (issue 50)."""
+    # One database thread: the commit runs on the connection the turn's start left open.
+    settings.POPPY = {**settings.POPPY, "EXECUTOR_THREADS": 1}
+    model = GatedModel()
+    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    eventually(lambda: model.waiting == 1, what="the turn awaiting its model")
+    with connection.cursor() as cursor:  # every other session of this database, ended
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        (ended,) = cursor.fetchone()
+    assert ended >= 1
+    model.open()
+    assert reply_of(agent, conversation_id) == "done: hello"
+
+
 def test_a_provider_failing_mid_stream_ends_that_turn_alone(agent: PersonalAgent, monkeypatch):
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
         prompt = str(messages[-1].parts[-1].content)  # type: ignore[union-attr]

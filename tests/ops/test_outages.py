@@ -9,7 +9,9 @@ nothing listens, so the driver's own error travels the app's own path.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import threading
 from collections.abc import Iterator
 
 import psycopg
@@ -80,6 +82,40 @@ def test_a_failing_loop_is_logged_once_a_streak(caplog: pytest.LogCaptureFixture
     assert "50 failures" in lines[1][1]
 
 
+def test_a_streak_whose_cause_flaps_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    """PostgreSQL down: one try is refused, the next waits out the pool ("couldn't get a
+    connection"): two causes, each warned about once, not a traceback at every try."""
+    streak = Streak(logging.getLogger("poppy_django.recovery"), "the recovery sweep")
+    refused, waited = _refused(), _pool_timeout()
+    with caplog.at_level(logging.INFO, logger="poppy_django.recovery"):
+        for _ in range(25):
+            streak.failed(refused)
+            streak.failed(waited)
+        streak.succeeded()
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == streak.logger.name]
+    assert [level for level, _ in lines] == ["WARNING", "WARNING", "INFO"], lines
+    assert "Connection refused" in lines[0][1] and "couldn't get a connection" in lines[1][1]
+    assert "50 failures" in lines[2][1]
+
+
+def _pool_timeout() -> BaseException:
+    """What Django raises when its pool gives no connection in time (psycopg_pool's own)."""
+    from django.db.utils import OperationalError
+    from psycopg_pool import ConnectionPool
+
+    port = free_port()
+    with ConnectionPool(
+        f"postgresql://postgres@127.0.0.1:{port}/x", min_size=0, max_size=1, timeout=0.1
+    ) as pool:
+        try:
+            pool.getconn()
+        except psycopg.OperationalError as driver:
+            wrapped = OperationalError(*driver.args)
+            wrapped.__cause__ = driver
+            return wrapped
+    raise AssertionError("something listens there")
+
+
 @contextlib.contextmanager
 def database_away() -> Iterator[None]:
     """This test's connection pointed at a port where nothing listens, then back."""
@@ -122,3 +158,24 @@ def test_the_endpoint_with_the_database_away_is_a_json_503() -> None:
     assert answer.status_code == 503 and answer["Retry-After"] == "5"
     assert answer.json()["error"] == "temporarily_unavailable"
     assert answer.json()["error_description"].startswith("The database is unreachable.")
+
+
+@pytest.mark.django_db
+def test_readiness_answers_within_its_setting_when_a_check_hangs(settings) -> None:
+    """A hung database check: the probe answers 503 within POPPY["READINESS_ANSWER_SECONDS"]
+    (an orchestrator's probe timeout decides it), the check's thread waits it out alone."""
+    from django.test import RequestFactory
+
+    from poppy_django.observe.health import Readiness
+
+    settings.POPPY = {**settings.POPPY, "READINESS_ANSWER_SECONDS": 0.2}
+    released = threading.Event()
+    probe = Readiness.as_view(database=lambda: released.wait(60))
+    try:
+        answer = probe(RequestFactory().get("/health/ready"))
+    finally:
+        released.set()
+    body = json.loads(answer.content)
+    assert answer.status_code == 503
+    assert body["checks"]["database"]["error"] == "no answer within 0.2 s"
+    assert body["checks"]["migrations"]["error"] == "not reached: a check before hangs"

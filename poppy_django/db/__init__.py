@@ -1,0 +1,1 @@
+"""Database backends a project names in ``DATABASES[...]["ENGINE"]``."""
