@@ -170,14 +170,14 @@ async def _step(running: Running, function: Callable[P, T], *args: P.args, **kwa
     try:
         return await running.run_sync(function, *args, **kwargs)
     except DatabaseError as exc:
-        if unavailable(exc) is None:
+        if not _out_of_reach(exc):
             raise
         logger.warning(
             "poppy: %s met the database out of reach (%s); trying once more",
             function.__name__,
             observe.describe_failure(exc),
         )
-        return await running.run_sync(function, *args, **kwargs)
+    return await running.run_sync(function, *args, **kwargs)
 
 
 async def _fail(running: Running, slot: TurnSlot, owner: str, error: str) -> None:
@@ -188,18 +188,23 @@ async def _fail(running: Running, slot: TurnSlot, owner: str, error: str) -> Non
     try:
         await _step(running, fail, slot, owner, error)
     except DatabaseError as exc:
-        if unavailable(exc) is None:
-            raise
-        observe.moment(
-            "turn_failed",
-            signals.turn_failed,
-            level=logging.ERROR,
-            at_once=True,
-            conversation_id=slot.conversation_id,
-            turn_id=slot.turn_id,
-            error=error,
-        )
+        if _out_of_reach(exc):
+            observe.moment(
+                "turn_failed",
+                signals.turn_failed,
+                level=logging.ERROR,
+                at_once=True,
+                conversation_id=slot.conversation_id,
+                turn_id=slot.turn_id,
+                error=error,
+            )
         raise
+
+
+def _out_of_reach(exc: DatabaseError) -> bool:
+    """The database itself out of reach (not a statement's error, which a retry repeats)."""
+    found = unavailable(exc)
+    return found is not None and found.dependency == "database"
 
 
 async def _run_bounded(
