@@ -208,7 +208,15 @@ DEFAULTS: dict[str, Any] = {
     "PERMISSION_CLASSES": ["poppy_django.permissions.IsPoppyCaller"],
     "THROTTLE_CLASSES": ["poppy_django.throttling.PoppyRateThrottle"],
     # Requests per personal agent and User (DRF rate strings; None: unlimited).
-    "THROTTLE_RATES": {"conversation_start": "30/minute", "message": "120/minute"},
+    "THROTTLE_RATES": {
+        "conversation_start": "30/minute",
+        "message": "120/minute",
+        "handoff": "10/minute",
+    },
+    # Handoffs waiting for a person at once (queued) per personal agent's User and per
+    # personal agent (client): past them a handoff is 429 too_many_requests. None: no bound.
+    "MAX_WAITING_HANDOFFS_PER_USER": 2,
+    "MAX_WAITING_HANDOFFS_PER_CLIENT": 20,
     # Concurrent waiting reads (streams and long-polls) per caller and per process.
     "MAX_WAITING_PER_CALLER": 100,
     "MAX_WAITING_PER_PROCESS": 10000,
@@ -525,6 +533,8 @@ class PoppySettings(TypedSettings):
     #: Route name -> DRF rate string ("30/minute"), or None: unlimited.
     THROTTLE_RATES = Setting(mapping)
     MAX_WAITING_PER_CALLER = Setting(integer)
+    MAX_WAITING_HANDOFFS_PER_USER = Setting(optional_integer)
+    MAX_WAITING_HANDOFFS_PER_CLIENT = Setting(optional_integer)
     MAX_WAITING_PER_PROCESS = Setting(integer)
     MAX_CONTEXT_BYTES = Setting(integer)
     FEEDBACK = Setting(flag)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import weakref
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
@@ -33,6 +33,7 @@ from poppy_django.api.streaming import event_stream_response
 from poppy_django.api.throttling import Slot, waiting_slots
 from poppy_django.api.wire_errors import unavailable_response
 from poppy_django.conf import poppy_settings
+from poppy_django.observe import metrics
 from poppy_django.observe.dependencies import RETRY_AFTER_SECONDS, unavailable
 from poppy_django.service import conversations
 from poppy_django.store import ownership, reading, wire
@@ -175,7 +176,16 @@ class _ActionView(EndpointView):
 
 
 class HandoffView(_ActionView):
-    """``POST {endpoint}/{id}/handoff``: ask for a person."""
+    """``POST {endpoint}/{id}/handoff``: ask for a person.
+
+    Throttled per caller (scope ``handoff``) and bounded in waiting handoffs per User and per
+    client (:mod:`poppy_django.staff.waiting`); every refusal is counted."""
+
+    throttle_scope = "handoff"
+
+    def throttled(self, request: Request, wait: float) -> NoReturn:
+        metrics.handoff_refused("rate")
+        super().throttled(request, wait)
 
     def operation(self, principal: Principal, conversation_id: str) -> conversations.Answer:
         return conversations.request_handoff(principal, conversation_id)

@@ -2,8 +2,9 @@
 
 Every desk page re-reads this when the desk's live channel nudges it: the count goes in the
 tab's title, a conversation the page has not seen waiting before raises a browser
-notification (and a sound, if the staffer turned it on), and *next waiting* opens the one
-that has waited longest.
+notification (and a sound, if the staffer turned it on), and *next waiting* opens the first
+in the queue's fair order (each personal agent's longest waiting first, so one agent's
+flood of handoffs never stands ahead of everyone else's).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from dataclasses import dataclass
 
 from poppy_django.desk import queue, wording
 from poppy_django.models import Conversation, Status
+from poppy_django.staff.waiting import fair_order
 
-#: The waiting conversations a page is told about (the longest waiting first): enough for
+#: The waiting conversations a page is told about (in the queue's fair order): enough for
 #: the alerts, not the queue.
 SHOWN = 20
 
@@ -37,9 +39,10 @@ class Summary:
 
 
 def summary() -> Summary:
-    """The waiting conversations (count, and the longest waiting first)."""
+    """The waiting conversations (count, and the queue's fair order: each personal agent's
+    longest waiting first, then by the time they asked, :mod:`poppy_django.staff.waiting`)."""
     queued = Conversation.objects.filter(status=Status.QUEUED)
-    rows = queued.annotate(said=queue.last_said()).order_by("handoff_requested_at", "id")
+    rows = fair_order(queued).annotate(said=queue.last_said())
     return Summary(
         count=queued.count(),
         waiting=[

@@ -104,8 +104,8 @@ def _panels(request: HttpRequest, conversation: Conversation) -> dict[str, str]:
 @require_GET
 @desk_permission
 def alerts_json(request: HttpRequest, admin_site: AdminSite) -> JsonResponse:
-    """What every desk page alerts on: how many conversations wait, the longest waiting
-    first (re-read when the live channel nudges, and every 30 s while a desk page is open,
+    """What every desk page alerts on: how many conversations wait, in the queue's fair
+    order (re-read when the live channel nudges, and every 30 s while a desk page is open,
     which keeps the staff member present), and their own presence."""
     me = request.user.get_username()
     service.staff_seen(me)

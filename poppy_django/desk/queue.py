@@ -1,7 +1,8 @@
 """The desk's queue: which conversations need a person, and in what order.
 
-Conversations waiting for a person come first, the longest waiting first
-(``handoff_requested_at``), then the rest, the most recently active first.
+Conversations waiting for a person come first, in the fair order of
+:mod:`poppy_django.staff.waiting` (each personal agent's longest waiting before any agent's
+next, then the longest waiting first), then the rest, the most recently active first.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from poppy_django.models import (
     Status,
     Tag,
 )
+from poppy_django.staff.waiting import client_turn
 from poppy_django.store import lifecycle
 
 
@@ -89,8 +91,9 @@ def last_said() -> Subquery:
 def conversations(
     filter_key: str | None = None, text: str = "", *, me: str = "", tag: str = ""
 ) -> QuerySet[Conversation]:
-    """The queue's rows: filtered (and by ``tag``), searched, waiting first (oldest first),
-    then by activity.
+    """The queue's rows: filtered (and by ``tag``), searched, waiting first (in fair order:
+    each personal agent's longest waiting before any agent's next, then the oldest first,
+    :mod:`poppy_django.staff.waiting`), then by activity.
 
     Each row also carries the customer's last message (``last_said``, for its first words),
     whether it waits for a worker none has taken it up (``stalled``), and its tags."""
@@ -106,12 +109,19 @@ def conversations(
                 default=Value(1),
                 output_field=IntegerField(),
             ),
+            client_turn=client_turn(),
             approvals=Count("actions", filter=Q(actions__status=ActionStatus.AWAITING_APPROVAL)),
             last_said=last_said(),
             stalled=stalled_annotation(),
         )
         .prefetch_related("tags")
-        .order_by("waiting", F("handoff_requested_at").asc(nulls_last=True), "-updated_at", "id")
+        .order_by(
+            "waiting",
+            "client_turn",
+            F("handoff_requested_at").asc(nulls_last=True),
+            "-updated_at",
+            "id",
+        )
     )
 
 

@@ -77,6 +77,11 @@ request_duration = meter.create_histogram(
     description="Endpoint requests, by route, method and status",
     explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
 )
+handoffs_refused = meter.create_counter(
+    "poppy.handoffs.refused",
+    unit="{handoff}",
+    description="Personal agents' handoffs refused, by reason (rate, user_waiting, client_waiting)",
+)
 dispatch_failures = meter.create_counter(
     "poppy.dispatch.failures",
     unit="{dispatch}",
@@ -94,6 +99,7 @@ handoffs = meter.create_counter(
 #: ``rate()`` sees the first failure: a series that appears already at 1 shows no increase.
 TURN_OUTCOMES = ("answered", "failed", "gave_up", "timed_out", "lease_lost")
 HANDOFF_OUTCOMES = ("queued", "joined", "unavailable", "timed_out")
+HANDOFF_REFUSALS = ("rate", "user_waiting", "client_waiting")
 
 
 def start_series() -> None:
@@ -102,6 +108,8 @@ def start_series() -> None:
         turns.add(0, {"outcome": outcome})
     for outcome in HANDOFF_OUTCOMES:
         handoffs.add(0, {"outcome": outcome})
+    for reason in HANDOFF_REFUSALS:
+        handoffs_refused.add(0, {"reason": reason})
     dispatch_failures.add(0)
     lease_take_ups.add(0)
 
@@ -177,6 +185,11 @@ def model_call(model: str, seconds: float, outcome: str, tokens_in: int, tokens_
             return
         if cost:
             model_cost.add(float(cost), {"model": model})
+
+
+def handoff_refused(reason: str) -> None:
+    """A personal agent's handoff refused (``429 too_many_requests``): its bounded reason."""
+    handoffs_refused.add(1, {"reason": reason})
 
 
 def request_served(route: str, method: str, status: int, seconds: float, code: str | None) -> None:

@@ -27,7 +27,7 @@ from poppy_django.models import (
     Status,
 )
 from poppy_django.observe import tracing
-from poppy_django.staff import csat, handoffs
+from poppy_django.staff import csat, handoffs, waiting
 from poppy_django.store import event_log, lifecycle
 from poppy_django.store.ownership import OWNER_FIELDS, check_owner, get_owned
 from poppy_django.store.wire import InboundMessage
@@ -283,9 +283,12 @@ def post_message(principal: Principal, conversation_id: str, message: InboundMes
 
 @transaction.atomic
 def request_handoff(principal: Principal, conversation_id: str) -> Answer:
-    """``POST {endpoint}/{id}/handoff``: ask for a person through the request hook."""
+    """``POST {endpoint}/{id}/handoff``: ask for a person through the request hook, within
+    the bounds on waiting handoffs (:func:`poppy_django.staff.waiting.admit`: else ``429``)."""
     conversation = get_owned(principal, conversation_id, for_update=True)
     _check_accepts_messages(conversation)
+    if not lifecycle.WITH_PEOPLE(conversation):  # asking again while waiting adds nothing
+        waiting.admit(conversation)
     _bind_account(principal, conversation)
     handoff.request(conversation, initiator="personal_agent")
     return answer_of(conversation, 202)

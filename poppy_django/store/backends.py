@@ -16,6 +16,7 @@ would have sent for the rows it writes that way, so a receiver fires on both dat
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
@@ -52,6 +53,12 @@ class StoreBackend:
         probe's: a kept connection that the server has dropped fails here, not on a request)."""
         with self.connection.cursor() as cursor:
             cursor.execute(Statements.ROUND_TRIP)
+
+    def serialize(self, name: str) -> None:
+        """Hold ``name`` until the transaction ends: the transactions that serialize on one
+        name run one at a time (a count then a write that must stay within a bound). Every
+        database Django supports but PostgreSQL here runs one writing transaction at a time
+        already (SQLite: the example's ``IMMEDIATE`` transactions), so nothing to do."""
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -209,6 +216,13 @@ class StoreBackend:
 class PostgreSQLBackend(StoreBackend):
     """The store on PostgreSQL: a read, a claim, a lease's renewal and a write one round
     trip each; rows built straight from the driver's values."""
+
+    def serialize(self, name: str) -> None:
+        # An advisory lock on a 64-bit number made from the name, released at commit.
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).digest()
+        number = int.from_bytes(digest[:8], "big", signed=True)
+        with self.connection.cursor() as cursor:
+            cursor.execute(Statements.ADVISORY_LOCK, [number])
 
     def fetch(self, model: type[ModelT], sql: str, params: Sequence[Any]) -> list[ModelT]:
         # The driver hands every column as the value its field keeps, except where the field

@@ -26,6 +26,8 @@ class Statements:
 
     #: The least a database can answer: the readiness probe's round trip.
     ROUND_TRIP = "SELECT 1"
+    #: PostgreSQL's lock on a number until the transaction ends (no row needed).
+    ADVISORY_LOCK = "SELECT pg_advisory_xact_lock(%s)"
 
     def __init__(self, quote: Callable[[str], str]) -> None:
         #: The connection's ``ops.quote_name``: how this database quotes an identifier.

@@ -100,13 +100,14 @@ def test_office_hours_open_and_close_by_the_clock_of_their_zone() -> None:
     assert not hours.open_at(datetime(2026, 12, 5, 10, 0, tzinfo=UTC))  # Saturday
 
 
-def test_a_queued_handoff_goes_round_robin_among_those_available(agent: PersonalAgent) -> None:
+def test_a_queued_handoff_goes_round_robin_among_those_available() -> None:
     on_shift("sam")
     on_shift("pat")
     given = []
-    for _ in range(4):
-        conversation_id = quiet_start(agent)
-        assert ask(agent, conversation_id)["status"] == "queued"
+    for _ in range(4):  # four customers (one User may have only two handoffs waiting)
+        customer = PersonalAgent()
+        conversation_id = quiet_start(customer)
+        assert ask(customer, conversation_id)["status"] == "queued"
         given.append(Conversation.objects.get(pk=conversation_id).assignee)
     assert sorted(given[:2]) == ["pat", "sam"] and given[2:] == given[:2]
 

@@ -1,21 +1,29 @@
-"""Hostile input at the desk (issue 51: R9), against the example project in production mode
-(uvicorn, a Celery worker, PostgreSQL, Redis; staff signed in to the admin as people are).
+"""Hostile input at the desk (issue 51: R2 and R9), against the example project in
+production mode (uvicorn, a Celery worker, PostgreSQL, Redis, its metrics scraped as
+docs/operations.md sets them up; staff signed in to the admin as people are).
 
-The desk's parameters and ids are validated: ``?before=²``, a 5,000-digit ``before`` and a
-conversation id holding U+0000 are a 400 or a 404, never a 500, while the pages they would
-have shown still answer.
+R2: one personal agent cannot fill the desk's queue: waiting handoffs are bounded per User
+and per client, the route is throttled, every refusal is the wire's ``429
+too_many_requests`` and counted, and a real customer's handoff is queued ahead of a flooding
+client's. R9: the desk's parameters and ids are validated: ``?before=²``, a 5,000-digit
+``before`` and a conversation id holding U+0000 are a 400 or a 404, never a 500, while the
+pages they would have shown still answer.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.agents import PersonalAgent, company_messages, unique
 from tests.multiprocess.cluster import Cluster, cluster
 from tests.multiprocess.test_handoff_unattended import DESK, PASSWORD, open_the_desk
+from tests.multiprocess.test_observability import scrape, value
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
 STAFF = "sam"
@@ -24,7 +32,13 @@ STAFF = "sam"
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, str]]:
     """One deployment (its web process logs every request), with a staff member of the desk."""
-    with cluster(Path(tmp_path_factory.mktemp("hostile-desk"))) as running:
+    tmp = Path(tmp_path_factory.mktemp("hostile-desk"))
+    with cluster(tmp) as running:
+        running.env.update(
+            OTEL_METRICS_EXPORTER="prometheus_multiprocess",
+            OTEL_METRIC_EXPORT_INTERVAL="500",
+            PROMETHEUS_MULTIPROC_DIR=str(tmp / "metrics"),
+        )
         running.manage(
             "shell",
             "-c",
@@ -62,3 +76,69 @@ def test_the_desks_parameters_and_ids_are_a_400_or_a_404(site: tuple[Cluster, st
         reply = desk.post(f"{DESK}cnv_a%00b/action/reply/", json={}, headers=headers)
         assert reply.status_code == 404
         assert desk.get(f"{page}events.json", params={"after": "9" * 5000}).status_code == 400
+
+
+#: Shipped: POPPY's MAX_WAITING_HANDOFFS_PER_USER, ..._PER_CLIENT and the "handoff" rate.
+PER_USER, PER_CLIENT, PER_MINUTE = 2, 20, 10
+FLOODER = "https://flood.example/agent"
+
+
+def quiet_conversation(agent: PersonalAgent) -> str:
+    """A conversation started by a context-only message (no turn to wait for)."""
+    started = agent.post("", {"message": {"id": unique("ctx"), "sender": "agent", "context": {}}})
+    assert started.status_code == 201, started.text
+    return str(started.json()["conversation_id"])
+
+
+def hand_off(agent: PersonalAgent, conversation_id: str) -> httpx.Response:
+    return agent.post(f"/{conversation_id}/handoff", {})
+
+
+def test_a_flood_of_handoffs_is_bounded_and_a_real_customer_waits_ahead_of_it(
+    site: tuple[Cluster, str],
+) -> None:
+    _, web = site
+    with open_the_desk(web, STAFF) as desk:  # someone is there: handoffs are queued
+        # One User asks for a person in five conversations at once.
+        flooder = PersonalAgent(client_id=FLOODER, user_id=unique("flood")).at(web)
+        first_user = [hand_off(flooder, quiet_conversation(flooder)) for _ in range(5)]
+        # Then fresh Users of the same client, until the client's bound.
+        queued = [c.json()["conversation_id"] for c in first_user if c.status_code == 202]
+        fresh = []
+        for _ in range(PER_CLIENT):
+            agent = PersonalAgent(client_id=FLOODER, user_id=unique("flood")).at(web)
+            fresh.append(hand_off(agent, quiet_conversation(agent)))
+        queued += [a.json()["conversation_id"] for a in fresh if a.status_code == 202]
+        # A real customer, through another personal agent.
+        customer = PersonalAgent(client_id="https://real.example/agent").at(web)
+        real = quiet_conversation(customer)
+        asked = hand_off(customer, real)
+        # Asking again and again in one conversation: the route's rate.
+        repeater = PersonalAgent(client_id="https://repeat.example/agent").at(web)
+        again = quiet_conversation(repeater)
+        repeated = [hand_off(repeater, again) for _ in range(PER_MINUTE + 1)]
+        alerts = desk.get(f"{DESK}alerts.json").json()
+        rows = desk.get(DESK, params={"status": "waiting", "partial": "rows"}).text
+
+    assert [a.status_code for a in first_user] == [202] * PER_USER + [429] * (5 - PER_USER)
+    assert [a.status_code for a in fresh] == [202] * (PER_CLIENT - PER_USER) + [429] * PER_USER
+    for refused in [*first_user[PER_USER:], *fresh[-PER_USER:], repeated[-1]]:
+        assert refused.json()["error"] == "too_many_requests", refused.text
+        assert int(refused.headers["Retry-After"]) > 0
+    assert [a.status_code for a in repeated] == [202] * PER_MINUTE + [429]
+    assert asked.status_code == 202 and asked.json()["status"] == "queued", asked.text
+    # Fair order: the real customer right after the flood's first, ahead of its 19 others.
+    order = [item["id"] for item in alerts["conversations"]]
+    assert order[:2] == [queued[0], real], order
+    in_queue = [found for found in re.findall(r"cnv_[0-9a-f]+", rows) if found in {*queued, real}]
+    assert list(dict.fromkeys(in_queue))[:2] == [queued[0], real]
+    counted = {"user_waiting": 5 - PER_USER, "client_waiting": PER_USER, "rate": 1}
+
+    def refusals() -> dict[str, float]:
+        samples = scrape(web)
+        return {
+            reason: value(samples, "poppy_handoffs_refused_total", reason=reason)
+            for reason in counted
+        }
+
+    eventually(lambda: refusals() == counted, what=lambda: f"the refusals counted: {refusals()}")

@@ -242,7 +242,7 @@
     }, 250);
   }
 
-  /* Next waiting: the longest waiting conversation other than this page's. */
+  /* Next waiting: the first other than this page's, in the queue's fair order. */
   function nextWaiting() {
     var next = waiting.filter(function (item) {
       return item.id !== here;
