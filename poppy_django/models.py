@@ -272,9 +272,10 @@ class AgentThreadEntry(models.Model):
 class ActionStatus(models.TextChoices):
     PENDING = "pending"
     AWAITING_APPROVAL = "awaiting_approval"
-    #: Proposed as an Operation (Operations extension): the User confirms one revision of it
-    #: at the operations endpoint, and a worker performs it then (see docs/operations-extension).
-    OPERATION_PROPOSED = "operation_proposed"
+    #: Proposed instead of run, by the part that plugs in through
+    #: :mod:`poppy_django.agent.proposals` (the Operations extension: the User confirms one
+    #: revision of it, and a worker performs it then; see docs/operations-extension).
+    PROPOSED = "operation_proposed", "Operation Proposed"
     #: Approved by a person; a worker runs it (once) and posts its outcome.
     APPROVED = "approved"
     SUCCEEDED = "succeeded"
@@ -318,6 +319,8 @@ class ActionRecord(models.Model):
         return f"{self.tool} ({self.status})"
 
     def to_wire(self) -> dict[str, Any]:
+        """The core's members of the outcome (a proposal adds its own:
+        :func:`poppy_django.agent.proposals.outcome_of`)."""
         outcome: dict[str, Any] = {
             "tool": self.tool,
             "status": self.status,
@@ -327,11 +330,6 @@ class ActionRecord(models.Model):
             outcome["result"] = self.result
         if self.error:
             outcome["error"] = self.error
-        if self.status == ActionStatus.OPERATION_PROPOSED:
-            # The Operations extension's reverse relation (its model points at this record).
-            operation = Operation.objects.filter(action_record=self).first()
-            if operation is not None:
-                outcome["operation"] = operation.to_wire()
         return outcome
 
 
@@ -637,7 +635,8 @@ class FeedbackReport(models.Model):
 
 
 # The Operations extension's models live with it; imported here because Django loads an
-# app's models from its models module (the one upward import the layers contract allows).
+# app's models from its models module (the one upward import the layers contract allows;
+# nothing here uses them).
 from poppy_django.operations.models import Operation, OperationRevision  # noqa: E402
 
 __all__ = [

@@ -13,34 +13,16 @@ import hashlib
 import json
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from django.db import transaction
 
 from poppy_django import observe, signals
+from poppy_django.agent import proposals
 from poppy_django.agent.guard import TurnGuard
 from poppy_django.agent.tools import ActionFailed, Tool, ToolContext
 from poppy_django.conf import poppy_settings
 from poppy_django.models import ActionRecord, ActionStatus
-
-
-class Proposer(Protocol):
-    """What a part that plugs in (the Operations extension) answers for a consequential
-    call: whether it proposes instead of acting, and the proposal."""
-
-    def proposes(self, tool: Tool, ctx: ToolContext) -> bool: ...
-
-    def propose(self, tool: Tool, record: ActionRecord, ctx: ToolContext) -> ActionRecord: ...
-
-
-#: The registered proposer (the Operations extension registers one from ``ready()``).
-_proposer: Proposer | None = None
-
-
-def register_proposer(proposer: Proposer | None) -> None:
-    """Called from ``AppConfig.ready()`` (a later call replaces it; None removes it)."""
-    global _proposer
-    _proposer = proposer
 
 
 @dataclass(frozen=True)
@@ -82,7 +64,7 @@ def propose(
         return _decide(record, ActionStatus.REJECTED)
     if tool.needs_approval:
         return _decide(record, ActionStatus.AWAITING_APPROVAL)
-    proposer = _proposer
+    proposer = proposals.registered()
     if proposer is not None and proposer.proposes(tool, ctx):
         return proposer.propose(tool, record, ctx)
     return execute(tool, record, ctx, guard)

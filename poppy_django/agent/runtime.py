@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from poppy_django import ids, observe
-from poppy_django.agent import actions, model_api, registry
+from poppy_django.agent import actions, model_api, proposals, registry
 from poppy_django.agent.guard import TurnAbandoned, TurnGuard
 from poppy_django.agent.model_api import (
     AsyncTurnModel,
@@ -128,10 +128,13 @@ class TurnOutcome:
         decided = [a for a in self.actions if a["status"] in _WIRE_ACTION_STATUSES]
         if decided:
             data["actions"] = decided
-        proposed = [a["operation"] for a in self.actions if "operation" in a]
-        if proposed:  # Operations v1: the message proposes (the first) operation
-            data["operation"] = proposed[0]
+        data.update(self.message_members())
         return data or None
+
+    def message_members(self) -> dict[str, Any]:
+        """What a proposal among the actions adds to the reply (in its data, and as members
+        of the message: :mod:`poppy_django.agent.proposals`)."""
+        return proposals.message_members(self.actions)
 
 
 class Toolbox:
@@ -199,9 +202,9 @@ def _proposed_outcome(
     call: actions.ActionCall,
     guard: TurnGuard,
 ) -> dict[str, Any]:
-    """Propose the action and word its record for the wire, both on a database thread (the
-    record of a proposed Operation reads the operation)."""
-    return actions.propose(tool, arguments, ctx, call, guard).to_wire()
+    """Propose the action and word its record for the wire, both on a database thread (a
+    proposal's members may be read from the database)."""
+    return proposals.outcome_of(actions.propose(tool, arguments, ctx, call, guard))
 
 
 async def run_turn(

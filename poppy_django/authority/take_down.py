@@ -2,8 +2,9 @@
 
 One call blocks the client (no new Session, no token), revokes every sign-in it holds
 (Account Tokens refused, signed-in Sessions signed out), ends its Sessions (their tokens are
-refused at the next request on every process) and cancels its open operation proposals with
-the operator's reason as their outcome. The ``poppy_take_down_client`` management command and
+refused at the next request on every process) and withdraws its open proposals (the
+Operations extension's, through :mod:`poppy_django.agent.proposals`) with the operator's
+reason as their outcome. The ``poppy_take_down_client`` management command and
 the Client admin's "Take down" action call it.
 """
 
@@ -14,10 +15,10 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from poppy_django.agent import proposals
 from poppy_django.authority import grants
 from poppy_django.authority.models import Client, Grant, Session
 from poppy_django.authority.sessions import end_sessions
-from poppy_django.operations import service as operations
 
 logger = logging.getLogger("poppy_django.authority")
 
@@ -42,7 +43,7 @@ def take_down(client_ids: list[str], reason: str = DEFAULT_REASON) -> TakenDown:
         blocked = clients.update(status=Client.Status.BLOCKED)
         sign_ins = grants.revoke_grants(Grant.objects.filter(client__client_id__in=known))
         sessions = end_sessions(Session.objects.filter(client__client_id__in=known))
-        cancelled = sum(operations.cancel_for_client(client_id, reason) for client_id in known)
+        cancelled = sum(proposals.withdraw_for_client(client_id, reason) for client_id in known)
     logger.warning(
         "Took down %s: %d sign-in(s), %d Session(s), %d proposal(s) ended",
         ", ".join(known) or "no known client",

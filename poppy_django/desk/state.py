@@ -3,11 +3,14 @@ what the page guesses."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.http import Http404
 
 from poppy_django import service
+from poppy_django.agent import proposals
+from poppy_django.agent.proposals import StaffNote
 from poppy_django.desk import wording
 from poppy_django.models import ActionRecord, Conversation, Status
 
@@ -40,10 +43,19 @@ def conversation_state(conversation: Conversation) -> dict[str, Any]:
     }
 
 
-def action_log(conversation_id: str) -> list[ActionRecord]:
+@dataclass(frozen=True)
+class LoggedAction:
+    """One row of the page's action log: the action, and what staff read of its proposal
+    when a part proposed it instead of running it (:mod:`poppy_django.agent.proposals`)."""
+
+    record: ActionRecord
+    note: StaffNote | None
+
+
+def action_log(conversation_id: str) -> list[LoggedAction]:
     """The conversation's latest actions, newest first (the page's action log)."""
-    return list(
-        ActionRecord.objects.filter(conversation_id=conversation_id)
-        .select_related("operation")
-        .order_by("-created_at")[:50]
+    records = list(
+        ActionRecord.objects.filter(conversation_id=conversation_id).order_by("-created_at")[:50]
     )
+    notes = proposals.staff_notes(records)
+    return [LoggedAction(record, notes.get(record.pk)) for record in records]

@@ -21,7 +21,7 @@ from typing import Any
 from django.db import transaction
 
 from poppy_django import ids, observe
-from poppy_django.agent import actions, memory, registry
+from poppy_django.agent import actions, memory, proposals, registry
 from poppy_django.agent.outcomes import format_action
 from poppy_django.agent.tools import Tool, ToolContext
 from poppy_django.conf import poppy_settings
@@ -131,7 +131,7 @@ def post_outcome(
     While a person holds the conversation the Company Agent does not speak in it: the outcome
     of what staff decided is then said by the company's person side (``sender: human``).
     """
-    outcome = record.to_wire()
+    outcome = proposals.outcome_of(record)
     try:
         text = poppy_settings.ACTION_FORMATTER(outcome, poppy_settings.texts)
     except Exception:  # a broken formatter must not leave the decision untold

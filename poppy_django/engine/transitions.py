@@ -243,6 +243,7 @@ def _write_outcome(conversation: Conversation, request: TurnRequest, outcome: Tu
         message_id=request.message_id,
         text=text,
         data=outcome.message_data(),
+        members=outcome.message_members(),
         meta=meta,
     )
     _tag(conversation, request, outcome)

@@ -33,9 +33,7 @@ def settle_action_record(operation: Operation) -> None:
     status = _RECORD_STATUS.get(OperationState(operation.state))
     if status is None or operation.action_record_id is None:
         return
-    ActionRecord.objects.filter(
-        pk=operation.action_record_id, status=ActionStatus.OPERATION_PROPOSED
-    ).update(
+    ActionRecord.objects.filter(pk=operation.action_record_id, status=ActionStatus.PROPOSED).update(
         status=status,
         result=operation.result_data,
         error=operation.result_summary if status == ActionStatus.FAILED else "",
@@ -80,5 +78,6 @@ def _post(operation: Operation, text: str, data: dict[str, Any]) -> None:
         message_id=ids.new_company_message_id(),
         text=text,
         data=data,
+        members={"operation": data["operation"]},
         meta={"operation": operation.operation_id, "revision": operation.revision},
     )

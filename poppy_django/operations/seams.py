@@ -1,10 +1,11 @@
 """How the Operations extension plugs into the core.
 
 :meth:`poppy_django.apps.PoppyDjangoConfig.ready` calls :func:`register`: the agent runtime
-asks it whether a consequential call is proposed instead (:class:`~poppy_django.operations.
-turns.TurnProposer`), discovery lists it, and the recovery sweep and ``poppy_reap`` take up
-its confirmed operations. Each seam reads ``POPPY["OPERATIONS"]`` when it is asked, so the
-extension is off wherever the setting says so.
+asks it whether a consequential call is proposed instead, and what a proposal adds to the
+wire (:class:`~poppy_django.operations.turns.OperationProposals`), discovery lists it, and
+the recovery sweep and ``poppy_reap`` take up its confirmed operations. Each seam reads
+``POPPY["OPERATIONS"]`` when it is asked, so the extension is off wherever the setting says
+so.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from poppy_django.agent import actions
+from poppy_django.agent import proposals
 from poppy_django.api import discovery
 from poppy_django.engine import maintenance, recovery
 from poppy_django.operations import negotiation, options, perform
-from poppy_django.operations.turns import TurnProposer
+from poppy_django.operations.turns import OperationProposals
 
 
 def register() -> None:
-    actions.register_proposer(TurnProposer())
+    proposals.register(OperationProposals())
     discovery.register_extension(negotiation.EXTENSION, _discovery_entry)
     recovery.register_recovery("operations", _recover)
     maintenance.register_reaper("operations", _reap)

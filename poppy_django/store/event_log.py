@@ -185,15 +185,16 @@ def append_company_message(
     text: str,
     sender: str = "agent",
     data: dict[str, Any] | None = None,
+    members: dict[str, Any] | None = None,
     meta: dict[str, Any] | None = None,
 ) -> Event:
-    """A message from the company (the Company Agent, or a person when ``sender="human"``)."""
+    """A message from the company (the Company Agent, or a person when ``sender="human"``);
+    ``members``: what a part that plugs in adds to the message besides its text and data
+    (the Operations extension: the operation it proposes, Operations v1 §4)."""
     payload = message_payload(
         message_id=message_id, role="company", sender=sender, text=text, data=data or None
     )
-    if data and "operation" in data:
-        # Operations v1 §4: a message proposing an operation carries it as a member of its own.
-        payload["message"]["operation"] = data["operation"]
+    payload["message"].update(members or {})
     return append(
         conversation,
         EventType.MESSAGE,

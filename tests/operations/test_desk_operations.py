@@ -36,7 +36,7 @@ def test_the_desk_shows_an_operation_from_proposal_to_outcome(
     assert reply["data"]["operation"] == operation
     assert reply["text"] == "Cancel order A-2: please confirm it, and I will do it."
     record = ActionRecord.objects.get(conversation_id=conversation_id)
-    assert record.status == ActionStatus.OPERATION_PROPOSED
+    assert record.status == ActionStatus.PROPOSED
     page = desk.get(desk_url(conversation_id)).content.decode()
     assert f'data-operation="{operation["operation_id"]}"' in page
     assert "revision 1: proposed" in page

@@ -1,6 +1,6 @@
 """The layers of docs/layout.md hold: ``make lint`` runs the import-linter contracts of
-``pyproject.toml``, and they refuse an import up the layers, into a part that plugs in, or
-round in a circle.
+``pyproject.toml``, and they refuse an import up the layers, into a part that plugs in, from
+the issuer or the desk into the Operations extension, or round in a circle.
 
 Each case plants one import in a copy of the package and runs ``lint-imports`` on it; the
 unchanged copy passes, so a refusal is the planted import's.
@@ -50,7 +50,7 @@ def plant(root: Path, module: str, line: str) -> None:
 def test_the_package_keeps_its_contracts(package: Path) -> None:
     found = lint(package)
     assert found.returncode == 0, found.stdout + found.stderr
-    assert "Contracts: 2 kept, 0 broken." in found.stdout
+    assert "Contracts: 3 kept, 0 broken." in found.stdout
 
 
 @pytest.mark.parametrize(
@@ -74,6 +74,12 @@ def test_the_package_keeps_its_contracts(package: Path) -> None:
             "from poppy_django.authority import keys",
             "poppy_django.desk.queue -> poppy_django.authority.keys",
         ),
+        # The issuer reaching into Operations instead of through the core's seam.
+        (
+            "poppy_django.authority.take_down",
+            "from poppy_django.operations import service",
+            "poppy_django.authority.take_down -> poppy_django.operations.service",
+        ),
         # A circle inside one layer: the leases importing what imports them.
         (
             "poppy_django.engine.leases",
@@ -81,7 +87,7 @@ def test_the_package_keeps_its_contracts(package: Path) -> None:
             "No cycles are allowed in poppy_django.engine",
         ),
     ],
-    ids=["upward", "into-a-part", "part-to-part", "circle"],
+    ids=["upward", "into-a-part", "part-to-part", "issuer-to-operations", "circle"],
 )
 def test_a_planted_import_is_refused(package: Path, module: str, line: str, refusal: str) -> None:
     plant(package, module, line)
