@@ -14,9 +14,11 @@ class PoppyDjangoConfig(AppConfig):
         its own settings when asked). Imported here because Django imports this module
         before the models are ready."""
         from django.core.signals import request_started
+        from django.db.backends.signals import connection_created
 
         # Here, not at the top: Django imports this module before the models are ready.
         from poppy_django import checks, handoff, observe
+        from poppy_django.api import wire_errors
         from poppy_django.asgi import PoppyBodyLimit
         from poppy_django.desk import seams as desk
         from poppy_django.engine import executors, recovery
@@ -32,5 +34,6 @@ class PoppyDjangoConfig(AppConfig):
         recovery.register_recovery("overdue handoffs", lambda stop: handoff.return_overdue())
         observe.withhold_user_text_in_logs()
         pool_warnings.install()  # psycopg_pool's warnings once a streak (a database down)
+        connection_created.connect(wire_errors.database_answers, dispatch_uid="poppy_db_again")
         sdk.at_start()
         request_started.connect(executors.recover_on_request, dispatch_uid="poppy_recovery")

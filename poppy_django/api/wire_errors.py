@@ -105,6 +105,12 @@ def wire_error_response(
     return error_response("server_error", hint)
 
 
+def database_answers(**kwargs: Any) -> None:
+    """Django connected to the database (``connection_created``): requests' streak of
+    meeting it out of reach, if one is open, ends ("requests reaching database works again")."""
+    streaks.succeeded("database")
+
+
 def unavailable_response(out_of_reach: Unavailable, exc: BaseException) -> HttpResponseBase:
     """``503 temporarily_unavailable`` naming the dependency, with ``Retry-After``; the
     cause logged with the server's words once a streak (not a line per request)."""

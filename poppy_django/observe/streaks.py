@@ -90,8 +90,10 @@ class Streak:
 
 class Streaks:
     """One :class:`Streak` per dependency (``what`` has a ``{}`` for its name): requests
-    meeting an outage, logged once a streak per dependency. A request never learns that the
-    dependency came back, so only the repeats are bounded (one line per ``repeat``)."""
+    meeting an outage, logged once a streak per dependency. A failing request never learns
+    that the dependency came back: whoever does says so (:meth:`succeeded`; the database's
+    new connections, through Django's ``connection_created``), else only the repeats are
+    bounded (one line per ``repeat``)."""
 
     def __init__(self, logger: logging.Logger, what: str, repeat: float = REPEAT_SECONDS) -> None:
         self.logger = logger
@@ -107,3 +109,9 @@ class Streaks:
                 streak = Streak(self.logger, self.what.format(dependency), self.repeat)
                 self._streaks[dependency] = streak
         streak.failed(exc, hint)
+
+    def succeeded(self, dependency: str) -> None:
+        """``dependency`` answers again: its streak, if any, ends (said once)."""
+        streak = self._streaks.get(dependency)  # a dict read: called at every connection
+        if streak is not None and streak.failing:
+            streak.succeeded()

@@ -150,11 +150,19 @@ def test_the_desk_with_the_database_away_is_a_readable_503() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_endpoint_with_the_database_away_is_a_json_503() -> None:
+def test_the_endpoint_with_the_database_away_is_a_json_503(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     agent = PersonalAgent()
     agent.client = Client(raise_request_exception=False)
-    with database_away():
+    with caplog.at_level(logging.INFO, logger="poppy_django.views"), database_away():
         answer = agent.post("", agent.message("hello"))
+    with caplog.at_level(logging.INFO, logger="poppy_django.views"):
+        assert agent.post("", agent.message("hello again")).status_code == 201
+    # The requests' streak: told when it began, and when the database answered again.
+    told = [r.getMessage() for r in caplog.records if r.name == "poppy_django.views"]
+    assert told[0].startswith("poppy: requests reaching database failed: ")
+    assert told[-1].startswith("poppy: requests reaching database works again, after ")
     assert answer.status_code == 503 and answer["Retry-After"] == "5"
     assert answer.json()["error"] == "temporarily_unavailable"
     assert answer.json()["error_description"].startswith("The database is unreachable.")
