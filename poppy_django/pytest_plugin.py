@@ -12,12 +12,16 @@ Django's ``TestCase`` classes need none of this (pytest-django runs them as they
   runs its database work on asgiref's one thread for thread-sensitive calls, not on the
   thread holding pytest-django's transaction, so it commits and is flushed after the test.
   That thread's connections are closed when the test ends: none is left open for the test
-  database's teardown (PostgreSQL refuses to drop a database in use).
+  database's teardown (PostgreSQL refuses to drop a database in use);
+- ``use_model``: ``use_model(model)`` has every turn of the test answered by ``model`` from
+  then on, on whichever thread it runs (:func:`~poppy_django.testing.turn_model`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from typing import Any
 
 import pytest
 from asgiref.sync import SyncToAsync
@@ -27,6 +31,7 @@ from poppy_django.testing import (
     AsyncPersonalAgentClient,
     PersonalAgentClient,
     poppy_test_settings,
+    turn_model,
 )
 
 
@@ -52,3 +57,11 @@ def async_personal_agent(
     # The thread asgiref runs thread-sensitive calls on when no sync caller lends its own
     # (an event loop a pytest plugin started): its connections, opened by the test's requests.
     SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+
+
+@pytest.fixture
+def use_model() -> Iterator[Callable[[Any], None]]:
+    """``use_model(model)``: the test's turns use ``model`` from then on (a later call's
+    model takes over), on the engine's threads too, until the test ends."""
+    with ExitStack() as stack:
+        yield lambda model: stack.enter_context(turn_model(model))

@@ -37,6 +37,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS
 from django.test import AsyncClient, Client, TestCase, override_settings
 
+from poppy_django.agent import model_choice
 from poppy_django.agent.model_api import AsyncTurnModel, TurnModel
 from poppy_django.agent.model_choice import model_in_use
 from poppy_django.agent.runtime import resolve_actor, roles_of
@@ -123,6 +124,21 @@ def _turn_model(model: Any) -> TurnModel | AsyncTurnModel:
     from poppy_django.agent.llm import PydanticAIModel
 
     return PydanticAIModel(model)
+
+
+@contextmanager
+def turn_model(model: Any) -> Iterator[None]:
+    """Every turn this process runs while the block lasts uses ``model`` (a pydantic-ai model
+    such as ``TestModel`` or ``FunctionModel``, or a turn model), on whichever thread runs it:
+    for a test whose turns the in-process engine runs on its own threads. (Turns a test
+    answers itself take theirs from :func:`answer_turns`.)"""
+    models = model_choice.process_models
+    chosen = _turn_model(model)
+    models.append(chosen)
+    try:
+        yield
+    finally:
+        models.remove(chosen)
 
 
 def answer_turns(*, model: Any = None) -> dict[str, list[str]]:
@@ -486,4 +502,5 @@ __all__ = [
     "call_tool",
     "poppy_test_settings",
     "tool_context",
+    "turn_model",
 ]

@@ -19,6 +19,17 @@ SCRIPTED_WITH_RULES = "scripted:"
 model_in_use: ContextVar[TurnModel | AsyncTurnModel | None] = ContextVar(
     "poppy_model_in_use", default=None
 )
+#: Models that answer every turn of the process, on whichever thread it runs, the newest
+#: first (:func:`poppy_django.testing.turn_model`: a test whose turns the engine runs).
+process_models: list[TurnModel | AsyncTurnModel] = []
+
+
+def model_under_test() -> TurnModel | AsyncTurnModel | None:
+    """A test's own model for the turn starting here, if a test set one."""
+    in_use = model_in_use.get()
+    if in_use is not None:
+        return in_use
+    return process_models[-1] if process_models else None
 
 
 def is_scripted(model_name: str) -> bool:

@@ -69,7 +69,7 @@ class Running(Protocol):
 def model_for(agent_name: str) -> TurnModel | AsyncTurnModel:
     """The model a setting names for this agent: no code change to switch (a test's own
     model, where one is in use)."""
-    in_use = model_choice.model_in_use.get()
+    in_use = model_choice.model_under_test()
     if in_use is not None:
         return in_use
     return build_model(poppy_settings.MODELS.get(agent_name, poppy_settings.MODEL))

@@ -20,7 +20,7 @@ from poppy_django.agent.llm import PydanticAIModel
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.scripted import ScriptedModel
 from poppy_django.conf import DEFAULT_TEXTS
-from poppy_django.engine import deltas, transitions, turns
+from poppy_django.engine import deltas, transitions
 from poppy_django.engine import loop as engine
 from poppy_django.models import Conversation, Status
 from tests.agents import PersonalAgent, messages
@@ -63,11 +63,11 @@ class GatedModel:
 
 
 def test_turns_wait_for_their_model_together_without_a_thread_each(
-    agent: PersonalAgent, settings, monkeypatch
+    use_model, agent: PersonalAgent, settings, monkeypatch
 ):
     settings.POPPY = {**settings.POPPY, "EXECUTOR_THREADS": 2, "TURNS_IN_FLIGHT": 50}
     model = GatedModel()
-    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    use_model(model)
     started = [agent.start(f"hello {n}").json()["conversation_id"] for n in range(30)]
     # Thirty turns await their model at once on two database threads.
     eventually(lambda: model.waiting == 30)
@@ -78,11 +78,11 @@ def test_turns_wait_for_their_model_together_without_a_thread_each(
 
 
 def test_past_the_bound_turns_wait_for_a_place_and_all_are_answered(
-    agent: PersonalAgent, settings, monkeypatch
+    use_model, agent: PersonalAgent, settings, monkeypatch
 ):
     settings.POPPY = {**settings.POPPY, "TURNS_IN_FLIGHT": 3}
     model = GatedModel()
-    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    use_model(model)
     started = [agent.start(f"hello {n}").json()["conversation_id"] for n in range(8)]
     eventually(lambda: model.waiting == 3)
     running = engine.current()
@@ -95,12 +95,12 @@ def test_past_the_bound_turns_wait_for_a_place_and_all_are_answered(
 
 
 def test_a_celery_task_waits_for_a_place_before_it_returns(
-    agent: PersonalAgent, settings, monkeypatch
+    use_model, agent: PersonalAgent, settings, monkeypatch
 ):
     """While the engine is full the task does not return: its worker takes no more messages."""
     settings.POPPY = {**settings.POPPY, "TURNS_IN_FLIGHT": 1}
     model = GatedModel()
-    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    use_model(model)
     first = agent.start("first").json()["conversation_id"]
     eventually(lambda: model.waiting == 1)
     from tests.turn_control import dispatch_lost
@@ -139,11 +139,11 @@ class HangsOrAnswers:
 
 
 def test_a_turn_past_its_limit_is_cancelled_and_its_neighbours_go_on(
-    agent: PersonalAgent, settings, monkeypatch
+    use_model, agent: PersonalAgent, settings, monkeypatch
 ):
     settings.POPPY = {**settings.POPPY, "TURN_TIMEOUT_SECONDS": 2.0}
     model = HangsOrAnswers()
-    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    use_model(model)
     hung = agent.start("hang").json()["conversation_id"]
     neighbours = [agent.start(f"#slow {n}").json()["conversation_id"] for n in range(3)]
     for conversation_id in neighbours:
@@ -154,7 +154,7 @@ def test_a_turn_past_its_limit_is_cancelled_and_its_neighbours_go_on(
 
 
 def test_a_turn_whose_connection_the_server_ended_commits_on_a_fresh_one(
-    agent: PersonalAgent, settings, monkeypatch
+    use_model, agent: PersonalAgent, settings, monkeypatch
 ):
     """PostgreSQL restarted while a turn awaits its model: the connection the engine's
     database thread keeps is ended by the server ("terminating connection due to
@@ -163,7 +163,7 @@ def test_a_turn_whose_connection_the_server_ended_commits_on_a_fresh_one(
     # One database thread: the commit runs on the connection the turn's start left open.
     settings.POPPY = {**settings.POPPY, "EXECUTOR_THREADS": 1}
     model = GatedModel()
-    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    use_model(model)
     conversation_id = agent.start("hello").json()["conversation_id"]
     eventually(lambda: model.waiting == 1, what="the turn awaiting its model")
     with connection.cursor() as cursor:  # every other session of this database, ended
@@ -177,7 +177,9 @@ def test_a_turn_whose_connection_the_server_ended_commits_on_a_fresh_one(
     assert reply_of(agent, conversation_id) == "done: hello"
 
 
-def test_a_provider_failing_mid_stream_ends_that_turn_alone(agent: PersonalAgent, monkeypatch):
+def test_a_provider_failing_mid_stream_ends_that_turn_alone(
+    use_model, agent: PersonalAgent, monkeypatch
+):
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
         prompt = str(messages[-1].parts[-1].content)  # type: ignore[union-attr]
         yield "Half "
@@ -187,7 +189,7 @@ def test_a_provider_failing_mid_stream_ends_that_turn_alone(agent: PersonalAgent
         yield "and whole."
 
     model = PydanticAIModel(FunctionModel(stream_function=stream))
-    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    use_model(model)
     broken = agent.start("break").json()["conversation_id"]
     fine = [agent.start(f"fine {n}").json()["conversation_id"] for n in range(3)]
     assert reply_of(agent, broken) == FAILED
@@ -195,9 +197,11 @@ def test_a_provider_failing_mid_stream_ends_that_turn_alone(agent: PersonalAgent
         assert reply_of(agent, conversation_id) == "Half and whole."
 
 
-def test_one_statement_renews_every_lease_the_process_holds(agent: PersonalAgent, monkeypatch):
+def test_one_statement_renews_every_lease_the_process_holds(
+    use_model, agent: PersonalAgent, monkeypatch
+):
     model = GatedModel()
-    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    use_model(model)
     started = [agent.start(f"hello {n}").json()["conversation_id"] for n in range(5)]
     eventually(lambda: model.waiting == 5)
     before = dict(Conversation.objects.filter(pk__in=started).values_list("pk", "lease_expires_at"))
@@ -213,10 +217,10 @@ def test_one_statement_renews_every_lease_the_process_holds(agent: PersonalAgent
 
 
 def test_a_turn_whose_lease_was_taken_over_stops_and_writes_nothing(
-    agent: PersonalAgent, monkeypatch
+    use_model, agent: PersonalAgent, monkeypatch
 ):
     model = GatedModel()
-    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    use_model(model)
     conversation_id = agent.start("hello").json()["conversation_id"]
     eventually(lambda: model.waiting == 1)
     # Another worker took the conversation over (this one stalled past its lease).
@@ -281,7 +285,7 @@ def test_the_desk_gets_a_conversation_s_pieces_joined_once_a_desk_tick():
 
 
 def test_a_streamed_reply_is_published_in_fewer_messages_than_pieces(
-    agent: PersonalAgent, monkeypatch
+    use_model, agent: PersonalAgent, monkeypatch
 ):
     """A model writing piece by piece: the readers get every piece, in order, in fewer
     fan-out messages than pieces, all of them before the reply is committed."""
@@ -307,9 +311,7 @@ def test_a_streamed_reply_is_published_in_fewer_messages_than_pieces(
         for piece in pieces:
             yield piece
 
-    monkeypatch.setattr(
-        turns, "model_for", lambda name: PydanticAIModel(FunctionModel(stream_function=stream))
-    )
+    use_model(FunctionModel(stream_function=stream))
     conversation_id = agent.start("hello").json()["conversation_id"]
     assert reply_of(agent, conversation_id) == "".join(pieces)
     assert "".join(text for batch in sent for _, _, text in batch) == "".join(pieces)

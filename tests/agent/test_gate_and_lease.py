@@ -42,11 +42,11 @@ class RecordingModel:
 
 
 def test_tools_without_a_personal_agent_role_are_never_offered_nor_run(
-    agent: PersonalAgent, settings, monkeypatch
+    use_model, agent: PersonalAgent, settings, monkeypatch
 ):
     support = get_agent("support")
     register(CompanyAgent(name="support", tools=[*support.tools, internal_notes]))
-    monkeypatch.setattr(turns, "build_model", lambda name: RecordingModel())
+    use_model(RecordingModel())
     try:
         conversation_id = agent.start("anything").json()["conversation_id"]
         agent.settled(conversation_id)
@@ -93,11 +93,11 @@ class SlowModel:
 
 
 def test_the_heartbeat_keeps_a_long_turn_the_only_writer(
-    agent: PersonalAgent, settings, monkeypatch
+    use_model, agent: PersonalAgent, settings, monkeypatch
 ):
     settings.POPPY = {**settings.POPPY, "LEASE_SECONDS": 0.5, "HEARTBEAT_SECONDS": 0.1}
     model = SlowModel()
-    monkeypatch.setattr(turns, "build_model", lambda name: model)
+    use_model(model)
     conversation_id = agent.start("take your time").json()["conversation_id"]
 
     def lease_expiry() -> datetime | None:

@@ -16,7 +16,6 @@ from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.scripted import ScriptedModel
 from poppy_django.conf import DEFAULT_TEXTS
 from poppy_django.desk import decisions
-from poppy_django.engine import turns
 from poppy_django.fanout.listening import waiting_readers
 from poppy_django.models import ActionRecord, ActionStatus, Conversation, Status
 from tests.agents import PersonalAgent, messages
@@ -30,10 +29,6 @@ FAILED = DEFAULT_TEXTS["failed_turn"]
 
 def company(events: list[dict]) -> list[dict]:
     return [m for m in messages(events) if m["role"] == "company"]
-
-
-def use_model(monkeypatch: pytest.MonkeyPatch, model: Any) -> None:
-    monkeypatch.setattr(turns, "build_model", lambda name: model)
 
 
 def stream_until_idle(pa: PersonalAgent, conversation_id: str) -> list[Any]:
@@ -79,10 +74,12 @@ class HungModel:
                 self.after.append(type(exc).__name__)
 
 
-def test_a_hung_model_is_abandoned_at_the_time_limit(acct1: PersonalAgent, settings, monkeypatch):
+def test_a_hung_model_is_abandoned_at_the_time_limit(
+    use_model, acct1: PersonalAgent, settings, monkeypatch
+):
     settings.POPPY = {**settings.POPPY, "TURN_TIMEOUT_SECONDS": 1.0}
     hung = HungModel()
-    use_model(monkeypatch, hung)
+    use_model(hung)
     conversation_id = acct1.start("hello?").json()["conversation_id"]
     try:
         frames = stream_until_idle(acct1, conversation_id)
@@ -99,7 +96,7 @@ def test_a_hung_model_is_abandoned_at_the_time_limit(acct1: PersonalAgent, setti
     assert not ActionRecord.objects.filter(conversation_id=conversation_id).exists()
     assert Conversation.objects.get(pk=conversation_id).status == Status.IDLE
     # The conversation goes on.
-    monkeypatch.setattr(turns, "build_model", lambda name: ScriptedModel())
+    use_model(ScriptedModel())
     acct1.send(conversation_id, "still there?")
     assert company(acct1.settled(conversation_id))[-1]["text"] == "You said: still there?"
 
@@ -130,10 +127,7 @@ def _unknown_agent(settings, monkeypatch) -> None:
 
 
 def _model_construction(settings, monkeypatch) -> None:
-    def cannot_build(name: str) -> Any:
-        raise RuntimeError("no such model")
-
-    monkeypatch.setattr(turns, "build_model", cannot_build)
+    settings.POPPY = {**settings.POPPY, "MODELS": {"support": "no-such-provider:model"}}
 
 
 def _tool(settings, monkeypatch) -> None:
@@ -208,9 +202,11 @@ class TimedModel:
         self.ran[text] = (started, time.monotonic())
 
 
-def test_a_parents_turn_waits_for_a_turn_of_its_direct(acct1: PersonalAgent, monkeypatch):
+def test_a_parents_turn_waits_for_a_turn_of_its_direct(
+    use_model, acct1: PersonalAgent, monkeypatch
+):
     model = TimedModel()
-    use_model(monkeypatch, model)
+    use_model(model)
     parent = acct1.start("hello").json()["conversation_id"]
     acct1.settled(parent)
     opened = acct1.start("#slow please", parent_conversation_id=parent)
@@ -244,8 +240,8 @@ class SpeaksThenNeedsAScope:
         call_tool("list_orders", {})
 
 
-def test_pieces_before_a_refused_call_are_written(agent: PersonalAgent, monkeypatch):
-    use_model(monkeypatch, SpeaksThenNeedsAScope())
+def test_pieces_before_a_refused_call_are_written(use_model, agent: PersonalAgent, monkeypatch):
+    use_model(SpeaksThenNeedsAScope())
     conversation_id = agent.start("my orders").json()["conversation_id"]
     frames = stream_until_idle(agent, conversation_id)
     stored = [f.json() for f in frames if f.event == "message"]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.scripted import ScriptedModel
-from poppy_django.engine import loop, turns
+from poppy_django.engine import loop
 from poppy_django.models import AgentThread, AgentThreadEntry, Conversation
 from tests.agents import PersonalAgent, messages
 from tests.turn_control import dispatch_lost, engine_queries
@@ -28,9 +29,9 @@ class RecordingModel:
 
 
 @pytest.fixture
-def recording(monkeypatch: pytest.MonkeyPatch) -> type[RecordingModel]:
+def recording(use_model: Callable[[Any], None]) -> type[RecordingModel]:
     RecordingModel.seen = []
-    monkeypatch.setattr(turns, "model_for", lambda name: RecordingModel())
+    use_model(RecordingModel())
     return RecordingModel
 
 

@@ -10,7 +10,6 @@ import pytest
 from example_project.shop.agent import STORE_HOURS
 from example_project.shop.models import Order
 from poppy_django.agent.scripted import ScriptedModel
-from poppy_django.engine import turns
 from poppy_django.models import ActionRecord, AgentThread, Conversation
 from poppy_django.verifier import Actor
 from poppy_django.verifier.fake import fake_authorization
@@ -230,9 +229,9 @@ class RecordingModel:
         await ScriptedModel().run(turn, call_tool, emit_text)
 
 
-def test_a_turn_gets_the_page_context(agent, monkeypatch):
+def test_a_turn_gets_the_page_context(use_model, agent, monkeypatch):
     RecordingModel.seen = []
-    monkeypatch.setattr(turns, "model_for", lambda name: RecordingModel())
+    use_model(RecordingModel())
     conversation_id = quiet_start(agent, locale="en-GB", time_zone="Europe/London")
     agent.send(conversation_id, "hello", sender="human", context={"user_available": True})
     events = agent.settled(conversation_id)
@@ -256,9 +255,9 @@ def test_a_turn_gets_the_page_context(agent, monkeypatch):
     ]
 
 
-def test_the_page_context_says_when_signed_in(acct1, monkeypatch):
+def test_the_page_context_says_when_signed_in(use_model, acct1, monkeypatch):
     RecordingModel.seen = []
-    monkeypatch.setattr(turns, "model_for", lambda name: RecordingModel())
+    use_model(RecordingModel())
     converse(acct1, "hello")
     assert RecordingModel.seen[0]["poppy"]["signed_in"] is True
     assert RecordingModel.seen[0]["poppy"]["sender"] == "agent"
