@@ -182,13 +182,15 @@ async def _step(running: Running, function: Callable[P, T], *args: P.args, **kwa
 
 async def _fail(running: Running, slot: TurnSlot, owner: str, error: str) -> None:
     """The failed-turn message. If the database cannot take it even on a fresh connection,
-    the turn is still counted as failed (its ``turn_failed`` moment, at once) and the error
-    raised: the conversation stays working under its lease, which the recovery sweep takes
-    up once the lease expires, answering the message then."""
+    or comes back only after the lease has passed to another worker (the step waited out
+    the outage on the pool while its renewals failed), the turn is still counted as failed
+    (its ``turn_failed`` moment, at once) and the error raised: the conversation stays
+    working under its lease, which the recovery sweep takes up once the lease expires,
+    answering the message then."""
     try:
         await _step(running, fail, slot, owner, error)
-    except DatabaseError as exc:
-        if _out_of_reach(exc):
+    except (DatabaseError, LeaseLost) as exc:
+        if isinstance(exc, LeaseLost) or _out_of_reach(exc):
             observe.moment(
                 "turn_failed",
                 signals.turn_failed,
