@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -201,32 +201,51 @@ def request_served(route: str, method: str, status: int, seconds: float, code: s
 # -- read off the collection (observe.readings), returned by the callbacks ------------------
 
 
+#: Seconds each statement of the database's gauges may run (PostgreSQL's
+#: ``statement_timeout``, for their transaction only): a read stuck behind a lock or on a
+#: table too big for its interval fails and says why, instead of holding its thread past the
+#: next read.
+GAUGE_STATEMENT_TIMEOUT = 5.0
+
+
+def _bound_statements() -> None:
+    """Set :data:`GAUGE_STATEMENT_TIMEOUT` for the current transaction (PostgreSQL only)."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        timeout = f"{GAUGE_STATEMENT_TIMEOUT * 1000:.0f}ms"
+        cursor.execute("SELECT set_config('statement_timeout', %s, true)", [timeout])
+
+
 def _read_database() -> dict[str, Any]:
-    """The database's gauges, in one go on the reading thread (its connection let go after:
-    one read per interval, none kept open between them). The models are imported here: the
+    """The database's gauges, in one go on the reading thread, in one transaction whose
+    statements are bounded (:data:`GAUGE_STATEMENT_TIMEOUT`); its connection let go after:
+    one read per interval, none kept open between them. The models are imported here: the
     settings' LOGGING imports this package before Django's app registry is ready."""
     from django.db.models import Count, Min, Q
 
     from poppy_django.models import Conversation, Status
 
     try:
-        by_status = dict(
-            Conversation.objects.order_by().values_list("status").annotate(count=Count("id"))
-        )
-        queued = Conversation.objects.filter(status=Status.QUEUED).aggregate(
-            waiting=Count("id"), oldest=Min("handoff_requested_at")
-        )
-        # Working with no live writer for longer than a turn may last plus a lease: every one
-        # of them is a turn that nothing is answering.
-        now = timezone.now()
-        bound = timedelta(
-            seconds=poppy_settings.TURN_TIMEOUT_SECONDS + poppy_settings.LEASE_SECONDS
-        )
-        stuck = Conversation.objects.filter(
-            Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now),
-            status=Status.WORKING,
-            updated_at__lt=now - bound,
-        ).count()
+        with transaction.atomic():
+            _bound_statements()
+            by_status = dict(
+                Conversation.objects.order_by().values_list("status").annotate(count=Count("id"))
+            )
+            queued = Conversation.objects.filter(status=Status.QUEUED).aggregate(
+                waiting=Count("id"), oldest=Min("handoff_requested_at")
+            )
+            # Working with no live writer for longer than a turn may last plus a lease: every
+            # one of them is a turn that nothing is answering.
+            now = timezone.now()
+            bound = timedelta(
+                seconds=poppy_settings.TURN_TIMEOUT_SECONDS + poppy_settings.LEASE_SECONDS
+            )
+            stuck = Conversation.objects.filter(
+                Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now),
+                status=Status.WORKING,
+                updated_at__lt=now - bound,
+            ).count()
     finally:
         if not connection.in_atomic_block:
             connection.close()
