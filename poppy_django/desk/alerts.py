@@ -48,7 +48,7 @@ def summary() -> Summary:
         waiting=[
             Waiting(
                 id=row.id,
-                who=wording.who(row.account_id, row.user_id),
+                who=wording.who(row),
                 said=wording.first_words(row.said),
                 since=row.handoff_requested_at.isoformat() if row.handoff_requested_at else "",
                 assignee=row.assignee,

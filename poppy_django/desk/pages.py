@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET
 from poppy_django import ids, service
 from poppy_django.conf import poppy_settings
 from poppy_django.desk import (
+    customers,
     decisions,
     macros,
     parameters,
@@ -95,7 +96,7 @@ def conversation_page(
     window = list(newest_first[: size + 1])
     shown = window[:size][::-1]
     page_url = routes.url(admin_site, routes.CONVERSATION, conversation.id)
-    title = f"Conversation with {wording.who(conversation.account_id, conversation.user_id)}"
+    title = f"Conversation with {wording.who(conversation)}"
     context = page_context(request, admin_site, title)
     private = service.desk_events(conversation.id)
     me = request.user.get_username()
@@ -115,6 +116,13 @@ def conversation_page(
         running=list(decisions.running(conversation.id)),
         actions=action_log(conversation.id),
         directs=list(conversation.direct_conversations.order_by("created_at")),
+        customer_name=customers.name(conversation),
+        earlier=list(
+            customers.others(conversation).annotate(last_said=queue.last_said())[
+                : customers.EARLIER_SHOWN + 1
+            ]
+        ),
+        earlier_shown=customers.EARLIER_SHOWN,
         page_url=page_url,
         stream_url=routes.url(admin_site, routes.CONVERSATION_STREAM, conversation.id),
         events_url=routes.url(admin_site, routes.EVENTS, conversation.id),

@@ -12,6 +12,7 @@ from datetime import datetime
 from django.db.models import Exists, OuterRef
 from django.utils import formats, timezone
 
+from poppy_django.desk import customers
 from poppy_django.models import Conversation, Responder, Status
 from poppy_django.store import lifecycle
 
@@ -50,10 +51,16 @@ def why(conversation: Conversation) -> str:
     return ""
 
 
-def who(account_id: str | None, user_id: str) -> str:
-    """Whom the conversation is with: the signed-in account, else the pairwise User id."""
-    if account_id:
-        return f"account {account_id}"
+def who(conversation: Conversation) -> str:
+    """Whom the conversation is with: the customer's name where it is known
+    (:func:`poppy_django.desk.customers.name`), else the signed-in account, else the
+    pairwise User id."""
+    known = customers.name(conversation)
+    if known:
+        return known
+    if conversation.account_id:
+        return f"account {conversation.account_id}"
+    user_id = conversation.user_id
     return f"user {user_id[:12]}…" if len(user_id) > 13 else f"user {user_id}"
 
 

@@ -19,8 +19,9 @@ def desk_status(conversation: Conversation) -> str:
 
 @register.filter
 def desk_who(conversation: Conversation) -> str:
-    """``{{ conversation|desk_who }}``: the account, else the pairwise User."""
-    return wording.who(conversation.account_id, conversation.user_id)
+    """``{{ conversation|desk_who }}``: the customer's name, else the account, else the
+    pairwise User."""
+    return wording.who(conversation)
 
 
 @register.filter
