@@ -22,8 +22,9 @@ class PoppyDjangoConfig(AppConfig):
         from poppy_django.asgi import PoppyBodyLimit
         from poppy_django.desk import seams as desk
         from poppy_django.engine import executors, recovery
+        from poppy_django.fanout import publishing
         from poppy_django.mcp import seams as mcp
-        from poppy_django.observe import pool_warnings, sdk
+        from poppy_django.observe import pool_warnings, sdk, streaks
         from poppy_django.operations import seams as operations
 
         checks.register(body_limit=PoppyBodyLimit)
@@ -34,6 +35,8 @@ class PoppyDjangoConfig(AppConfig):
         recovery.register_recovery("overdue handoffs", lambda stop: handoff.return_overdue())
         observe.withhold_user_text_in_logs()
         pool_warnings.install()  # psycopg_pool's warnings once a streak (a database down)
+        # Redis away: its unpublished wake-ups and events once a streak, not one per message.
+        publishing.report_failures_to(streaks.Streak(publishing.logger, "publishing on Redis"))
         connection_created.connect(wire_errors.database_answers, dispatch_uid="poppy_db_again")
         sdk.at_start()
         request_started.connect(executors.recover_on_request, dispatch_uid="poppy_recovery")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import transaction
 from django_eventstream import send_event
@@ -30,6 +30,40 @@ NUDGE = "poppy.nudge"
 DELTA = "poppy.delta"
 #: The type of a change only staff see (a private note, a take-over, an assignment).
 DESK_NEWS = "poppy.desk"
+
+
+class Failures(Protocol):
+    """What is told of each publish: Redis away is logged once a streak, not at every nudge
+    (a Redis stopped under a busy process wrote a warning and a traceback per message)."""
+
+    def failed(self, exc: BaseException, hint: str | None = None) -> None: ...
+
+    def succeeded(self) -> None: ...
+
+
+#: Told of each publish's outcome (:func:`report_failures_to`, from the app's ``ready()``:
+#: the fan-out sits below ``poppy_django.observe``, which logs streaks).
+_failures: Failures | None = None
+#: Said with the first failure of a streak: why losing the nudges meanwhile is no loss.
+LOSS_HINT = "readers and the desk re-read the database; nothing is lost"
+
+
+def report_failures_to(failures: Failures | None) -> None:
+    """Publishing's failures go to ``failures`` from now on (None: a warning for each)."""
+    global _failures
+    _failures = failures
+
+
+def _failed(exc: Exception, what: str) -> None:
+    if _failures is None:
+        logger.warning("poppy: could not publish %s", what, exc_info=exc)
+    else:
+        _failures.failed(exc, LOSS_HINT)
+
+
+def _published() -> None:
+    if _failures is not None:
+        _failures.succeeded()
 
 
 def desk_channel() -> str:
@@ -48,12 +82,18 @@ def _send(
     event_type: str,
     data: dict[str, Any],
 ) -> None:
-    """``publish`` (the bus for readers, ``send_event`` for browsers), never failing a write."""
+    """``publish`` (the bus for readers, ``send_event`` for browsers), never failing a write.
+    Only the bus's publish ends a streak of failures: it reaches the Redis of the setting as
+    it is now, while django-eventstream's client may publish in-process (its setting read
+    once, at its import)."""
     try:
         publish(channel, event_type, data)
-    except Exception:
+    except Exception as exc:
         # A lost nudge is recovered by the readers' watchdog; never fail a write.
-        logger.warning("poppy: could not publish %s on %s", event_type, channel, exc_info=True)
+        _failed(exc, f"{event_type} on {channel}")
+    else:
+        if publish is bus.publish:
+            _published()
 
 
 def nudge_on_commit(conversation_id: str, last_seq: int, summary: dict[str, Any]) -> None:
@@ -101,8 +141,10 @@ def publish_deltas_to_readers(deltas: Sequence[tuple[str, str, str]]) -> None:
         return
     try:
         bus.publish_many(items)
-    except Exception:
-        logger.warning("poppy: could not publish %d text deltas", len(items), exc_info=True)
+    except Exception as exc:
+        _failed(exc, f"{len(items)} text deltas")
+    else:
+        _published()
 
 
 def publish_deltas_to_desk(deltas: Sequence[tuple[str, str, str]]) -> None:

@@ -305,12 +305,17 @@ def test_redis_stopped(site: Cluster, front: str) -> None:
     eventually(
         lambda: httpx.get(f"{front}/health/ready", timeout=20).status_code == 200, timeout=60
     )
+    watch.send()  # its wake-up is published: the web process's streak ends
     watch.settle()
     assert {"cache", "redis", "broker"} <= {c for _, _, failing in watch.readiness for c in failing}
     # Kept, and answered by the recovery sweep once the broker is back.
     assert {sent.statuses[0] for sent in watch.sent} == {201}
     web_log = watch.logged_since_fault("front")
     assert "could not hand" in web_log and "Connection refused" in web_log
+    # The messages' unpublished wake-ups: one warning for the outage, one line at its end.
+    assert web_log.count("publishing on Redis failed") == 1, web_log[-3000:]
+    assert "could not publish" not in web_log
+    assert "publishing on Redis works again" in web_log
     assert "PoppyRedisUnreachable" in watch.alerts, watch.alerts
     _finish(watch)
 
