@@ -17,9 +17,17 @@ from poppy_django.desk import wording
 from poppy_django.models import DeskEvent, DeskEventKind, Event, EventType
 
 _AUTHORIZATION = {
-    "sign_in_required": "The User must sign in",
-    "insufficient_scope": "The personal agent needs another permission",
+    "sign_in_required": "The customer must sign in",
+    "insufficient_scope": "The customer's agent needs another permission",
 }
+#: Who wrote a message, in staff's words. The customer's side is a personal agent writing
+#: for its User: what it relays is the customer's ("Customer"); a message with no text (data
+#: or context only) is the agent acting by itself ("Customer's agent"); the User writing
+#: themselves is "Customer (in person)".
+CUSTOMER = "Customer"
+CUSTOMERS_AGENT = "Customer's agent"
+CUSTOMER_IN_PERSON = "Customer (in person)"
+COMPANY_AGENT = "Company Agent"
 #: Events per page of the transcript, in the page and in its JSON.
 EVENTS_PAGE = 200
 #: Longest JSON shown for a message's other data.
@@ -133,15 +141,15 @@ def _describe(type: str, payload: Any, by: str) -> tuple[str, str, str, list[str
         words = _AUTHORIZATION.get(error, error)
         scope = payload.get("scope")
         details = [f"{error}" + (f", scope {scope}" if scope else "")]
-        return "system", "Authorization request", words, details, None
+        return "system", "Sign-in or permission asked", words, details, None
     if type == EventType.USER_REQUESTED:
-        text = f"Asked the personal agent to bring the User: {payload.get('reason', '')}"
+        text = f"Asked for the customer in person: {payload.get('reason', '')}"
         return "system", by or "Support", text, [], None
     if type in (EventType.DIRECT_OPENED, EventType.DIRECT_CLOSED):
         opened = type == EventType.DIRECT_OPENED
-        words = "Direct Conversation opened" if opened else "Direct Conversation closed"
+        words = "The customer came in person" if opened else "The in-person conversation ended"
         target = payload.get("conversation_id")
-        return "system", "Direct Conversation", words, [], str(target) if target else None
+        return "system", "In person", words, [], str(target) if target else None
     return "system", type, _json(payload), [], None
 
 
@@ -154,9 +162,11 @@ def _message(message: Any, by: str) -> tuple[str, str, str, list[str]]:
     if role == "company" and sender == "human":
         kind, who = "human", f"{by or 'Support'} (person)"
     elif role == "company":
-        kind, who = "company", "Company Agent"
+        kind, who = "company", COMPANY_AGENT
+    elif sender == "human":
+        kind, who = "user", CUSTOMER_IN_PERSON
     else:
-        kind, who = "user", "User (in person)" if sender == "human" else "Personal agent"
+        kind, who = "user", CUSTOMER if _text(message.get("text")) else CUSTOMERS_AGENT
     details: list[str] = []
     raw_data = message.get("data")
     data = dict(raw_data) if isinstance(raw_data, dict) else {}

@@ -222,7 +222,7 @@ def test_one_person_answers_a_customer(site: Site, team: tuple[Staff, Staff]) ->
     )
     second.page.keyboard.press("Control+Enter")
     second.page.wait_for_selector("[data-changed]:not([hidden])")
-    assert f"Personal agent: {late}" in second.page.text_content("[data-changed]")
+    assert f"Customer: {late}" in second.page.text_content("[data-changed]")
     assert second.page.input_value("#poppy-reply-text") == reply
     assert not any(m.get("text") == reply for m in messages(agent.all_events(conversation_id)))
     fresh(second)

@@ -23,7 +23,22 @@ def test_messages_say_who_wrote_what() -> None:
     user = describe(
         event("message", {"message": {"id": "m", "role": "user", "sender": "agent", "text": "hi"}})
     )
-    assert (user.who, user.kind, user.text) == ("Personal agent", "user", "hi")
+    assert (user.who, user.kind, user.text) == ("Customer", "user", "hi")
+    # No text: the customer's agent acting by itself (a context update, data).
+    acting = describe(
+        event(
+            "message",
+            {
+                "message": {
+                    "id": "m",
+                    "role": "user",
+                    "sender": "agent",
+                    "context": {"locale": "fr"},
+                }
+            },
+        )
+    )
+    assert (acting.who, acting.text) == ("Customer's agent", "(context only)")
     person = describe(
         event(
             "message",
@@ -35,7 +50,7 @@ def test_messages_say_who_wrote_what() -> None:
     in_person = describe(
         event("message", {"message": {"id": "m", "role": "user", "sender": "human", "text": "me"}})
     )
-    assert in_person.who == "User (in person)"
+    assert in_person.who == "Customer (in person)"
 
 
 def test_components_and_actions_by_their_text() -> None:
@@ -104,12 +119,13 @@ def test_state_changes_authorization_and_requests() -> None:
     assert joined.text == "With a person (by sam)" and joined.kind == "state"
     assert describe(event("state", {"status": "closed", "responder": "agent"})).text == "Closed"
     auth = describe(event("authorization", {"error": "insufficient_scope", "scope": "poppy:write"}))
-    assert auth.who == "Authorization request" and auth.details == [
+    assert auth.text == "The customer's agent needs another permission"
+    assert auth.who == "Sign-in or permission asked" and auth.details == [
         "insufficient_scope, scope poppy:write"
     ]
     asked = describe(event("user_requested", {"reason": "confirm"}, {"by": "kim"}))
-    assert asked.who == "kim" and asked.text.endswith("confirm")
+    assert (asked.who, asked.text) == ("kim", "Asked for the customer in person: confirm")
     opened = describe(event("direct_opened", {"conversation_id": "cnv_d"}))
-    assert opened.text == "Direct Conversation opened" and opened.link == "cnv_d"
+    assert opened.text == "The customer came in person" and opened.link == "cnv_d"
     closed = describe(event("direct_closed", {"conversation_id": "cnv_d"}))
-    assert closed.text == "Direct Conversation closed"
+    assert closed.text == "The in-person conversation ended"

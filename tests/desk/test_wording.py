@@ -3,6 +3,7 @@ panels that follow the conversation, and the admin showing them only what they n
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -194,3 +195,43 @@ def test_the_clients_form_says_how_to_pre_register() -> None:
     assert "exactly as its assertions name it" in form
     assert "Pre-registered by staff" in form and "metadata is never fetched" in form
     assert "poppy_chat --print-jwks" in form
+
+
+#: The protocol's words, which staff should never have to translate.
+JARGON = re.compile(
+    r"\b(the User|a User|Request the User|Personal agent|personal agent|Direct Conversation"
+    r"|pairwise|responder|on the wire)\b"
+)
+
+
+def visible_text(html: str) -> str:
+    """What a person reads of a page: no tags, scripts, styles or attributes."""
+    html = re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S)
+    return re.sub(r"<[^>]+>", " ", html)
+
+
+def test_the_desk_speaks_staffs_words_not_the_protocols(desk: Client) -> None:
+    """The conversation's page and the queue, for staff: the customer, their agent, asking
+    for them in person; none of the wire's vocabulary."""
+    customer = PersonalAgent(account_id="acct-3")
+    conversation_id = queued(customer, "Can someone call me?")
+    customer.send(conversation_id, None, context={"locale": "fr"})
+    service.human_joined(conversation_id, by="sam")
+    service.request_user(conversation_id, "to confirm the address", by="sam")
+    page = desk.get(desk_url(conversation_id)).content.decode()
+    text = visible_text(page)
+    assert JARGON.findall(text) == [], JARGON.findall(text)
+    assert "<dt>Agent</dt>" not in page and "<dt>User</dt>" not in page
+    for words in (
+        "Customer's agent",
+        "Signed in as",
+        "Ask for the customer in person",
+        "Ask for the customer",
+        "Asked for the customer in person: to confirm the address",
+    ):
+        assert words in text, words
+    transcript = page.split("data-transcript>")[1].split("</ol>")[0]
+    assert '<span class="poppy-who">Customer</span>' in transcript
+    assert '<span class="poppy-who">Customer&#x27;s agent</span>' in transcript
+    queue_text = visible_text(desk.get(DESK).content.decode())
+    assert JARGON.findall(queue_text) == [] and "Customer's agent" in queue_text

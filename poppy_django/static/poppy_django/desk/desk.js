@@ -484,10 +484,11 @@
         item.setAttribute("data-arrived", event.id || "");
         if (event.type === "message" && event.message) {
           var message = event.message;
-          // The transcript's words for who wrote it.
+          // The transcript's words for who wrote it (desk/transcript.py).
           var who = message.role === "company"
             ? (message.sender === "human" ? "A person" : "Company Agent")
-            : (message.sender === "human" ? "User (in person)" : "Personal agent");
+            : (message.sender === "human" ? "Customer (in person)"
+              : (message.text ? "Customer" : "Customer's agent"));
           item.textContent = who + ": " + (message.text || "(no text)");
         } else if (event.type === "state") {
           item.textContent = "The conversation's state changed";
