@@ -32,7 +32,7 @@ class PoppyDjangoConfig(AppConfig):
         mcp.register()
         operations.register()
         # Handoffs no one joined in time go back to the Company Agent at each sweep.
-        recovery.register_recovery("overdue handoffs", lambda stop: handoff.return_overdue())
+        recovery.recoveries.register("overdue handoffs", lambda stop: handoff.return_overdue())
         observe.withhold_user_text_in_logs()
         pool_warnings.install()  # psycopg_pool's warnings once a streak (a database down)
         # Redis away: its unpublished wake-ups and events once a streak, not one per message.

@@ -413,7 +413,7 @@ def imported(name: str, value: Any) -> Any:
         raise ImproperlyConfigured(f"{name} = {value!r} cannot be imported: {exc}") from exc
 
 
-def imported_map(name: str, value: Any) -> dict[str, Callable[..., Any]]:
+def imported_map(name: str, value: Any) -> dict[str, Any]:
     return {key: imported(f"{name}[{key!r}]", item) for key, item in mapping(name, value).items()}
 
 
@@ -486,20 +486,21 @@ class PoppySettings(TypedSettings):
     BODY_READ_SECONDS = Setting(number)
     CHANNEL_THREADS = Setting(integer)
     RETENTION_SECONDS = Setting(optional_number)
-    #: callable(RequestInfo) -> Principal, raising or returning an AuthRefusal.
-    AUTHENTICATE: Setting[Callable[..., Any] | None] = Setting(imported)
+    #: :class:`poppy_django.verifier.principal.Authenticate` or None.
+    AUTHENTICATE = Setting(imported)
     ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG = Setting(opt_in)
     ISSUER = Setting(optional_text)
     #: The dict as configured; :attr:`token_options` is the parsed form.
     TOKENS = Setting(mapping)
     DEV_AUTHORITY = Setting(flag_or_options)
-    #: callable(principal) -> bool: False when the session has ended (signed out, revoked).
-    SESSION_STATUS: Setting[Callable[..., Any] | None] = Setting(imported)
+    #: :class:`poppy_django.verifier.principal.SessionStatus` or None.
+    SESSION_STATUS = Setting(imported)
     SESSION_STATUS_CACHE_SECONDS = Setting(number)
     DISCOVERY = Setting(mapping)
-    #: callable(principal, default_actor) -> Actor | None.
-    ACTOR_FOR: Setting[Callable[..., Any] | None] = Setting(imported)
-    AGENT_FOR: Setting[Callable[..., Any] | None] = Setting(imported)
+    #: :class:`poppy_django.verifier.principal.ActorFor` or None.
+    ACTOR_FOR = Setting(imported)
+    #: :class:`poppy_django.agent.registry.AgentFor` or None.
+    AGENT_FOR = Setting(imported)
     EXECUTOR: Setting[Executor] = Setting(imported)
     EXECUTOR_THREADS = Setting(integer)
     TURNS_IN_FLIGHT = Setting(integer)
@@ -509,6 +510,8 @@ class PoppySettings(TypedSettings):
     TEXTS = Setting(texts_by_name)
     #: callable(action: dict, texts: dict) -> str.
     ACTION_FORMATTER: Setting[Callable[[dict[str, Any], dict[str, str]], str]] = Setting(imported)
+    #: By name: the Protocols of :mod:`poppy_django.handoff` (``RequestHook``, ``AssignHook``,
+    #: ``MessageHook``, ``CancelHook``; ``DirectHook``), each typed where it is called.
     HANDOFF_HOOKS = Setting(imported_map)
     DIRECT_HOOKS = Setting(imported_map)
     #: The dict as configured (None: always open); :mod:`poppy_django.staff.office_hours`
@@ -516,8 +519,8 @@ class PoppySettings(TypedSettings):
     OFFICE_HOURS = Setting(optional_mapping)
     STAFF_AWAY_AFTER_SECONDS = Setting(number)
     HANDOFF_MAX_WAIT_SECONDS = Setting(optional_number)
-    #: callable(conversation) -> {"name": str | None, "order": str | None}.
-    CANNED_REPLY_VALUES: Setting[Callable[..., Any] | None] = Setting(imported)
+    #: :class:`poppy_django.staff.canned.CannedReplyValues` or None.
+    CANNED_REPLY_VALUES = Setting(imported)
     #: Tag name -> its words and phrases as one pattern.
     TAG_RULES = Setting(tag_rules)
     CSAT_SURVEY = Setting(flag)
@@ -642,9 +645,10 @@ def organization_name() -> str:
     return str(organization.get("name") or "this company")
 
 
-def hook(group: str, name: str) -> Callable[..., Any] | None:
-    """A configured hook (``HANDOFF_HOOKS`` / ``DIRECT_HOOKS``) or None."""
-    hooks: dict[str, Callable[..., Any]] = getattr(poppy_settings, group)
+def hook(group: str, name: str) -> Any:
+    """A configured hook (``HANDOFF_HOOKS`` / ``DIRECT_HOOKS``) or None: typed by the
+    caller's Protocol (:mod:`poppy_django.handoff`), which this layer cannot import."""
+    hooks: dict[str, Any] = getattr(poppy_settings, group)
     return hooks.get(name)
 
 

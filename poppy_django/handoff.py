@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from django.apps import apps
 from django.db import transaction
@@ -38,6 +38,40 @@ from poppy_django.staff import handoffs, office_hours, presence
 from poppy_django.store import event_log, lifecycle
 
 logger = logging.getLogger(__name__)
+
+
+class RequestHook(Protocol):
+    """``HANDOFF_HOOKS["request"]``, inside the transaction: ``"queued"``, ``"joined"`` or
+    ``{"unavailable": reason}`` (anything else, or an exception: no one is available)."""
+
+    def __call__(self, *, conversation_id: str, initiator: str) -> str | dict[str, str] | None: ...
+
+
+class AssignHook(Protocol):
+    """``HANDOFF_HOOKS["assign"]``, inside the transaction: one of ``candidates`` (the
+    available staff's usernames), or None: unassigned."""
+
+    def __call__(self, *, conversation_id: str, candidates: list[str]) -> str | None: ...
+
+
+class MessageHook(Protocol):
+    """``HANDOFF_HOOKS["message"]``, after commit: a personal agent's message while the
+    conversation is queued or with a person."""
+
+    def __call__(self, *, conversation_id: str, message: dict[str, Any]) -> object: ...
+
+
+class CancelHook(Protocol):
+    """``HANDOFF_HOOKS["cancel"]``, after commit: a queued conversation was closed."""
+
+    def __call__(self, *, conversation_id: str) -> object: ...
+
+
+class DirectHook(Protocol):
+    """``DIRECT_HOOKS["opened"]`` and ``["closed"]``, after commit: a Direct Conversation of
+    ``parent_id`` opened or closed."""
+
+    def __call__(self, *, conversation_id: str, parent_id: str) -> object: ...
 
 
 def queue_on_desk(*, conversation_id: str, initiator: str) -> str | dict[str, str]:
@@ -74,11 +108,12 @@ def round_robin(*, conversation_id: str, candidates: list[str]) -> str | None:
     return next(name for name, user in users.items() if user.pk == chosen.pk)
 
 
-def _assign_hook() -> Callable[..., Any] | None:
+def _assign_hook() -> AssignHook | None:
     configured = poppy_settings.raw("HANDOFF_HOOKS") or {}
     if "assign" not in configured:
         return round_robin
-    return hook("HANDOFF_HOOKS", "assign")
+    assign: AssignHook | None = hook("HANDOFF_HOOKS", "assign")
+    return assign
 
 
 def _assign(conversation: Conversation) -> str:
@@ -102,12 +137,13 @@ def _assign(conversation: Conversation) -> str:
     return str(chosen)
 
 
-def _request_hook() -> Any:
+def _request_hook() -> RequestHook | None:
     """The configured request hook; when none is named, the desk's queue if the admin is on."""
     configured = poppy_settings.raw("HANDOFF_HOOKS") or {}
     if "request" not in configured and apps.is_installed("django.contrib.admin"):
         return queue_on_desk
-    return hook("HANDOFF_HOOKS", "request")
+    request_hook: RequestHook | None = hook("HANDOFF_HOOKS", "request")
+    return request_hook
 
 
 def request(
@@ -239,27 +275,37 @@ def return_overdue() -> list[str]:
             returned.append(found)
 
 
-def _call_after_commit(group: str, name: str, **kwargs: Any) -> None:
-    function = hook(group, name)
-    if function is None:
-        return
+def _after_commit(label: str, call: Callable[[], object]) -> None:
+    """Run a configured hook's ``call`` after commit; its failure is logged, never raised."""
 
-    def call() -> None:
+    def run() -> None:
         try:
-            function(**kwargs)
+            call()
         except Exception:
-            logger.exception("poppy: the %s %s hook failed", group, name)
+            logger.exception("poppy: the %s hook failed", label)
 
-    transaction.on_commit(call)
+    transaction.on_commit(run)
 
 
 def forward_message_on_commit(conversation_id: str, message: dict[str, Any]) -> None:
-    _call_after_commit("HANDOFF_HOOKS", "message", conversation_id=conversation_id, message=message)
+    forward: MessageHook | None = hook("HANDOFF_HOOKS", "message")
+    if forward is not None:
+        _after_commit(
+            "HANDOFF_HOOKS message",
+            lambda: forward(conversation_id=conversation_id, message=message),
+        )
 
 
 def cancel_on_commit(conversation_id: str) -> None:
-    _call_after_commit("HANDOFF_HOOKS", "cancel", conversation_id=conversation_id)
+    cancel: CancelHook | None = hook("HANDOFF_HOOKS", "cancel")
+    if cancel is not None:
+        _after_commit("HANDOFF_HOOKS cancel", lambda: cancel(conversation_id=conversation_id))
 
 
 def direct_hook_on_commit(name: str, conversation_id: str, parent_id: str) -> None:
-    _call_after_commit("DIRECT_HOOKS", name, conversation_id=conversation_id, parent_id=parent_id)
+    told: DirectHook | None = hook("DIRECT_HOOKS", name)
+    if told is not None:
+        _after_commit(
+            f"DIRECT_HOOKS {name}",
+            lambda: told(conversation_id=conversation_id, parent_id=parent_id),
+        )

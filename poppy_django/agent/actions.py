@@ -64,8 +64,8 @@ def propose(
         return _decide(record, ActionStatus.REJECTED)
     if tool.needs_approval:
         return _decide(record, ActionStatus.AWAITING_APPROVAL)
-    proposer = proposals.registered()
-    if proposer is not None and proposer.proposes(tool, ctx):
+    proposer = proposals.proposer_for(tool, ctx)
+    if proposer is not None:
         return proposer.propose(tool, record, ctx)
     return execute(tool, record, ctx, guard)
 

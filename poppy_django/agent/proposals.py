@@ -8,7 +8,7 @@ An operator taking a personal agent down withdraws its open proposals through it
 (:func:`withdraw_for_client`). The core never queries the part's tables nor names its
 vocabulary: without a registered part, an action record is the core's alone.
 
->>> proposals.register(TurnProposals())  # from the part's AppConfig.ready()
+>>> proposals.proposers.register("operations", OperationProposals())  # from ready()
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from poppy_django.agent.tools import Tool, ToolContext
 from poppy_django.models import ActionRecord, ActionStatus
+from poppy_django.registries import Registry
 
 
 @dataclass(frozen=True)
@@ -60,38 +61,41 @@ class Proposals(Protocol):
         ...
 
 
-_registered: Proposals | None = None
+#: The parts that propose instead of acting, by name (the Operations extension).
+proposers: Registry[Proposals] = Registry("proposers")
 
 
-def register(proposals: Proposals | None) -> None:
-    """Called from ``AppConfig.ready()`` (a later call replaces it; None removes it)."""
-    global _registered
-    _registered = proposals
-
-
-def registered() -> Proposals | None:
-    return _registered
+def proposer_for(tool: Tool, ctx: ToolContext) -> Proposals | None:
+    """The part that proposes this call of a consequential ``tool``, or None: it runs."""
+    return next((part for part in proposers if part.proposes(tool, ctx)), None)
 
 
 def outcome_of(record: ActionRecord) -> dict[str, Any]:
     """An action record's outcome as the wire carries it (with the proposal's members when
     the record was proposed)."""
     outcome = record.to_wire()
-    if _registered is not None and record.status == ActionStatus.PROPOSED:
-        outcome.update(_registered.wire_members(record))
+    if record.status == ActionStatus.PROPOSED:
+        for part in proposers:
+            outcome.update(part.wire_members(record))
     return outcome
 
 
 def message_members(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
-    """The members a message carrying ``outcomes`` gets from the part ({} without one)."""
-    return _registered.message_members(outcomes) if _registered is not None else {}
+    """The members a message carrying ``outcomes`` gets from the parts ({} without one)."""
+    members: dict[str, Any] = {}
+    for part in proposers:
+        members.update(part.message_members(outcomes))
+    return members
 
 
 def staff_notes(records: list[ActionRecord]) -> dict[int, StaffNote]:
     """The staff notes of these records' proposals, by record id ({} without a part)."""
-    return _registered.staff_notes(records) if _registered is not None and records else {}
+    notes: dict[int, StaffNote] = {}
+    for part in proposers if records else ():
+        notes.update(part.staff_notes(records))
+    return notes
 
 
 def withdraw_for_client(client_id: str, reason: str) -> int:
     """Withdraw the client's open proposals; how many (0 without a part)."""
-    return _registered.withdraw_for_client(client_id, reason) if _registered is not None else 0
+    return sum(part.withdraw_for_client(client_id, reason) for part in proposers)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from django.core.exceptions import ImproperlyConfigured
 
 from poppy_django.agent.tool_problems import ToolProblem, duplicate_problems
 from poppy_django.agent.tools import Tool
 from poppy_django.conf import poppy_settings
+from poppy_django.registries import Registry
 from poppy_django.verifier import Principal
 
 logger = logging.getLogger(__name__)
@@ -51,7 +52,15 @@ class CompanyAgent:
         return list(offered.values())
 
 
-_agents: dict[str, CompanyAgent] = {}
+class AgentFor(Protocol):
+    """``POPPY["AGENT_FOR"]``: the name of the agent that answers a new conversation, given
+    the caller and the first message's ``context`` (None: ``POPPY["AGENT"]``)."""
+
+    def __call__(self, principal: Principal, context: dict[str, Any], /) -> str | None: ...
+
+
+#: The Company Agents, by name.
+agents: Registry[CompanyAgent] = Registry("Company Agents")
 
 
 def register(agent: CompanyAgent) -> CompanyAgent:
@@ -61,7 +70,7 @@ def register(agent: CompanyAgent) -> CompanyAgent:
     Registration runs at start-up in every process (uvicorn's, the Celery workers'), which
     run no system checks, so the log is where the checks' E401-E404 reach them.
     """
-    _agents[agent.name] = agent
+    agents.register(agent.name, agent)
     for problem in agent.problems:
         if problem.stops_the_tool:
             logger.error(
@@ -75,16 +84,16 @@ def register(agent: CompanyAgent) -> CompanyAgent:
 
 
 def get(name: str) -> CompanyAgent:
-    try:
-        return _agents[name]
-    except KeyError:
+    found = agents.get(name)
+    if found is None:
         raise ImproperlyConfigured(
-            f"No Company Agent named {name!r} is registered (registered: {sorted(_agents)})."
-        ) from None
+            f"No Company Agent named {name!r} is registered (registered: {sorted(agents.names())})."
+        )
+    return found
 
 
 def registered() -> dict[str, CompanyAgent]:
-    return dict(_agents)
+    return dict(agents.items())
 
 
 def agent_for(principal: Principal, context: Mapping[str, Any] | None) -> str:
@@ -95,17 +104,17 @@ def agent_for(principal: Principal, context: Mapping[str, Any] | None) -> str:
     are answered by the same agent. A name no agent is registered under is told in the log,
     and ``AGENT`` answers instead (the conversation is not refused for a setting's mistake).
     """
-    chooser = poppy_settings.AGENT_FOR
+    chooser: AgentFor | None = poppy_settings.AGENT_FOR
     if chooser is not None:
         chosen = chooser(principal, dict(context or {}))
-        if chosen is not None and chosen in _agents:
+        if chosen is not None and agents.get(chosen) is not None:
             return str(chosen)
         if chosen is not None:
             logger.warning(
                 "poppy: AGENT_FOR chose %r, which is not a registered Company Agent "
                 "(registered: %s); %r answers.",
                 chosen,
-                ", ".join(sorted(_agents)),
+                ", ".join(sorted(agents.names())),
                 poppy_settings.AGENT,
             )
     return poppy_settings.AGENT

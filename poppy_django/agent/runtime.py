@@ -40,7 +40,7 @@ from poppy_django.agent.tools import (
 from poppy_django.conf import poppy_settings
 from poppy_django.models import ActionStatus, AuthorizationError
 from poppy_django.observe import tracing
-from poppy_django.verifier import Actor, Principal
+from poppy_django.verifier import Actor, ActorFor, Principal
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def resolve_actor(principal: Principal) -> Actor:
     if principal.actor is not None:
         return principal.actor
     default = default_actor(principal)
-    actor_for = poppy_settings.ACTOR_FOR
+    actor_for: ActorFor | None = poppy_settings.ACTOR_FOR
     if actor_for is not None:
         chosen = actor_for(principal, default)
         if chosen is not None:

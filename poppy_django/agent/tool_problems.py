@@ -14,7 +14,6 @@ import inspect
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 KINDS = ("read", "action")
 PERSONAL_AGENT_ROLE = "personal_agent"
@@ -38,7 +37,7 @@ class ToolProblem:
 
 
 def signature_problems(
-    name: str, function: Callable[..., Any], context_type: type
+    name: str, function: Callable[..., object], context_type: type
 ) -> list[ToolProblem]:
     """E401 (the first parameter is not the ``context_type``), E402 (``*args``/``**kwargs``)."""
     problems: list[ToolProblem] = []
@@ -101,7 +100,7 @@ def signature_problems(
 
 def declaration_problems(
     name: str,
-    function: Callable[..., Any],
+    function: Callable[..., object],
     *,
     kind: str,
     roles: Iterable[str],

@@ -7,7 +7,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Concatenate, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -73,6 +73,12 @@ class ToolContext:
         return "<ToolContext>"
 
 
+#: A tool's function as written: a :class:`ToolContext` first, then keyword arguments whose
+#: type hints are the tool's typed input; what it returns is the tool's result (awaited when
+#: it is a coroutine function).
+ToolFunction = Callable[Concatenate[ToolContext, ...], object]
+
+
 @dataclass(frozen=True)
 class Tool:
     """A callable the model may use. ``function(ctx, **arguments)``."""
@@ -80,7 +86,7 @@ class Tool:
     name: str
     kind: ToolKind
     roles: tuple[str, ...]
-    function: Callable[..., Any]
+    function: ToolFunction
     description: str
     input_model: type[BaseModel]
     #: For actions: the confirmation the app would have shown ("Cancel order {order_id}").
@@ -175,7 +181,7 @@ def tool(
     operation: bool = False,
     standing_permission: bool | Callable[[dict[str, Any]], bool] = False,
     description: str | None = None,
-) -> Callable[[Callable[..., Any]], Tool]:
+) -> Callable[[ToolFunction], Tool]:
     """Declare a tool: ``@tool(kind="action", roles=["scope:poppy:write"], summary="...")``.
 
     The function takes a :class:`ToolContext` first, then keyword arguments whose type hints
@@ -189,7 +195,7 @@ def tool(
     if standing_permission is not False and kind != "action":
         raise ValueError("Only action tools can be confirmed under a standing permission.")
 
-    def decorate(function: Callable[..., Any]) -> Tool:
+    def decorate(function: ToolFunction) -> Tool:
         tool_name = name or function.__name__
         docstring = inspect.getdoc(function)
         return Tool(
@@ -209,7 +215,7 @@ def tool(
     return decorate
 
 
-def _input_model(tool_name: str, function: Callable[..., Any]) -> type[BaseModel]:
+def _input_model(tool_name: str, function: ToolFunction) -> type[BaseModel]:
     hints = inspect.get_annotations(function, eval_str=True)
     fields: dict[str, Any] = {}
     try:

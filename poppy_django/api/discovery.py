@@ -28,6 +28,7 @@ from poppy_django.addresses import configured_origin, endpoint_url, public_origi
 from poppy_django.api.feedback import discovery_entry as feedback_entry
 from poppy_django.conf import poppy_settings, unknown_keys
 from poppy_django.errors import error_response
+from poppy_django.registries import Registry
 from poppy_django.verifier import local_issuer
 
 PROTOCOL_TYPE = "poppy"
@@ -40,22 +41,12 @@ DISCOVERY_KEYS = frozenset({"PROTOCOL_VERSION", "ORGANIZATION", "AUTH", "EXTRA",
 #: An entry a part that plugs in adds to ``poppy.json`` (None while it is off), given the
 #: request discovery answers (or None).
 Entry = Callable[[HttpRequest | None], Mapping[str, Any] | None]
-#: The parts' ``apis`` entries (the MCP server) and ``extensions`` (Operations), by name,
-#: registered from ``AppConfig.ready()``.
-_api_entries: dict[str, Entry] = {}
-_extension_entries: dict[str, Entry] = {}
-
-
-def register_api(name: str, entry: Entry) -> None:
-    """Add ``entry`` to ``poppy.json``'s ``apis`` while it gives one (a later call under the
-    same name replaces it)."""
-    _api_entries[name] = entry
-
-
-def register_extension(name: str, entry: Entry) -> None:
-    """Offer the protocol extension ``name`` (§3.3) in ``poppy.json``'s ``extensions``
-    while ``entry`` gives one."""
-    _extension_entries[name] = entry
+#: The parts' entries of ``poppy.json``'s ``apis`` (the MCP server), by name, each listed
+#: while it gives one.
+apis: Registry[Entry] = Registry("poppy.json apis")
+#: The protocol extensions (§3.3) offered in ``poppy.json``'s ``extensions`` (Operations),
+#: by the extension's name, each while its entry gives one.
+extensions: Registry[Entry] = Registry("poppy.json extensions")
 
 
 def document_origin(request: HttpRequest | None) -> str:
@@ -111,7 +102,7 @@ def poppy_document(request: HttpRequest | None = None) -> dict[str, Any]:
     if options.get("APIS"):
         document["apis"] = [_api_entry(dict(api), request) for api in options["APIS"]]
     document.update(_channel_entries(request))
-    for api_entry in _api_entries.values():
+    for api_entry in apis:
         entry = api_entry(request)
         if entry is not None:
             document.setdefault("apis", []).append(dict(entry))
@@ -134,7 +125,7 @@ def _channel_entries(request: HttpRequest | None) -> dict[str, Any]:
 
 def _extensions(request: HttpRequest | None) -> dict[str, Any]:
     """The protocol extensions this company offers (§3.3), those registered that are on."""
-    found = {name: extension(request) for name, extension in _extension_entries.items()}
+    found = {name: extension(request) for name, extension in extensions.items()}
     return {name: dict(entry) for name, entry in found.items() if entry is not None}
 
 

@@ -27,7 +27,7 @@ from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError, error_response
 from poppy_django.models import FeedbackReport
 from poppy_django.store import windows
-from poppy_django.verifier import AuthRefusal, Principal
+from poppy_django.verifier import Authenticate, AuthRefusal, Principal
 
 MAX_BODY_BYTES = 16 * 1024
 MAX_TASK = 200
@@ -87,7 +87,7 @@ def _report(body: Any) -> dict[str, str]:
 
 
 def _caller(request: HttpRequest) -> Principal:
-    verifier = poppy_settings.AUTHENTICATE
+    verifier: Authenticate | None = poppy_settings.AUTHENTICATE
     if verifier is None:
         raise PoppyError("not_implemented", "No token verifier is configured.")
     principal = verifier(request_info(request))

@@ -24,7 +24,6 @@ one sent as ``Bearer``, as the endpoint does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
@@ -41,7 +40,7 @@ from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
 from poppy_django.observe import tracing
 from poppy_django.store import storable
-from poppy_django.verifier import AuthRefusal, Principal, RequestInfo
+from poppy_django.verifier import Authenticate, AuthRefusal, Principal, RequestInfo
 from poppy_django.verifier.public_url import public_url
 
 logger = logging.getLogger("poppy_django.rest_framework")
@@ -109,7 +108,7 @@ def authenticate(request: Request) -> tuple[PoppyUser, Principal]:
 
     The one place a verifier is asked and its answer checked, for both classes below.
     """
-    verifier: Callable[[RequestInfo], Any] | None = poppy_settings.AUTHENTICATE
+    verifier: Authenticate | None = poppy_settings.AUTHENTICATE
     if verifier is None:
         raise NotConfigured("No token verifier is configured (POPPY AUTHENTICATE).")
     try:

@@ -32,7 +32,8 @@ class AuthorityConfig(AppConfig):
 
             account_changes.connect()
         # The core verifies; it learns this issuer's keys and default issuer only from here.
-        local_issuer.register(
+        local_issuer.issuers.register(
+            self.name,
             local_issuer.LocalIssuer(
                 refusal=keys.key_refusal,
                 default_issuer=development.default_issuer,
@@ -46,7 +47,6 @@ class AuthorityConfig(AppConfig):
                 client_metadata=_client_metadata,
                 register_client=_register_client,
             ),
-            app=self.name,
         )
 
 

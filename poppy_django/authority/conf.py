@@ -7,7 +7,6 @@ one parser per key, unknown keys refused by the same rule, import strings import
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -163,35 +162,35 @@ class AuthoritySettings(TypedSettings):
     DEVICE_CODE_FAILURES_PER_USER = Setting(optional_integer)
     DEVICE_CODE_FAILURES_PER_ADDRESS = Setting(optional_integer)
     DEVICE_CODE_FAILURE_WINDOW_SECONDS = Setting(number)
-    #: callable(user) -> str: the account a Django user signs in to.
-    ACCOUNT_ID: Setting[Callable[..., Any] | None] = Setting(imported)
+    #: :class:`poppy_django.authority.grants.AccountId` or None.
+    ACCOUNT_ID = Setting(imported)
     FETCH_TIMEOUT_SECONDS = Setting(number)
     FETCH_MAX_BYTES = Setting(integer)
     CLIENT_METADATA_CACHE_SECONDS = Setting(number)
     CLIENT_FAILURE_CACHE_SECONDS = Setting(number)
     FETCHES_PER_HOST_PER_MINUTE = Setting(optional_integer)
-    #: zero-argument factory returning an httpx transport.
-    FETCH_TRANSPORT: Setting[Callable[..., Any] | None] = Setting(imported)
-    #: resolve(host) -> list of IP address strings.
-    RESOLVER: Setting[Callable[..., Any] | None] = Setting(imported)
+    #: :class:`poppy_django.authority.fetch.TransportFactory` or None.
+    FETCH_TRANSPORT = Setting(imported)
+    #: :class:`poppy_django.authority.fetch.Resolver` or None.
+    RESOLVER = Setting(imported)
     REPLAY_CACHE = Setting(text)
     BROWSER_SESSIONS = Setting(flag)
     BROWSER_RETURN_HOSTS = Setting(optional_domains)
-    #: user_for_account(account_id) -> user | None, for browser sessions.
-    USER_FOR_ACCOUNT: Setting[Callable[..., Any] | None] = Setting(imported)
+    #: :class:`poppy_django.authority.website.UserForAccount` or None.
+    USER_FOR_ACCOUNT = Setting(imported)
     MEDIATED_FIELDS = Setting(optional_items)
-    #: check(request, credentials) -> Authenticated | CodeRequired | None.
-    MEDIATED_CHECK: Setting[Callable[..., Any] | None] = Setting(imported)
+    #: :class:`poppy_django.authority.mediated.MediatedCheck` or None.
+    MEDIATED_CHECK = Setting(imported)
     MEDIATED_MAX_FAILURES = Setting(integer)
     MEDIATED_WINDOW_SECONDS = Setting(number)
     MEDIATED_CLIENT_MAX_FAILURES = Setting(integer)
     MEDIATED_ADDRESS_MAX_FAILURES = Setting(integer)
     MEDIATED_CODE_SECONDS = Setting(number)
     MEDIATED_CODE_ATTEMPTS = Setting(integer)
-    #: looks_unusual(request, session, account_id, *, earlier_failures) -> bool.
-    MEDIATED_CODE_WHEN: Setting[Callable[..., Any] | None] = Setting(imported)
-    #: send_code(request, account_id, code) -> masked place | None.
-    MEDIATED_SEND_CODE: Setting[Callable[..., Any] | None] = Setting(imported)
+    #: :class:`poppy_django.authority.mediated.CodeWhen` or None.
+    MEDIATED_CODE_WHEN = Setting(imported)
+    #: :class:`poppy_django.authority.mediated.SendCode` or None.
+    MEDIATED_SEND_CODE = Setting(imported)
 
     def validate(self) -> None:
         """Parse every key now (the system check), raising the first error."""

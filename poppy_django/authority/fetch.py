@@ -22,9 +22,9 @@ import ipaddress
 import json
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -50,6 +50,19 @@ _REFUSED_V6 = (
 
 class FetchError(Exception):
     """A URL that is unsafe to fetch, or a response that is not a small JSON document."""
+
+
+class Resolver(Protocol):
+    """``POPPY_AUTHORITY["RESOLVER"]``: a host's IP addresses, as strings (tests)."""
+
+    def __call__(self, host: str, /) -> Iterable[str]: ...
+
+
+class TransportFactory(Protocol):
+    """``POPPY_AUTHORITY["FETCH_TRANSPORT"]``: the httpx transport fetches go through
+    (tests)."""
+
+    def __call__(self) -> httpx.BaseTransport: ...
 
 
 def _system_resolve(host: str) -> list[str]:
@@ -103,7 +116,7 @@ def check_url(url: str) -> None:
         pass
     else:
         raise FetchError("a literal IP address is not fetched")
-    resolve = authority_settings().RESOLVER or _system_resolve
+    resolve: Resolver = authority_settings().RESOLVER or _system_resolve
     addresses = list(resolve(host))
     if not addresses or not all(is_public_address(a) for a in addresses):
         raise FetchError("the host resolves to a non-public address")
@@ -181,7 +194,7 @@ def fetch_json(url: str) -> dict[str, Any]:
     closed under the helper, which then ends at its next read.
     """
     options = authority_settings()
-    factory = options.FETCH_TRANSPORT
+    factory: TransportFactory | None = options.FETCH_TRANSPORT
     seconds = float(options.FETCH_TIMEOUT_SECONDS)
     limit = int(options.FETCH_MAX_BYTES)
     client = httpx.Client(

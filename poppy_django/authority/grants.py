@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from typing import Any
+from typing import Any, Protocol
 
 from authlib.oauth2.rfc6749 import InvalidGrantError, InvalidScopeError
 from django.db import transaction
@@ -29,10 +29,16 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+class AccountId(Protocol):
+    """``POPPY_AUTHORITY["ACCOUNT_ID"]``: the account a Django user signs in to."""
+
+    def __call__(self, user: Any, /) -> str: ...
+
+
 def account_id_of(user: Any) -> str:
     """The account a signed-in Django user is: ``POPPY_AUTHORITY["ACCOUNT_ID"]``, else the
     username."""
-    hook = authority_settings().ACCOUNT_ID
+    hook: AccountId | None = authority_settings().ACCOUNT_ID
     return str(hook(user)) if hook else str(user.get_username())
 
 

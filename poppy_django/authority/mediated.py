@@ -34,7 +34,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from authlib.oauth2 import OAuth2Error
 from django.contrib.auth import authenticate
@@ -56,7 +56,7 @@ from poppy_django.authority.tokens import issue_session_token
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import error_response
 from poppy_django.store import windows
-from poppy_django.verifier import AuthRefusal, Principal
+from poppy_django.verifier import Authenticate, AuthRefusal, Principal
 
 logger = logging.getLogger("poppy_django.authority")
 
@@ -147,6 +147,31 @@ def discovery_entry(request: HttpRequest | None) -> dict[str, Any] | None:
 
 
 @sensitive_variables()
+class MediatedCheck(Protocol):
+    """``POPPY_AUTHORITY["MEDIATED_CHECK"]``: the relayed credentials checked once; None
+    when they are wrong."""
+
+    def __call__(
+        self, request: HttpRequest, credentials: Mapping[str, str], /
+    ) -> Authenticated | CodeRequired | None: ...
+
+
+class CodeWhen(Protocol):
+    """``POPPY_AUTHORITY["MEDIATED_CODE_WHEN"]``: whether a sign-in the check let in must
+    also prove a one-time code (``earlier_failures``: on the account, in the window)."""
+
+    def __call__(
+        self, request: HttpRequest, session: Session, account_id: str, /, *, earlier_failures: int
+    ) -> bool: ...
+
+
+class SendCode(Protocol):
+    """``POPPY_AUTHORITY["MEDIATED_SEND_CODE"]``: send ``code`` to the account's User; where
+    it went, masked (``"j***@example.com"``), or None when it could not be sent."""
+
+    def __call__(self, request: HttpRequest, account_id: str, code: str, /) -> str | None: ...
+
+
 def django_check(request: HttpRequest, credentials: Mapping[str, str]) -> Authenticated | None:
     """The default check: Django's ``authenticate()`` with ``username`` and ``password``."""
     user = authenticate(
@@ -159,7 +184,7 @@ def django_check(request: HttpRequest, credentials: Mapping[str, str]) -> Authen
 
 def _caller(request: HttpRequest) -> tuple[Principal, Session]:
     """The verified caller and its Session at this authority (before the body is read)."""
-    verifier = poppy_settings.AUTHENTICATE
+    verifier: Authenticate | None = poppy_settings.AUTHENTICATE
     if verifier is None:
         raise MediatedRefused("not_implemented", "No token verifier is configured.")
     principal = verifier(request_info(request))
@@ -366,7 +391,8 @@ def _unusual_code(
     can be sent for is refused (``rate_limited``) rather than let through."""
     options = authority_settings()
     account_id = outcome.account_id
-    when, send = options.MEDIATED_CODE_WHEN, options.MEDIATED_SEND_CODE
+    when: CodeWhen | None = options.MEDIATED_CODE_WHEN
+    send: SendCode | None = options.MEDIATED_SEND_CODE
     unusual = bool(doubts) or (
         when is not None
         and when(request, session, account_id, earlier_failures=_earlier_failures(counters))
@@ -476,7 +502,7 @@ def mediated_view(request: HttpRequest) -> JsonResponse:
     body.clear()
     counters = _counters(request, session, credentials, declared)
     doubts = _admit(counters, principal.client_id)
-    check = authority_settings().MEDIATED_CHECK or django_check
+    check: MediatedCheck = authority_settings().MEDIATED_CHECK or django_check
     outcome = check(request, credentials)
     credentials.clear()
     if not isinstance(outcome, Authenticated | CodeRequired):

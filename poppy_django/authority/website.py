@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import wraps
-from typing import Any
+from typing import Any, Protocol
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.contrib.auth import SESSION_KEY, get_user_model, logout
@@ -120,9 +120,16 @@ def apply_browser_session(request: HttpRequest) -> None:
     request.poppy = current  # type: ignore[attr-defined]
 
 
+class UserForAccount(Protocol):
+    """``POPPY_AUTHORITY["USER_FOR_ACCOUNT"]``: the Django user of an account (the inverse of
+    ``ACCOUNT_ID``), or None."""
+
+    def __call__(self, account_id: str, /) -> Any: ...
+
+
 def user_for_account(account_id: str) -> Any:
     """The Django user of a signed-in Session's account (``USER_FOR_ACCOUNT``), or None."""
-    hook = authority_settings().USER_FOR_ACCOUNT
+    hook: UserForAccount | None = authority_settings().USER_FOR_ACCOUNT
     if hook is not None:
         return hook(account_id)
     model = get_user_model()

@@ -12,6 +12,7 @@ from django.db.models import Q, QuerySet
 
 from poppy_django.conf import poppy_settings
 from poppy_django.models import Conversation
+from poppy_django.staff.canned import CannedReplyValues
 
 #: The longest name shown (a context may hold anything): longer ones are cut.
 NAME_LIMIT = 60
@@ -21,7 +22,7 @@ EARLIER_SHOWN = 10
 
 def name(conversation: Conversation) -> str:
     """The customer's name, as the canned replies' ``{name}`` says it; "" when unknown."""
-    values_of = poppy_settings.CANNED_REPLY_VALUES
+    values_of: CannedReplyValues | None = poppy_settings.CANNED_REPLY_VALUES
     found = values_of(conversation).get("name") if values_of is not None else None
     if not isinstance(found, str):
         return ""

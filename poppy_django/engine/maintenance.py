@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from poppy_django.conf import poppy_settings
 from poppy_django.models import Conversation, Event
+from poppy_django.registries import Registry
 from poppy_django.store import event_log, lifecycle
 
 _DURATION = re.compile(r"(\d+)([smhdw])")
@@ -136,17 +137,14 @@ def reap() -> list[str]:
     return orphaned
 
 
+#: ``reap()``: re-dispatch what a part holds that no worker does, after a reap's
+#: conversations. It checks its own settings.
+Reaper = Callable[[], object]
 #: What the parts that plug in re-dispatch when reaped, by name (the Operations extension:
-#: confirmed operations no worker holds), registered from ``AppConfig.ready()``.
-_reapers: dict[str, Callable[[], object]] = {}
-
-
-def register_reaper(name: str, reap_part: Callable[[], object]) -> None:
-    """Call ``reap_part()`` after each reap's conversations (a later call under the same name
-    replaces it); it checks its own settings."""
-    _reapers[name] = reap_part
+#: confirmed operations no worker holds).
+reapers: Registry[Reaper] = Registry("reapers")
 
 
 def _reap_parts() -> None:
-    for reap_part in list(_reapers.values()):
+    for reap_part in reapers:
         reap_part()

@@ -26,6 +26,7 @@ from poppy_django.engine import leases
 from poppy_django.engine import loop as engine
 from poppy_django.observe import metrics
 from poppy_django.observe.streaks import Streak
+from poppy_django.registries import Registry
 from poppy_django.store import lifecycle
 from poppy_django.store.migration_state import unmigrated_hint
 
@@ -60,19 +61,16 @@ def sweep(stop: threading.Event | None = None) -> list[str]:
     return taken
 
 
+#: ``recover(stop)``: take up what a part left behind, after a sweep's conversations
+#: (``stop`` set: the process is stopping). It checks its own settings.
+Recovery = Callable[[threading.Event | None], object]
 #: What the parts that plug in take up at each sweep, by name (the Operations extension:
-#: confirmed operations whose worker died), registered from ``AppConfig.ready()``.
-_recoveries: dict[str, Callable[[threading.Event | None], object]] = {}
-
-
-def register_recovery(name: str, recover: Callable[[threading.Event | None], object]) -> None:
-    """Run ``recover(stop)`` after each sweep's conversations (a later call under the same
-    name replaces it); it checks its own settings."""
-    _recoveries[name] = recover
+#: confirmed operations whose worker died; the core's overdue handoffs).
+recoveries: Registry[Recovery] = Registry("recoveries")
 
 
 def _recover_parts(stop: threading.Event | None) -> None:
-    for recover in list(_recoveries.values()):
+    for recover in recoveries:
         recover(stop)
 
 

@@ -16,8 +16,10 @@ from poppy_django.verifier import resources
 
 
 def register() -> None:
-    discovery.register_api("mcp", _discovery_entry)
-    resources.register("mcp", resources.Resource(urls=server.resources, dpop=server.supports_dpop))
+    discovery.apis.register("mcp", _discovery_entry)
+    resources.resources.register(
+        "mcp", resources.Resource(urls=server.resources, dpop=server.supports_dpop)
+    )
 
 
 def _discovery_entry(request: HttpRequest | None) -> dict[str, Any] | None:

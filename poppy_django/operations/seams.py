@@ -23,10 +23,10 @@ from poppy_django.operations.turns import OperationProposals
 
 
 def register() -> None:
-    proposals.register(OperationProposals())
-    discovery.register_extension(negotiation.EXTENSION, _discovery_entry)
-    recovery.register_recovery("operations", _recover)
-    maintenance.register_reaper("operations", _reap)
+    proposals.proposers.register("operations", OperationProposals())
+    discovery.extensions.register(negotiation.EXTENSION, _discovery_entry)
+    recovery.recoveries.register("operations", _recover)
+    maintenance.reapers.register("operations", _reap)
 
 
 def _discovery_entry(request: HttpRequest | None) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from poppy_django.conf import poppy_settings
 from poppy_django.models import CannedReply, Conversation
@@ -36,6 +36,13 @@ def _text(value: Any) -> str | None:
     if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
         return str(value).strip()
     return None
+
+
+class CannedReplyValues(Protocol):
+    """``POPPY["CANNED_REPLY_VALUES"]``: what canned replies' placeholders say in a
+    conversation (``{"name": ..., "order": ...}``; None: the placeholder stays)."""
+
+    def __call__(self, conversation: Conversation, /) -> Mapping[str, str | None]: ...
 
 
 def values_from_context(conversation: Conversation) -> dict[str, str | None]:
@@ -88,5 +95,5 @@ def rendered(
 def filled(conversation: Conversation, text: str) -> str:
     """``text`` (a canned reply's or a macro's) with its placeholders filled for
     ``conversation``."""
-    values_of = poppy_settings.CANNED_REPLY_VALUES
+    values_of: CannedReplyValues | None = poppy_settings.CANNED_REPLY_VALUES
     return fill(text, values_of(conversation) if values_of is not None else {})

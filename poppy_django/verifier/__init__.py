@@ -1,5 +1,21 @@
-"""Who is calling: the verifier seam, principals and refusals."""
+"""Who is calling: the verifier seam, principals and refusals, and the hooks' types."""
 
-from poppy_django.verifier.principal import Actor, AuthRefusal, Principal, RequestInfo
+from poppy_django.verifier.principal import (
+    Actor,
+    ActorFor,
+    Authenticate,
+    AuthRefusal,
+    Principal,
+    RequestInfo,
+    SessionStatus,
+)
 
-__all__ = ["Actor", "AuthRefusal", "Principal", "RequestInfo"]
+__all__ = [
+    "Actor",
+    "ActorFor",
+    "AuthRefusal",
+    "Authenticate",
+    "Principal",
+    "RequestInfo",
+    "SessionStatus",
+]

@@ -2,25 +2,42 @@
 
 The core is a resource server: it verifies Session Tokens and never imports the app that
 issues them. An issuer app living in the same project (``poppy_django.authority``, in its
-production or development mode) registers a :class:`LocalIssuer` from its
-``AppConfig.ready()``; the verifier, discovery and the checks then learn its issuer
+production or development mode) registers a :class:`LocalIssuer` in :data:`issuers` from
+its ``AppConfig.ready()``; the verifier, discovery and the checks then learn its issuer
 identifier and its public keys from here, exactly as they would learn a remote issuer's from
 ``POPPY["ISSUER"]`` and ``POPPY["TOKENS"]["JWKS_URL"]``. Settings always win over the hook.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from django.apps import apps
 
 from poppy_django.conf import poppy_settings
+from poppy_django.registries import Registry
 from poppy_django.verifier.principal import Principal
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
+
+
+class MintDevelopmentToken(Protocol):
+    """Mint a development Session Token bound to the DPoP key ``jkt``, signed in with
+    ``account`` (else signed out), for ``audience`` (else the endpoint)."""
+
+    def __call__(
+        self,
+        *,
+        user: str,
+        jkt: str,
+        client_id: str = ...,
+        scopes: Iterable[str] = ...,
+        account: str | None = ...,
+        audience: str | None = ...,
+    ) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -46,7 +63,7 @@ class LocalIssuer:
     discovery_auth: Callable[[HttpRequest | None], Mapping[str, Any]]
     #: Mint a development Session Token (``poppy_chat``'s default); raises
     #: ``ImproperlyConfigured`` when development mode is off.
-    mint_development_token: Callable[..., str]
+    mint_development_token: MintDevelopmentToken
     #: The top-level ``poppy.json`` entries of its optional channels that are on (``web``
     #: for browser sessions), given the request discovery answers (or None).
     discovery_channels: Callable[[HttpRequest | None], Mapping[str, Any]] = lambda request: {}
@@ -59,22 +76,14 @@ class LocalIssuer:
     register_client: Callable[[str, Mapping[str, Any], str], None] | None = None
 
 
-_registered: tuple[str, LocalIssuer] | None = None
-
-
-def register(issuer: LocalIssuer, *, app: str) -> None:
-    """Called by the issuer app's ``AppConfig.ready()`` with its name (a later call replaces
-    it). The registration counts while that app is installed (``override_settings`` too)."""
-    global _registered
-    _registered = (app, issuer)
+#: The issuer apps in this project, by app name (``poppy_django.authority``). One counts
+#: while its app is installed (``override_settings`` too).
+issuers: Registry[LocalIssuer] = Registry("local issuers")
 
 
 def registered() -> LocalIssuer | None:
     """The issuer app installed in this project, or None (tokens come from elsewhere)."""
-    found = _registered
-    if found is None or not apps.is_installed(found[0]):
-        return None
-    return found[1]
+    return next((issuer for app, issuer in issuers.items() if apps.is_installed(app)), None)
 
 
 def issuing() -> LocalIssuer | None:

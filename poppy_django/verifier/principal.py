@@ -7,7 +7,7 @@ deployments can swap it. A verifier may return an :class:`AuthRefusal` or raise 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Literal, Protocol, TypedDict
 
 from django.http import JsonResponse
 
@@ -126,3 +126,24 @@ class AuthRefusal(PoppyError):
         )
         response["Cache-Control"] = "no-store"
         return response
+
+
+class Authenticate(Protocol):
+    """``POPPY["AUTHENTICATE"]``: the verifier. The caller of this request, or a refusal
+    (returned or raised)."""
+
+    def __call__(self, request: RequestInfo, /) -> Principal | AuthRefusal: ...
+
+
+class SessionStatus(Protocol):
+    """``POPPY["SESSION_STATUS"]``: whether the caller's session is still on. True (active),
+    False (ended: revoked, expired) or ``"signed_out"`` (the User signed out of it)."""
+
+    def __call__(self, principal: Principal, /) -> bool | Literal["signed_out"]: ...
+
+
+class ActorFor(Protocol):
+    """``POPPY["ACTOR_FOR"]``: whom a turn runs as for a caller without a token ``act``,
+    given the default actor (None: the default)."""
+
+    def __call__(self, principal: Principal, default_actor: Actor, /) -> Actor | None: ...

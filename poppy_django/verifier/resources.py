@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from django.http import HttpRequest
 
+from poppy_django.registries import Registry
+
 
 @dataclass(frozen=True)
 class Resource:
@@ -24,17 +26,13 @@ class Resource:
     dpop: Callable[[], bool]
 
 
-_registered: dict[str, Resource] = {}
-
-
-def register(name: str, resource: Resource) -> None:
-    """Called from ``AppConfig.ready()`` (a later call under the same name replaces it)."""
-    _registered[name] = resource
+#: The resources, by name (``mcp``), registered from ``AppConfig.ready()``.
+resources: Registry[Resource] = Registry("resources")
 
 
 def serving(url: str, request: HttpRequest | None) -> Resource | None:
     """The registered resource at ``url`` while it is on, or None."""
-    for resource in _registered.values():
+    for resource in resources:
         if url in resource.urls(request):
             return resource
     return None

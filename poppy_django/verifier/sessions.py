@@ -46,7 +46,7 @@ from django.dispatch import receiver
 from poppy_django.conf import poppy_settings
 from poppy_django.process_cache import shared_cache
 from poppy_django.verifier import revocations
-from poppy_django.verifier.principal import Principal
+from poppy_django.verifier.principal import Principal, SessionStatus
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,8 @@ _generation = 0
 
 
 def _ask(principal: Principal) -> Status:
-    answer = poppy_settings.SESSION_STATUS(principal)  # type: ignore[misc]
+    session_status: SessionStatus = poppy_settings.SESSION_STATUS
+    answer = session_status(principal)
     if answer == SIGNED_OUT:
         return "signed_out"
     return "active" if answer is True else "ended"

@@ -33,7 +33,7 @@ def choose(principal: Principal, context: dict[str, Any]) -> str | None:
 def agents() -> Iterator[None]:
     registry.register(CompanyAgent(name="vip", tools=[vip_desk]))
     yield
-    registry._agents.pop("vip", None)
+    registry.agents.unregister("vip")
 
 
 CHOSEN = "tests.agent.test_agent_choice.choose"

@@ -67,7 +67,7 @@ def agent_named() -> Iterator[Any]:
 
     yield register
     for name in registered:
-        registry._agents.pop(name, None)
+        registry.agents.unregister(name)
 
 
 def found(code: str) -> list[checks.CheckMessage]:

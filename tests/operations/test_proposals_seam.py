@@ -46,11 +46,12 @@ class Recorded:
 
 @pytest.fixture
 def part() -> Iterator[Recorded]:
-    registered = proposals.registered()
+    registered = proposals.proposers.get("operations")
     recorded = Recorded()
-    proposals.register(recorded)
+    proposals.proposers.register("operations", recorded)
     yield recorded
-    proposals.register(registered)
+    if registered is not None:
+        proposals.proposers.register("operations", registered)
 
 
 @pytest.fixture
@@ -83,8 +84,7 @@ def test_a_proposed_records_outcome_is_the_cores_and_the_parts(
 def test_without_a_part_the_core_answers_alone_and_queries_nothing(
     record: ActionRecord, django_assert_num_queries
 ) -> None:
-    registered = proposals.registered()
-    proposals.register(None)
+    registered = proposals.proposers.unregister("operations")
     try:
         with django_assert_num_queries(0):
             outcome = proposals.outcome_of(record)
@@ -92,7 +92,8 @@ def test_without_a_part_the_core_answers_alone_and_queries_nothing(
             assert proposals.staff_notes([record]) == {}
             assert proposals.withdraw_for_client("c", "gone") == 0
     finally:
-        proposals.register(registered)
+        if registered is not None:
+            proposals.proposers.register("operations", registered)
     assert set(outcome) == {"tool", "status", "summary"}
 
 
