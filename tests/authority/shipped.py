@@ -182,6 +182,10 @@ class RoutedAsyncTransport(httpx.AsyncBaseTransport):
 _SERVER_ERROR = re.compile(r'" (5\d\d) ')
 
 
+#: A Mediated Sign-In's one-time code in the mail that carries it.
+_EMAILED_CODE = re.compile(r"sign(?:ing)? your personal agent in to [^:]+: (\d{6})")
+
+
 class ShippedAcme:
     """Acme as shipped and the agents' sites, running; clients and resolvers to reach them."""
 
@@ -259,6 +263,19 @@ class ShippedAcme:
 
     def manage(self, *args: str) -> str:
         return self.cluster.manage(*args)
+
+    def emailed_code(self, account: str) -> str:
+        """The last Mediated Sign-In code Acme e-mailed to ``account``'s user at
+        ``<account>@example.com`` (the demo's outbox: one file a message)."""
+        address = f"To: {account}@example.com"
+        mails = sorted((self.tmp / "outbox").glob("*.log"), key=lambda path: path.stat().st_mtime)
+        for mail in reversed(mails):
+            text = mail.read_text(errors="replace")
+            if address in text:
+                found = _EMAILED_CODE.findall(text)
+                assert found, text
+                return str(found[-1])
+        raise AssertionError(f"no code was e-mailed to {account}")
 
 
 #: The operator's shell: each line it reads is one JSON command, answered with one line

@@ -1,17 +1,19 @@
 """Sign-ins that would outlive an account change (issue 51: R1 and R8), against the example
 project as shipped (:mod:`tests.authority.shipped`: production mode, no setting overridden).
 
-R1: a Device Sign-In approved but not yet polled, and a Direct Sign-In code not yet
-exchanged, sign no one in after the account's password changes (RFC 8628 §5.4: a User who
-approved a stranger's device code changes the password, and the stranger's next poll must
-not sign in). R8: a bulk ``update()`` that no signal reports (a script, a directory sync) ends
-use, refresh and exchange all the same. Each test also shows the legitimate path still
-working: the User signs in again with the new password, another account's agent goes on.
+R1: a Device Sign-In approved but not yet polled, a Direct Sign-In code not yet exchanged
+and a Mediated Sign-In waiting for its one-time code sign no one in after the account's
+password changes or its user is deactivated (RFC 8628 §5.4: a User who approved a stranger's
+device code changes the password, and the stranger's next poll must not sign in). R8: a
+bulk ``update()`` that no signal reports (a script, a directory sync) ends use, refresh and
+exchange all the same. Each test also shows the legitimate path still working: the User
+signs in again with the new password, another account's agent goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,11 +29,23 @@ from tests.authority.shipped_agent import ATLAS, PLAIN, Agent
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
 NEW_PASSWORD = "a-new-password-after-phishing"
-#: One customer per test: each one's account changes.
-CUSTOMERS = ("acct-ac-device", "acct-ac-direct", "acct-ac-off", "acct-ac-bulkpw", "acct-ac-ok")
+#: One customer per test: each one's account changes. Each has an e-mail address (where a
+#: Mediated Sign-In's one-time code goes).
+CUSTOMERS = (
+    "acct-ac-device",
+    "acct-ac-direct",
+    "acct-ac-off",
+    "acct-ac-bulkpw",
+    "acct-ac-ok",
+    "acct-ac-med-page",
+    "acct-ac-med-bulk",
+    "acct-ac-deact",
+    "acct-ac-control",
+)
 _MAKE_CUSTOMERS = (
     "from django.contrib.auth.models import User; "
-    f"[User.objects.create_user(name, password={PASSWORD!r}) for name in {CUSTOMERS!r}]"
+    f"[User.objects.create_user(n, email=n + '@example.com', password={PASSWORD!r}) "
+    f"for n in {CUSTOMERS!r}]"
 )
 ALL_SCOPES = ("poppy:read", "poppy:write", "orders:read")
 
@@ -53,6 +67,18 @@ def bulk(acme: ShippedAcme, account: str, change: str) -> None:
         "from django.contrib.auth.hashers import make_password; "
         "from django.contrib.auth.models import User; "
         f"User.objects.filter(username={account!r}).update({change})",
+    )
+
+
+def deactivate(acme: ShippedAcme, account: str) -> None:
+    """An operator deactivates the account's user the ordinary way: ``save()``, its signals
+    sent (what the admin's change form does)."""
+    acme.manage(
+        "shell",
+        "-c",
+        "from django.contrib.auth.models import User; "
+        f"user = User.objects.get(username={account!r}); "
+        "user.is_active = False; user.save()",
     )
 
 
@@ -145,6 +171,110 @@ def test_a_direct_sign_in_code_is_void_once_the_password_changes(acme: ShippedAc
     refused, done = asyncio.run(scenario())
     assert refused.code == "invalid_grant", refused
     assert done.token.signed_in and done.token.session_id
+
+
+async def code_asked(
+    agent: Agent, user: str, session: Any, account: str, password: str = PASSWORD
+) -> httpx.Response:
+    """A Mediated Sign-In with the right password, waiting for the code e-mailed to the
+    account's user (a client's first sign-in to an account always asks for one)."""
+    asked = await agent.mediated(user, session, account, password)
+    assert asked.json().get("status") == "code_required", asked.text
+    return asked
+
+
+async def submit_code(
+    agent: Agent, user: str, session: Any, asked: httpx.Response, account: str
+) -> httpx.Response:
+    """The one-time code the account's user was last e-mailed, from the asking Session."""
+    url = f"{ORIGIN}/poppy/sign-in/{asked.json()['sign_in_id']}"
+    code = json.dumps({"code": agent.acme.emailed_code(account)}).encode()
+    return await agent.dpop(user, session, "POST", url, code)
+
+
+@pytest.mark.parametrize(
+    ("account", "change"),
+    [("acct-ac-med-page", "on the page"), ("acct-ac-med-bulk", "bulk update")],
+)
+def test_a_mediated_sign_in_waiting_for_its_code_is_void_once_the_password_changes(
+    acme: ShippedAcme, account: str, change: str
+) -> None:
+    """The right password was relayed and the code is on its way; the person changes the
+    password (on Acme's page, or an operator's bulk ``update()`` no signal reports) before the
+    agent submits the code. The new password and a new code sign in."""
+    user = f"usr_ac_{account.removeprefix('acct-ac-').replace('-', '_')}_000001"
+
+    async def scenario() -> httpx.Response:
+        atlas = Agent(acme)
+        await atlas.discover()
+        session = await atlas.session(user)
+        asked = await code_asked(atlas, user, session, account)
+        if change == "on the page":
+            await change_password_on_the_page(acme, account)
+        else:
+            new = f"password=make_password({NEW_PASSWORD!r})"
+            await asyncio.to_thread(bulk, acme, account, new)
+        voided = await submit_code(atlas, user, session, asked, account)
+        assert voided.json()["status"] == "failed", voided.text
+        assert "refresh_token" not in voided.json()
+        again = await code_asked(atlas, user, session, account, NEW_PASSWORD)
+        return await submit_code(atlas, user, session, again, account)
+
+    again = asyncio.run(scenario())
+    assert again.json()["status"] == "complete" and again.json()["signed_in"], again.text
+
+
+def test_a_deactivation_voids_every_approval_not_yet_used(acme: ShippedAcme) -> None:
+    """The account's user deactivated through ``save()`` while a device approval waits for
+    its poll, a Direct Sign-In code for its exchange and a Mediated Sign-In for its code: none
+    signs in. The same three of another account, begun at the same time, all do."""
+    account, control = "acct-ac-deact", "acct-ac-control"
+
+    async def begun(atlas: Agent, account: str, tag: str) -> dict[str, Any]:
+        """The three approvals of ``account``'s person, none used yet."""
+        users = [f"usr_ac_{tag}_{kind}_00001" for kind in ("dev", "dir", "med")]
+        sessions = [await atlas.session(user) for user in users]
+        device, started = await approved_device_code(atlas, users[0], sessions[0], account)
+        url = await atlas.authorization_url(users[1], sessions[1], ("poppy:read",))
+        callback = await atlas.user.approve_authorization(url, account=account)
+        asked = await code_asked(atlas, users[2], sessions[2], account)
+        return {
+            "device": (device, started),
+            "callback": callback,
+            "mediated": (users[2], sessions[2], asked),
+        }
+
+    async def used(atlas: Agent, account: str, approvals: dict[str, Any]) -> dict[str, Any]:
+        """Each approval used: the poll, the code's exchange, the e-mailed code."""
+        direct = DirectSignInClient(reactor=atlas.reactor, http_client=atlas.http)
+        try:
+            exchanged: Any = await direct.complete(approvals["callback"])
+        except AuthorizationError as refused:
+            exchanged = refused
+        user, session, asked = approvals["mediated"]
+        return {
+            "poll": await poll(atlas, *approvals["device"]),
+            "direct": exchanged,
+            "mediated": await submit_code(atlas, user, session, asked, account),
+        }
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
+        atlas = Agent(acme)
+        await atlas.discover()
+        deactivated = await begun(atlas, account, "deact")
+        others = await begun(atlas, control, "control")
+        await asyncio.to_thread(deactivate, acme, account)
+        return await used(atlas, account, deactivated), await used(atlas, control, others)
+
+    refused, signed_in = asyncio.run(scenario())
+    poll_refused = refused["poll"]
+    assert isinstance(poll_refused, AuthorizationError) and poll_refused.code == "access_denied"
+    assert isinstance(refused["direct"], AuthorizationError), refused["direct"]
+    assert refused["direct"].code == "invalid_grant"
+    assert refused["mediated"].json()["status"] == "failed", refused["mediated"].text
+    assert signed_in["poll"].status == "complete" and signed_in["poll"].token.signed_in
+    assert signed_in["direct"].token.signed_in, signed_in["direct"]
+    assert signed_in["mediated"].json()["status"] == "complete", signed_in["mediated"].text
 
 
 def test_a_bulk_deactivation_ends_use_refresh_and_exchange(acme: ShippedAcme) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,6 @@ _MAKE_CUSTOMERS = (
     f"[User.objects.create_user(n, email=n + '@example.com', password={PASSWORD!r}) "
     f"for n in {CUSTOMERS!r}]"
 )
-_CODE = re.compile(r"sign(?:ing)? your personal agent in to [^:]+: (\d{6})")
 
 
 @pytest.fixture(scope="module")
@@ -48,19 +46,6 @@ def acme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShippedAcme]:
         yield running
         problems = running.log_problems()
     assert not problems, "\n".join(problems[:40])
-
-
-def emailed_code(acme: ShippedAcme, account: str) -> str:
-    """The last one-time code Acme e-mailed to ``account``'s user (its demo outbox)."""
-    address = f"To: {account}@example.com"
-    mails = sorted((acme.tmp / "outbox").glob("*.log"), key=lambda path: path.stat().st_mtime)
-    for mail in reversed(mails):
-        text = mail.read_text(errors="replace")
-        if address in text:
-            found = _CODE.findall(text)
-            assert found, text
-            return str(found[-1])
-    raise AssertionError(f"no code was e-mailed to {account}")
 
 
 async def signed_in_agent(acme: ShippedAcme, identity: Any = ATLAS) -> Agent:
@@ -97,7 +82,7 @@ async def sign_in_with_the_code(
     if first.json().get("status") != "code_required":
         return first, None
     url = f"{ORIGIN}/poppy/sign-in/{first.json()['sign_in_id']}"
-    code = json.dumps({"code": emailed_code(acme, account)}).encode()
+    code = json.dumps({"code": acme.emailed_code(account)}).encode()
     return first, await agent.dpop(user, session, "POST", url, code)
 
 
