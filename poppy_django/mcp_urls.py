@@ -11,7 +11,7 @@ import re
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import re_path
 
-from poppy_django.mcp import server as mcp
+from poppy_django.mcp import config, metadata, server
 
 app_name = "poppy_mcp"
 
@@ -20,7 +20,7 @@ def _mount_path() -> str:
     """Where the server is mounted; the default while ``POPPY`` cannot be read, so that
     ``manage.py check`` (which imports the URLconf) reports why (E004) instead of crashing."""
     try:
-        return mcp.path()
+        return config.path()
     except ImproperlyConfigured:
         return "poppy/mcp"
 
@@ -28,10 +28,10 @@ def _mount_path() -> str:
 _path = re.escape(_mount_path())
 
 urlpatterns = [
-    re_path(rf"^{_path}$", mcp.mcp_view, name="server"),
+    re_path(rf"^{_path}$", server.mcp_view, name="server"),
     re_path(
         rf"^\.well-known/oauth-protected-resource/{_path}$",
-        mcp.protected_resource_metadata,
+        metadata.protected_resource_metadata,
         name="metadata",
     ),
 ]

@@ -5,8 +5,8 @@ person decides at the desk (:mod:`poppy_django.desk.decisions`). An approved act
 here, by a worker, under the conversation's lease — under the actor and roles recorded when
 it was proposed, never the staff member's — and its outcome is posted in the same
 transaction as the action's own database effects: a worker that dies mid-action leaves it
-``approved``, and the next worker runs it, so it runs at most once. The web request never
-runs a tool.
+``approved``, and the next worker runs it, so it runs at most once. A conversation's web
+request never runs a tool (the MCP server's read tools are the one exception, docs/mcp.md).
 
 The outcome is a company message carrying ``data.actions``, worded by
 ``POPPY["ACTION_FORMATTER"]`` exactly like a turn's (a message makes sense without data),

@@ -11,17 +11,17 @@ from typing import Any
 from django.http import HttpRequest
 
 from poppy_django.api import discovery
-from poppy_django.mcp import server
+from poppy_django.mcp import config
 from poppy_django.verifier import resources
 
 
 def register() -> None:
     discovery.apis.register("mcp", _discovery_entry)
     resources.resources.register(
-        "mcp", resources.Resource(urls=server.resources, dpop=server.supports_dpop)
+        "mcp", resources.Resource(urls=config.resources, dpop=config.supports_dpop)
     )
 
 
 def _discovery_entry(request: HttpRequest | None) -> dict[str, Any] | None:
     """``poppy.json``'s ``apis`` entry of the server while it is on."""
-    return dict(server.discovery_entry(request)) if server.enabled() else None
+    return dict(config.discovery_entry(request)) if config.enabled() else None
