@@ -4,16 +4,18 @@ docs/operations.md sets them up; staff signed in to the admin as people are).
 
 R2: one personal agent cannot fill the desk's queue: waiting handoffs are bounded per User
 and per client, the route is throttled, every refusal is the wire's ``429
-too_many_requests`` and counted, and a real customer's handoff is queued ahead of a flooding
-client's. R9: the desk's parameters and ids are validated: ``?before=²``, a 5,000-digit
-``before`` and a conversation id holding U+0000 are a 400 or a 404, never a 500, while the
-pages they would have shown still answer.
+too_many_requests`` and counted (a concurrent burst over two web processes included), and a
+real customer's handoff is queued ahead of a flooding client's. R9: the desk's parameters
+and ids are validated: ``?before=²``, a 5,000-digit ``before`` and a conversation id holding
+U+0000 are a 400 or a 404, never a 500, while the pages they would have shown still answer.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -142,3 +144,57 @@ def test_a_flood_of_handoffs_is_bounded_and_a_real_customer_waits_ahead_of_it(
         }
 
     eventually(lambda: refusals() == counted, what=lambda: f"the refusals counted: {refusals()}")
+
+
+def test_a_burst_of_handoffs_over_two_web_processes_stays_within_the_clients_bound(
+    site: tuple[Cluster, str],
+) -> None:
+    """Fresh Users of one personal agent ask for a person all at once, their requests spread
+    over two web processes of the deployment: the count and the queueing of each are one
+    after the other under the client's lock (in PostgreSQL, not in a process), so exactly the
+    client's bound is queued. A real customer who asks next is queued, ahead of the burst's
+    others."""
+    running, web = site
+    other_web = running.web("web-2", access_log=True)
+    burst = PER_CLIENT + 10
+    agents = [
+        PersonalAgent(client_id="https://burst.example/agent", user_id=unique("burst")).at(base)
+        for base in [web, other_web] * (burst // 2)
+    ]
+    conversations = [quiet_conversation(agent) for agent in agents]
+    at_once = threading.Barrier(burst)
+
+    def ask(pair: tuple[PersonalAgent, str]) -> httpx.Response:
+        at_once.wait(timeout=60)
+        return hand_off(*pair)
+
+    before = value(scrape(web), "poppy_handoffs_refused_total", reason="client_waiting")
+    with open_the_desk(web, STAFF) as desk:
+        with ThreadPoolExecutor(max_workers=burst) as pool:
+            answers = list(pool.map(ask, zip(agents, conversations, strict=True)))
+        customer = PersonalAgent(client_id="https://real-2.example/agent").at(other_web)
+        real = quiet_conversation(customer)
+        asked = hand_off(customer, real)
+        rows = desk.get(DESK, params={"status": "waiting", "partial": "rows"}).text
+
+    queued = [c for c, a in zip(conversations, answers, strict=True) if a.status_code == 202]
+    refused = [a for a in answers if a.status_code != 202]
+    assert len(queued) == PER_CLIENT, sorted(a.status_code for a in answers)
+    for answer in refused:
+        assert answer.status_code == 429, answer.text
+        assert answer.json()["error"] == "too_many_requests"
+    assert asked.status_code == 202 and asked.json()["status"] == "queued", asked.text
+    # Fair order: the customer waits behind at most the burst's first, never its others.
+    in_queue = [found for found in re.findall(r"cnv_[0-9a-f]+", rows) if found in {*queued, real}]
+    in_queue = list(dict.fromkeys(in_queue))
+    assert set(in_queue) == {*queued, real}, in_queue
+    assert in_queue.index(real) == 1, in_queue
+    eventually(
+        lambda: (
+            value(scrape(web), "poppy_handoffs_refused_total", reason="client_waiting")
+            == before + len(refused)
+        ),
+        what="the burst's refusals counted",
+    )
+    log = running.log("web-2")
+    assert '" 500' not in log and "Traceback" not in log, log
