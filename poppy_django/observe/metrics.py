@@ -13,6 +13,7 @@ what happened, and the engine's code carries no metric calls of its own.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
@@ -349,7 +350,15 @@ def readiness_answered(outcomes: dict[str, bool]) -> None:
 
 
 def _readiness_failing(options: CallbackOptions) -> Iterable[Observation]:
-    return [Observation(failing, {"check": name}) for name, failing in _readiness.items()]
+    """Each check, labelled with this process's id: readiness is a process's own (one web
+    process's broker setting can be wrong), so each process keeps its own series where the
+    processes' metrics meet (the multiprocess files, a collector), instead of the latest
+    collection's answer standing for every process's. Bounded by the live processes: a dead
+    one's gauges leave the scrape."""
+    pid = str(os.getpid())
+    return [
+        Observation(failing, {"check": name, "pid": pid}) for name, failing in _readiness.items()
+    ]
 
 
 meter.create_observable_gauge(
