@@ -16,7 +16,7 @@ import functools
 import importlib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, Protocol, TypeVar, overload
 
 from django.conf import ENVIRONMENT_VARIABLE, settings
@@ -643,6 +643,16 @@ def organization_name() -> str:
     ``name``), or "this company" where the project set none."""
     organization = (poppy_settings.DISCOVERY or {}).get("ORGANIZATION") or {}
     return str(organization.get("name") or "this company")
+
+
+def sub_settings(name: str, keys: Iterable[str]) -> dict[str, Any]:
+    """``POPPY[name]``, a dict of a part's own keys, as configured (a copy); a key not among
+    ``keys`` is refused with the one unknown-key error, at each read (``override_settings``)."""
+    raw = dict(getattr(poppy_settings, name) or {})
+    unknown = unknown_keys(f'POPPY["{name}"]', raw, sorted(keys))
+    if unknown:
+        raise ImproperlyConfigured(unknown)
+    return raw
 
 
 def hook(group: str, name: str) -> Any:

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_safe
 
 from poppy_django.addresses import configured_origin, endpoint_url, public_origin
 from poppy_django.api.feedback import discovery_entry as feedback_entry
-from poppy_django.conf import poppy_settings, unknown_keys
+from poppy_django.conf import poppy_settings, sub_settings
 from poppy_django.errors import error_response
 from poppy_django.registries import Registry
 from poppy_django.verifier import local_issuer
@@ -65,11 +65,7 @@ def protocol_entry(request: HttpRequest | None = None) -> dict[str, str]:
 
 
 def _options() -> dict[str, Any]:
-    options = dict(poppy_settings.DISCOVERY or {})
-    unknown = unknown_keys('POPPY["DISCOVERY"]', options, sorted(DISCOVERY_KEYS))
-    if unknown:
-        raise ImproperlyConfigured(unknown)
-    return options
+    return sub_settings("DISCOVERY", DISCOVERY_KEYS)
 
 
 def _issuer_capabilities(request: HttpRequest | None) -> dict[str, Any]:

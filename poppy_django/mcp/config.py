@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 
 from poppy_django import addresses
 from poppy_django.addresses import public_origin
-from poppy_django.conf import poppy_settings, unknown_keys
+from poppy_django.conf import poppy_settings, sub_settings
 
 KEYS = frozenset({"ENABLED", "PATH", "AGENT", "DPOP", "CALLS_PER_MINUTE"})
 #: Calls one personal agent's User may make per minute by default.
@@ -20,11 +19,7 @@ CALLS_PER_MINUTE = 120
 
 
 def options() -> dict[str, Any]:
-    raw = dict(poppy_settings.MCP or {})
-    unknown = unknown_keys('POPPY["MCP"]', raw, sorted(KEYS))
-    if unknown:
-        raise ImproperlyConfigured(unknown)
-    return raw
+    return sub_settings("MCP", KEYS)
 
 
 def enabled() -> bool:

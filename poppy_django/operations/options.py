@@ -25,7 +25,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from poppy_django.conf import poppy_settings, unknown_keys
+from poppy_django.conf import sub_settings
 
 PROPOSE_CHOICES = ("flagged", "all")
 KEYS = frozenset(
@@ -62,10 +62,7 @@ def _number(name: str, value: Any, *, minimum: float = 0.0) -> float:
 
 def options() -> OperationsOptions:
     """The options now (cheap: the settings object caches the mapping per settings version)."""
-    raw = dict(poppy_settings.OPERATIONS or {})
-    unknown = unknown_keys('POPPY["OPERATIONS"]', raw, sorted(KEYS))
-    if unknown:
-        raise ImproperlyConfigured(unknown)
+    raw = sub_settings("OPERATIONS", KEYS)
     propose = raw.get("PROPOSE", "flagged")
     if propose not in PROPOSE_CHOICES:
         raise ImproperlyConfigured(

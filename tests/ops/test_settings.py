@@ -6,8 +6,11 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import resolve
 
+from poppy_django.api import discovery
 from poppy_django.conf import DEFAULTS, PoppySettings, Setting, endpoint_prefix, poppy_settings
 from poppy_django.engine.executors import ThreadExecutor
+from poppy_django.mcp import config as mcp_config
+from poppy_django.operations import options as operations_options
 from poppy_django.token_options import DEFAULT_CLAIMS
 
 
@@ -38,6 +41,22 @@ def test_a_value_of_the_wrong_type_names_its_key(name, value):
 def test_an_unknown_key_names_itself():
     with pytest.raises(ImproperlyConfigured, match="PAGESIZE"):
         _ = PoppySettings({"PAGESIZE": 10}).PAGE_SIZE
+
+
+@pytest.mark.parametrize(
+    "name, typo, read",
+    [
+        ("MCP", "ENABLE", lambda: mcp_config.enabled()),
+        ("OPERATIONS", "ENABLE", lambda: operations_options.options()),
+        ("DISCOVERY", "ORGANISATION", lambda: discovery.poppy_document()),
+    ],
+)
+def test_a_parts_own_dict_refuses_an_unknown_key_when_read(settings, name, typo, read):
+    settings.POPPY = {**settings.POPPY, "BASE_URL": "https://acme.example", name: {typo: True}}
+    with pytest.raises(
+        ImproperlyConfigured, match=rf'Unknown POPPY\["{name}"\] key\(s\): {typo}\.'
+    ):
+        read()
 
 
 def test_a_value_is_parsed_once_and_again_after_the_setting_changes(settings):
