@@ -1,6 +1,8 @@
 """``PoppyEndpointMiddleware``: the endpoint's own path through Django's middleware.
 
-Put it first in ``MIDDLEWARE``. Every other path goes through the whole stack as usual. For
+Put it first in ``MIDDLEWARE``: it measures every request of every route
+(:func:`~poppy_django.observe.served.request_measured`, ``poppy_request_duration_seconds``),
+and traces the endpoint's. Every other path goes through the whole stack as usual. For
 the endpoint's paths it runs the middleware listed after it **except** those named in
 ``POPPY["SKIP_MIDDLEWARE"]`` (by default sessions, authentication, CSRF and messages: the
 endpoint authenticates by token, is CSRF-exempt and never uses sessions, users or messages,
@@ -54,7 +56,7 @@ from poppy_django.api.wire_errors import wire_error_response
 from poppy_django.conf import endpoint_prefix, poppy_settings
 from poppy_django.engine.dispatch import executor_is_inline
 from poppy_django.errors import error_response
-from poppy_django.observe.served import endpoint_request
+from poppy_django.observe.served import endpoint_request, request_measured
 from poppy_django.threads import on_request_thread
 
 logger = logging.getLogger("poppy_django.views")
@@ -151,6 +153,10 @@ class PoppyEndpointMiddleware:
         if on_endpoint(request):
             with on_request_thread(), endpoint_request(request) as served:
                 return served.answered(as_json(async_to_sync(self._endpoint)(request)))
+        with request_measured(request) as served:  # every other route: measured here too
+            return served.answered(self._elsewhere(request))
+
+    def _elsewhere(self, request: HttpRequest) -> HttpResponseBase:
         if not on_agent_route(request):
             response = self.get_response(request)
             assert isinstance(response, HttpResponseBase)
@@ -165,6 +171,10 @@ class PoppyEndpointMiddleware:
         if on_endpoint(request):
             with _under_test_kit(), endpoint_request(request) as served:
                 return served.answered(as_json(await self._endpoint(request)))
+        with request_measured(request) as served:
+            return served.answered(await self._aelsewhere(request))
+
+    async def _aelsewhere(self, request: HttpRequest) -> HttpResponseBase:
         if not on_agent_route(request):
             response: HttpResponseBase = await self.get_response(request)  # type: ignore[misc]
             return response

@@ -75,7 +75,7 @@ refusals = meter.create_counter(
 request_duration = meter.create_histogram(
     "poppy.request.duration",
     unit="s",
-    description="Endpoint requests, by route, method and status",
+    description="HTTP requests of every route, by route, method and status class",
     explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
 )
 handoffs_refused = meter.create_counter(
@@ -193,7 +193,8 @@ def handoff_refused(reason: str) -> None:
     handoffs_refused.add(1, {"reason": reason})
 
 
-def request_served(route: str, method: str, status: int, seconds: float, code: str | None) -> None:
+def request_served(route: str, method: str, status: str, seconds: float, code: str | None) -> None:
+    """One request answered (``status``: its class); ``code``: a refusal's, counted."""
     request_duration.record(seconds, {"route": route, "method": method, "status": status})
     if code is not None:
         refusals.add(1, {"code": code, "route": route})

@@ -50,6 +50,10 @@ def scrape(web: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
+#: The messages route's label: its URL pattern, as every route's.
+MESSAGES = "/poppy/conversations/{conversation_id}/messages"
+
+
 def value(samples: dict[Any, float], name: str, **labels: str) -> float:
     """The sum of ``name``'s samples whose labels include ``labels``."""
     return sum(
@@ -111,7 +115,7 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
         done = value(samples, "poppy_turns_total", outcome="answered") == 5
         # Each process's counts as of its last export (every 500 ms here): the web
         # processes' requests too.
-        served = value(samples, "poppy_request_duration_seconds_count", route="messages") == 3
+        served = value(samples, "poppy_request_duration_seconds_count", route=MESSAGES) == 3
         return samples if done and served and value(samples, "poppy_turns_in_flight") == 0 else None
 
     samples = eventually(counted, what="five answered turns and none in flight")
@@ -123,7 +127,7 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
     tokens_in = value(samples, "poppy_model_tokens_total", model="local", direction="input")
     assert tokens_in == 10 * served["requests"]
     assert value(samples, "poppy_model_tokens_total", model="local", direction="output") > 0
-    assert value(samples, "poppy_request_duration_seconds_count", route="messages") == 3
+    assert value(samples, "poppy_request_duration_seconds_count", route=MESSAGES) == 3
     # The database's gauges as of their last read (each interval, off the collection).
     samples = eventually(
         lambda: (

@@ -1,8 +1,10 @@
 """The series the alerts rely on, from the example project as shipped with its SDK on (in a
 process of its own: the SDK is global): the counters' outcomes exist at zero before anything
-happened, so ``rate()`` sees the first failure; a client hanging up a long-poll is recorded
-as 499, not as a 500 of the server's; a method the client made up is ``_OTHER``; the
-readiness probe's checks are gauges that need no database to be read."""
+happened, so ``rate()`` sees the first failure; every route's requests are measured (the
+endpoint, the probes, the metrics, the desk, the authority's documents) by URL pattern and
+status class; a client hanging up a long-poll is recorded as 499, not as a 500 of the
+server's; a method the client made up is ``_OTHER``; the readiness probe's checks are gauges
+that need no database to be read."""
 
 from __future__ import annotations
 
@@ -63,6 +65,18 @@ async def main():
     conversation = __import__("json").loads(body)["conversation_id"]
     status, _ = await answer("GET", "/health/ready")
     print("ready", status)
+    # Every other route is measured too: the probes, the metrics, the desk (a redirect to the
+    # login page), the authority's documents, a path nothing matches, a method made up.
+    for method, path in [
+        ("GET", "/health/live"),
+        ("GET", "/metrics"),
+        ("GET", "/admin/poppy_django/conversation/desk/"),
+        ("GET", "/.well-known/poppy.json"),
+        ("GET", "/no/such/page"),
+        ("BREW", "/health/live"),
+    ]:
+        status, _ = await answer(method, path)
+        print(method, path, status)
     # Read to the end of the turn, then long-poll for more: its client goes while it waits.
     path = f"/poppy/conversations/{conversation}/events"
     cursor, last = "", {}
@@ -125,9 +139,23 @@ def test_series_the_alerts_read(tmp_path: Path) -> None:
     assert [point["value"] for point in _points(folder, "poppy.dispatch.failures")] == [0]
 
     requests = [point["labels"] for point in _points(folder, "poppy.request.duration")]
-    assert {"route": "events", "method": "GET", "status": "499"} in requests
-    assert not [labels for labels in requests if labels["status"] == "500"], requests
+    events = "/poppy/conversations/{conversation_id}/events"
+    assert {"route": events, "method": "GET", "status": "499"} in requests
+    assert not [labels for labels in requests if labels["status"] == "5xx"], requests
     assert {labels["method"] for labels in requests} == {"GET", "POST", "_OTHER"}
+    # Every route, by its URL pattern, and the status by its class.
+    for labels in [
+        {"route": "/health/ready", "method": "GET", "status": "2xx"},
+        {"route": "/health/live", "method": "GET", "status": "2xx"},
+        {"route": "/health/live", "method": "_OTHER", "status": "4xx"},
+        {"route": "/metrics", "method": "GET", "status": "2xx"},
+        {"route": "/admin/poppy_django/conversation/desk/", "method": "GET", "status": "3xx"},
+        {"route": "/.well-known/poppy.json", "method": "GET", "status": "2xx"},
+        {"route": "unmatched", "method": "GET", "status": "4xx"},
+        {"route": "/poppy/conversations", "method": "POST", "status": "2xx"},
+    ]:
+        assert labels in requests, (labels, requests)
+    assert {labels["status"] for labels in requests} <= {"2xx", "3xx", "4xx", "499"}, requests
 
     readiness = {
         point["labels"]["check"]: point["value"]
