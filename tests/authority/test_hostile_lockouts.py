@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from personal_agent_protocol.demo.kit import AgentIdentity
 from personal_agent_protocol.mcp import McpDpopAuth
 
 from tests.authority.shipped import ORIGIN, PASSWORD, ShippedAcme, shipped_acme
@@ -27,11 +28,16 @@ from tests.authority.shipped_agent import ATLAS, PLAIN, Agent
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
 WRONG = "Tr0ub4dor&3-not-the-password"
-#: Shipped: POPPY_AUTHORITY's MEDIATED_WINDOW_SECONDS and MEDIATED_ADDRESS_MAX_FAILURES.
+#: Shipped: POPPY_AUTHORITY's MEDIATED_WINDOW_SECONDS, MEDIATED_ADDRESS_MAX_FAILURES,
+#: MEDIATED_CLIENT_MAX_FAILURES and MEDIATED_MAX_FAILURES.
 WINDOW = 900
 ADDRESS_LIMIT = 20
+CLIENT_LIMIT = 100
+OWN_LIMIT = 5
+#: A personal agent of its own for the client's flood (no other test's failures counted).
+CROWD = AgentIdentity(domain="crowd.example", name="Crowd")
 #: Customers with an e-mail address (where their one-time codes go).
-CUSTOMERS = ("acct-lo-real", "acct-lo-known", "acct-lo-burst", "acct-lo-target")
+CUSTOMERS = ("acct-lo-real", "acct-lo-known", "acct-lo-burst", "acct-lo-target", "acct-lo-crowd")
 _MAKE_CUSTOMERS = (
     "from django.contrib.auth.models import User; "
     f"[User.objects.create_user(n, email=n + '@example.com', password={PASSWORD!r}) "
@@ -41,7 +47,7 @@ _MAKE_CUSTOMERS = (
 
 @pytest.fixture(scope="module")
 def acme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShippedAcme]:
-    with shipped_acme(Path(tmp_path_factory.mktemp("acme")), [ATLAS, PLAIN]) as running:
+    with shipped_acme(Path(tmp_path_factory.mktemp("acme")), [ATLAS, PLAIN, CROWD]) as running:
         running.manage("shell", "-c", _MAKE_CUSTOMERS)
         yield running
         problems = running.log_problems()
@@ -54,8 +60,14 @@ async def signed_in_agent(acme: ShippedAcme, identity: Any = ATLAS) -> Agent:
     return agent
 
 
+def coming_from(address: str | None) -> dict[str, str]:
+    """The client address the proxy in front reports for a request (``X-Forwarded-For``,
+    which uvicorn takes from a proxy on loopback); none: the connection's own, loopback."""
+    return {"X-Forwarded-For": address} if address else {}
+
+
 async def hostile(
-    agent: Agent, user: str, token: Any, account: str, password: str
+    agent: Agent, user: str, token: Any, account: str, password: str, address: str | None = None
 ) -> httpx.Response:
     """One Mediated Sign-In attempt as a hostile client sends it: its own proof and no
     client-side budget (the SDK's transport waits out a ``Retry-After`` before its next
@@ -63,7 +75,7 @@ async def hostile(
     url = f"{ORIGIN}/poppy/sign-in"
     auth = McpDpopAuth(token, url, reactor=agent.reactor, who=agent.who(user))
     body = {"scope": "poppy:read", "credentials": {"username": account, "password": password}}
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json", **coming_from(address)}
     return await agent.http.post(url, content=json.dumps(body).encode(), headers=headers, auth=auth)
 
 
@@ -73,17 +85,20 @@ async def attempt(agent: Agent, user: str, account: str, password: str) -> httpx
 
 
 async def sign_in_with_the_code(
-    acme: ShippedAcme, agent: Agent, user: str, account: str
+    acme: ShippedAcme, agent: Agent, user: str, account: str, address: str | None = None
 ) -> tuple[httpx.Response, httpx.Response | None]:
-    """The right password from a new Session, then the e-mailed code if one is asked for:
-    the first answer and the code's."""
+    """The right password from a new Session (from ``address``, else loopback), then the
+    e-mailed code if one is asked for: the first answer and the code's."""
     session = await agent.session(user)
-    first = await agent.mediated(user, session, account, PASSWORD)
+    if address is None:
+        first = await agent.mediated(user, session, account, PASSWORD)
+    else:
+        first = await hostile(agent, user, session, account, PASSWORD, address)
     if first.json().get("status") != "code_required":
         return first, None
     url = f"{ORIGIN}/poppy/sign-in/{first.json()['sign_in_id']}"
     code = json.dumps({"code": acme.emailed_code(account)}).encode()
-    return first, await agent.dpop(user, session, "POST", url, code)
+    return first, await agent.dpop(user, session, "POST", url, code, coming_from(address))
 
 
 def outcome(answer: httpx.Response) -> str:
@@ -174,3 +189,54 @@ def test_no_client_can_lock_a_user_out_of_every_agent(acme: ShippedAcme) -> None
     assert set(outcomes[:5]) <= {"failed", "rate_limited"} and outcomes[5:] == ["rate_limited"] * 2
     assert outcome(asked) == "code_required", asked.text
     assert done is not None and outcome(done) == "complete" and done.json()["signed_in"]
+
+
+def test_a_flood_from_one_client_steps_up_its_other_users_instead_of_refusing_them(
+    acme: ShippedAcme,
+) -> None:
+    """A client's wrong passwords past its limit, spread over Users, accounts and addresses
+    (each under its own limit, as a botnet behind one personal agent would): its next wrong
+    password is slowed down, and a right one of another of its Users, which signed in without
+    a code before the flood, must prove the code now and signs in with it. Another client at
+    a fresh address is not charged for the flood."""
+    account, real_user, at_home = CUSTOMERS[4], "usr_lo_crowd_real_001", "203.0.113.7"
+    per_user = OWN_LIMIT - 1  # wrong passwords a User may try before its own lockout
+
+    async def scenario() -> dict[str, Any]:
+        crowd = await signed_in_agent(acme, CROWD)
+        seen: dict[str, Any] = {
+            "first": await sign_in_with_the_code(acme, crowd, real_user, account, at_home),
+            "usual": await sign_in_with_the_code(acme, crowd, real_user, account, at_home),
+        }
+        flood: list[str] = []
+        for n in range(CLIENT_LIMIT // per_user + 2):
+            user, address = f"usr_lo_crowd_{n:08d}", f"198.51.100.{n // per_user + 1}"
+            session = await crowd.session(user)
+            for k in range(per_user):
+                wrong = await hostile(crowd, user, session, f"acct-lo-c{n}-{k}", WRONG, address)
+                flood.append(outcome(wrong))
+                if flood[-1] != "failed":
+                    break
+            if flood[-1] != "failed":
+                break
+        seen["flood"] = flood
+        seen["stepped_up"] = await sign_in_with_the_code(acme, crowd, real_user, account, at_home)
+        plain = await signed_in_agent(acme, PLAIN)
+        other = await plain.session("usr_lo_crowd_plain_01")
+        seen["other_client"] = await hostile(
+            plain, "usr_lo_crowd_plain_01", other, "acct-lo-nobody", WRONG, "192.0.2.1"
+        )
+        return seen
+
+    seen = asyncio.run(scenario())
+    asked, done = seen["first"]  # the client's first sign-in to the account: a code
+    assert outcome(asked) == "code_required" and done is not None and outcome(done) == "complete"
+    usual, _ = seen["usual"]  # its next: none
+    assert outcome(usual) == "complete" and usual.json()["signed_in"], usual.text
+    flood = seen["flood"]
+    assert flood[-1] == "rate_limited", flood
+    assert set(flood[:-1]) == {"failed"} and CLIENT_LIMIT <= len(flood) <= CLIENT_LIMIT + 1
+    asked, done = seen["stepped_up"]
+    assert outcome(asked) == "code_required", asked.text
+    assert done is not None and outcome(done) == "complete" and done.json()["signed_in"]
+    assert outcome(seen["other_client"]) == "failed"
