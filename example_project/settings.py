@@ -304,6 +304,10 @@ POPPY: dict[str, Any] = {
     ),
     # A handoff no one joins within this many seconds goes back to the Company Agent.
     "HANDOFF_MAX_WAIT_SECONDS": float(os.environ.get("POPPY_HANDOFF_MAX_WAIT_SECONDS", "600")),
+    # How many conversations one staff member handles at once (each one's own in the admin's
+    # Staff presence overrides it), and the groups that are the desk's teams (comma-separated).
+    "DESK_CAPACITY": int(os.environ.get("POPPY_DESK_CAPACITY", "5")),
+    "DESK_TEAMS": [name for name in os.environ.get("POPPY_DESK_TEAMS", "").split(",") if name],
     # Events are kept 30 days (the beat task "poppy-prune" deletes older ones hourly).
     "RETENTION_SECONDS": 30 * 86400,
     "LEASE_SECONDS": float(os.environ.get("POPPY_LEASE_SECONDS", "30")),

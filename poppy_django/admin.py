@@ -38,6 +38,7 @@ from poppy_django.models import (
     MessageReceipt,
     Operation,
     OperationRevision,
+    StaffPresence,
     SupportDesk,
     Tag,
 )
@@ -280,6 +281,22 @@ class OperationAdmin(ReadOnlyAdmin):
     list_select_related = ["conversation"]
     raw_id_fields = ["conversation", "action_record"]
     inlines = [OperationRevisionInline]
+
+
+@admin.register(StaffPresence)
+class StaffPresenceAdmin(admin.ModelAdmin):
+    """Each staff member's share of the desk's work: their capacity (conversations at once;
+    blank: ``POPPY["DESK_CAPACITY"]``) and, for a supervisor, whether they are in the
+    rotation. Presence itself is theirs to set at the desk."""
+
+    list_display = ["user", "capacity", "in_rotation", "away", "last_seen_at"]
+    list_editable = ["capacity", "in_rotation"]
+    fields = ["user", "capacity", "in_rotation", "away", "last_seen_at", "left_at"]
+    readonly_fields = ["user", "away", "last_seen_at", "left_at"]
+    search_fields = ["user__username"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # a row is made as its staff member opens the desk
 
 
 @admin.register(Tag)

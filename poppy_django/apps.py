@@ -26,6 +26,7 @@ class PoppyDjangoConfig(AppConfig):
         from poppy_django.mcp import seams as mcp
         from poppy_django.observe import pool_warnings, sdk, streaks
         from poppy_django.operations import seams as operations
+        from poppy_django.service import rerouting
 
         checks.register(body_limit=PoppyBodyLimit)
         desk.register()
@@ -33,6 +34,10 @@ class PoppyDjangoConfig(AppConfig):
         operations.register()
         # Handoffs no one joined in time go back to the Company Agent at each sweep.
         recovery.recoveries.register("overdue handoffs", lambda stop: handoff.return_overdue())
+        # ...and those waiting for someone with no live desk go to someone who has one.
+        recovery.recoveries.register(
+            "stranded handoffs", lambda stop: rerouting.reassign_stranded()
+        )
         observe.withhold_user_text_in_logs()
         pool_warnings.install()  # psycopg_pool's warnings once a streak (a database down)
         # Redis away: its unpublished wake-ups and events once a streak, not one per message.

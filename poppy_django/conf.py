@@ -167,6 +167,16 @@ DEFAULTS: dict[str, Any] = {
     # A handoff nobody joins within this many seconds goes back to the Company Agent (the
     # workers' sweep), its reason told to the personal agent. None: it waits for a person.
     "HANDOFF_MAX_WAIT_SECONDS": 600.0,
+    # The share of HANDOFF_MAX_WAIT_SECONDS after which the desk warns that a handoff is
+    # about to go back (its assignee by a notification, everyone in the queue).
+    "HANDOFF_WARN_AT": 0.8,
+    # How many conversations one staff member handles at once (waiting for them or held):
+    # the assign hook gives none past it. Each staff member's own in the admin (Staff
+    # presence) overrides it. None: no limit.
+    "DESK_CAPACITY": 5,
+    # The Django groups that are teams on the desk (a team queue, transfer to a team,
+    # routing within it): a list of group names. [] : no teams.
+    "DESK_TEAMS": [],
     # Import string of values(conversation) -> {"name": ..., "order": ...}: what canned
     # replies' placeholders say in a conversation (None or "" where unknown).
     "CANNED_REPLY_VALUES": "poppy_django.staff.canned.values_from_context",
@@ -320,6 +330,14 @@ def integer(name: str, value: Any) -> int:
 
 def optional_integer(name: str, value: Any) -> int | None:
     return None if value is None else integer(name, value)
+
+
+def fraction(name: str, value: Any) -> float:
+    """A number between 0 and 1 (a share of something)."""
+    parsed = number(name, value)
+    if not 0 <= parsed <= 1:
+        raise _wrong(name, "a number from 0 to 1", value)
+    return parsed
 
 
 def optional_mapping(name: str, value: Any) -> dict[str, Any] | None:
@@ -519,6 +537,9 @@ class PoppySettings(TypedSettings):
     OFFICE_HOURS = Setting(optional_mapping)
     STAFF_AWAY_AFTER_SECONDS = Setting(number)
     HANDOFF_MAX_WAIT_SECONDS = Setting(optional_number)
+    HANDOFF_WARN_AT = Setting(fraction)
+    DESK_CAPACITY = Setting(optional_integer)
+    DESK_TEAMS = Setting(texts)
     #: :class:`poppy_django.staff.canned.CannedReplyValues` or None.
     CANNED_REPLY_VALUES = Setting(imported)
     #: Tag name -> its words and phrases as one pattern.

@@ -62,6 +62,9 @@ ERRORS: dict[str, ErrorCode] = {
     "conversation_changed": ErrorCode(409, wire=False),
     "not_holder": ErrorCode(409, wire=False),
     "unknown_staff": ErrorCode(400, wire=False),
+    "unknown_team": ErrorCode(400, wire=False),
+    "not_missed": ErrorCode(409, wire=False),
+    "team_unavailable": ErrorCode(409, wire=False),
     "not_waiting": ErrorCode(409, wire=False),
     # An API (Operations, MCP) used without negotiating its extension (§3.3): the SDK's
     # clients read the code and its ``extension``.

@@ -5,8 +5,9 @@ Hooks are import strings in ``POPPY["HANDOFF_HOOKS"]`` (``request``, ``assign``,
 keyword arguments. Without a ``request`` key, a project with the admin (and so the desk)
 queues a handoff for the desk when someone is there to take it (:func:`queue_on_desk`);
 ``"request": None`` turns that off. Without an ``assign`` key, a queued handoff goes to the
-available staff member who waited longest for one (:func:`round_robin`); ``"assign": None``
-leaves it unassigned, for whoever joins first. ``request`` and ``assign`` are called inside
+least loaded available staff member with room for it, in its team
+(:func:`poppy_django.staff.routing.least_loaded`); ``"assign": None`` leaves it unassigned,
+for whoever joins first. ``request`` and ``assign`` are called inside
 the transaction (their answers decide the state); the others run after commit, and their
 failures are logged, never turned into errors.
 
@@ -23,18 +24,14 @@ from typing import Any, Protocol
 
 from django.apps import apps
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from poppy_django import ids, observe, signals
 from poppy_django.conf import hook, poppy_settings
 from poppy_django.engine import dispatch
-from poppy_django.models import (
-    Conversation,
-    HandoffOutcome,
-    StaffPresence,
-)
-from poppy_django.staff import handoffs, office_hours, presence
+from poppy_django.models import Conversation, HandoffOutcome
+from poppy_django.staff import handoffs, office_hours, presence, routing
 from poppy_django.store import event_log, lifecycle
 
 logger = logging.getLogger(__name__)
@@ -49,7 +46,8 @@ class RequestHook(Protocol):
 
 class AssignHook(Protocol):
     """``HANDOFF_HOOKS["assign"]``, inside the transaction: one of ``candidates`` (the
-    available staff's usernames), or None: unassigned."""
+    usernames who may take it now: :func:`poppy_django.staff.routing.candidates`), or None:
+    unassigned."""
 
     def __call__(self, *, conversation_id: str, candidates: list[str]) -> str | None: ...
 
@@ -88,41 +86,26 @@ def queue_on_desk(*, conversation_id: str, initiator: str) -> str | dict[str, st
     return "queued"
 
 
-def round_robin(*, conversation_id: str, candidates: list[str]) -> str | None:
-    """The default assign hook: the available staff member whose last handoff is oldest
-    (never given one first), so a team shares the queue evenly. Their presence rows are
-    locked until the handoff commits: two handoffs at once go to two people."""
-    if not candidates:
-        return None
-    users = presence.staff_by_username(candidates)
-    chosen = (
-        StaffPresence.objects.select_for_update()
-        .filter(user__in=users.values())
-        .order_by(F("last_assigned_at").asc(nulls_first=True), "pk")
-        .first()
-    )
-    if chosen is None:
-        return None
-    chosen.last_assigned_at = timezone.now()
-    chosen.save(update_fields=["last_assigned_at"])
-    return next(name for name, user in users.items() if user.pk == chosen.pk)
-
-
 def _assign_hook() -> AssignHook | None:
     configured = poppy_settings.raw("HANDOFF_HOOKS") or {}
     if "assign" not in configured:
-        return round_robin
+        return routing.least_loaded
     assign: AssignHook | None = hook("HANDOFF_HOOKS", "assign")
     return assign
 
 
 def _assign(conversation: Conversation) -> str:
-    """Whom the assign hook gives a queued handoff to ("" for no one): one of the available
-    staff, or no one (a failing hook, or an answer that is not one of them, is logged)."""
+    """Whom the assign hook gives a queued handoff to ("" for no one): one of the candidates
+    (available, in the rotation, with room, in its team: :mod:`poppy_django.staff.routing`),
+    or no one (a failing hook, or an answer that is not one of them, is logged)."""
+    return assign_among(conversation, routing.candidates(conversation.team))
+
+
+def assign_among(conversation: Conversation, candidates: list[str]) -> str:
+    """The assign hook's choice for ``conversation`` among ``candidates`` ("" for no one)."""
     assign_hook = _assign_hook()
-    if assign_hook is None:
+    if assign_hook is None or not candidates:
         return ""
-    candidates = presence.available()
     try:
         with transaction.atomic():
             chosen = assign_hook(conversation_id=conversation.id, candidates=candidates)

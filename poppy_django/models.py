@@ -99,6 +99,9 @@ class Conversation(models.Model):
     #: The one staff member (username) the conversation is with: its holder while a person
     #: has it, the teammate it is assigned to while it waits (desk only; never on the wire).
     assignee = models.CharField(max_length=150, blank=True, default="")
+    #: The team (a group named in ``POPPY["DESK_TEAMS"]``) the conversation is for: its
+    #: handoffs go to that team's members ("" for the whole desk; desk only).
+    team = models.CharField(max_length=150, blank=True, default="", db_index=True)
     #: The desk's tags (staff only, never on the wire): set at the desk, by the Company
     #: Agent's tools (``ToolContext.tag``) and by ``POPPY["TAG_RULES"]``.
     tags: models.ManyToManyField[Tag, ConversationTag] = models.ManyToManyField(
@@ -365,12 +368,49 @@ class StaffPresence(models.Model):
     last_seen_at = models.DateTimeField(null=True, blank=True)
     #: The last handoff the round robin gave them: the next goes to who waited longest.
     last_assigned_at = models.DateTimeField(null=True, blank=True)
+    #: When their last live desk connection closed (None: never, or a desk page opened
+    #: since): they left, even within ``STAFF_AWAY_AFTER_SECONDS``.
+    left_at = models.DateTimeField(null=True, blank=True)
+    capacity = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text=_(
+            "How many conversations they handle at once (waiting for them or held); "
+            'blank: POPPY["DESK_CAPACITY"].'
+        ),
+    )
+    in_rotation = models.BooleanField(
+        default=False,
+        help_text=_(
+            "For supervisors (superusers and those who see the desk's reports): given "
+            "handoffs too. Other staff are always in the rotation."
+        ),
+    )
 
     class Meta:
         verbose_name_plural = "staff presence"
 
     def __str__(self) -> str:
         return f"{self.user} ({'away' if self.away else 'on shift'})"
+
+
+class DeskConnection(models.Model):
+    """One open live connection of a desk page (its stream): while a staff member has one,
+    they have a live desk. Removed when it closes; renewed while it stays open, so that one
+    a crashed process never closed stops counting."""
+
+    id = models.UUIDField(primary_key=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="poppy_desk_connections"
+    )
+    opened_at = models.DateTimeField()
+    renewed_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return f"{self.user} since {self.opened_at:%H:%M:%S}"
 
 
 class DeskEventKind(models.TextChoices):
@@ -384,6 +424,12 @@ class DeskEventKind(models.TextChoices):
     TAGGED = "tagged"
     UNTAGGED = "untagged"
     MACRO = "macro"
+    #: Given to another teammate because the one it waited for went away or left.
+    REASSIGNED = "reassigned"
+    #: A missed customer followed up outside the conversation (the company's own channel).
+    FOLLOWED_UP = "followed_up"
+    #: Given to a team (``other``): its queue, and one of its members.
+    TO_TEAM = "to_team"
 
 
 class DeskEvent(models.Model):
@@ -567,6 +613,10 @@ class HandoffRecord(models.Model):
     first_response_by = models.CharField(max_length=150, blank=True, default="")
     #: When the person part ended: given back to the Company Agent, or closed.
     ended_at = models.DateTimeField(null=True, blank=True)
+    #: A missed or unavailable handoff's follow-up: when a person joined the conversation
+    #: later, or marked it followed up elsewhere, and who (the desk's missed view).
+    followed_up_at = models.DateTimeField(null=True, blank=True)
+    followed_up_by = models.CharField(max_length=150, blank=True, default="")
 
     class Meta:
         ordering = ["-requested_at"]

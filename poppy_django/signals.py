@@ -38,10 +38,19 @@ handoff_waiting = Signal()
 #: A queued handoff no one joined within ``HANDOFF_MAX_WAIT_SECONDS`` went back to the
 #: Company Agent. ``conversation_id``.
 handoff_timed_out = Signal()
+#: A customer asked for a person and got nobody: answered at once that no one could take it
+#: (``outcome`` "unavailable") or it waited in vain (``outcome`` "missed": timed out, or given
+#: back). Wire it to the company's own channel (e-mail, CRM) to follow the customer up
+#: (docs/signals.md). ``conversation_id``; ``outcome``; ``reason`` (what the customer was
+#: told, "timed_out" or "given back"); ``staff`` (whom it waited for, or who said no one
+#: could take it; "" for no one); ``team`` ("" for the whole desk); ``account_id`` (the
+#: customer's account, "" when unknown; never logged).
+handoff_missed = Signal()
 #: A conversation changed hands on the desk. ``conversation_id``; ``assignee`` (who has it
 #: now, "" for no one); ``previous`` (who had it, "" for no one); ``by`` (who did it);
 #: ``how`` ("assigned": a waiting handoff given to a teammate, or taken back with
-#: ``assignee`` ""; "transferred": given by its holder; "took_over": taken from ``previous``).
+#: ``assignee`` ""; "transferred": given by its holder, or to a team; "took_over": taken
+#: from ``previous``; "reassigned": it waited for ``previous``, who went away or left).
 conversation_assigned = Signal()
 #: A person joined / left. ``conversation_id``, ``by``.
 human_joined = Signal()

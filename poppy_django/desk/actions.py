@@ -76,6 +76,17 @@ def transfer(call: ActionCall) -> None:
     service.transfer(call.conversation_id, to, note=note, **call.as_staff)
 
 
+def to_team(call: ActionCall) -> None:
+    """Give the conversation to the team ``team``, with an optional ``note``."""
+    team, note = call.text("team"), call.optional_text("note")
+    service.to_team(call.conversation_id, team, note=note, **call.as_staff)
+
+
+def followed_up(call: ActionCall) -> None:
+    """The missed customer was followed up elsewhere (``note``: how)."""
+    service.followed_up(call.conversation_id, note=call.optional_text("note"), **call.as_staff)
+
+
 def add_note(call: ActionCall) -> None:
     """A private note between staff (``text``): never on the wire."""
     service.add_note(call.conversation_id, call.text("text"), **call.as_staff)
@@ -113,6 +124,8 @@ ACTIONS: dict[str, Callable[[ActionCall], None]] = {
     "assign": assign,
     "unassign": unassign,
     "transfer": transfer,
+    "to_team": to_team,
+    "followed_up": followed_up,
     "note": add_note,
     "tag": tag,
     "untag": untag,

@@ -1,17 +1,23 @@
 """What every desk page is told about the queue: how many wait, and which, for its alerts.
 
 Every desk page re-reads this when the desk's live channel nudges it: the count goes in the
-tab's title, a conversation the page has not seen waiting before raises a browser
-notification (and a sound, if the staffer turned it on), and *next waiting* opens the first
-in the queue's fair order (each personal agent's longest waiting first, so one agent's
-flood of handoffs never stands ahead of everyone else's).
+tab's title for everyone; a conversation the page has not seen waiting before raises a
+browser notification (and a sound, if the staffer turned it on) for the one it waits for
+only, or, when it waits for no one in particular, for those available to take it (in its
+team); a handoff about to go back to the Company Agent (``POPPY["HANDOFF_WARN_AT"]`` of its
+maximum wait) warns the one it waits for. *Next waiting* opens the first in the queue's fair
+order (each personal agent's longest waiting first, so one agent's flood of handoffs never
+stands ahead of everyone else's).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
-from poppy_django.desk import queue, wording
+from django.utils import timezone
+
+from poppy_django.desk import missed, queue, wording
 from poppy_django.models import Conversation, Status
 from poppy_django.staff.waiting import fair_order
 
@@ -28,8 +34,14 @@ class Waiting:
     who: str
     said: str
     since: str
-    #: The teammate it waits for (the round robin's or someone's choice); "" for anyone.
+    #: The teammate it waits for (the assign hook's or someone's choice); "" for anyone.
     assignee: str
+    #: The team it is for ("" for the whole desk).
+    team: str
+    #: Seconds until the desk warns that it goes back (<= 0: now), and until it goes back
+    #: (None: it waits for a person for ever).
+    warn_in: float | None
+    due_in: float | None
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,7 @@ def summary() -> Summary:
     longest waiting first, then by the time they asked, :mod:`poppy_django.staff.waiting`)."""
     queued = Conversation.objects.filter(status=Status.QUEUED)
     rows = fair_order(queued).annotate(said=queue.last_said())
+    now = timezone.now()
     return Summary(
         count=queued.count(),
         waiting=[
@@ -52,7 +65,19 @@ def summary() -> Summary:
                 said=wording.first_words(row.said),
                 since=row.handoff_requested_at.isoformat() if row.handoff_requested_at else "",
                 assignee=row.assignee,
+                team=row.team,
+                **_deadline(row.handoff_requested_at, now),
             )
             for row in rows[:SHOWN]
         ],
     )
+
+
+def _deadline(requested_at: datetime | None, now: datetime) -> dict[str, float | None]:
+    found = missed.deadline(requested_at)
+    if found is None:
+        return {"warn_in": None, "due_in": None}
+    return {
+        "warn_in": (found.warn_at - now).total_seconds(),
+        "due_in": (found.due_at - now).total_seconds(),
+    }

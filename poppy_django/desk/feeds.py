@@ -113,7 +113,11 @@ def alerts_json(request: HttpRequest, admin_site: AdminSite) -> JsonResponse:
     presence = service.staff_status(me)
     return JsonResponse(
         {
-            "me": {"away": presence.away, "available": presence.available},
+            "me": {
+                "away": presence.away,
+                "available": presence.available,
+                "teams": service.teams_of(me),
+            },
             "office_open": service.office_open(),
             "waiting": found.count,
             "conversations": [
@@ -123,6 +127,9 @@ def alerts_json(request: HttpRequest, admin_site: AdminSite) -> JsonResponse:
                     "said": item.said,
                     "since": item.since,
                     "assignee": item.assignee,
+                    "team": item.team,
+                    "warn_in": item.warn_in,
+                    "due_in": item.due_in,
                     "url": routes.url(admin_site, routes.CONVERSATION, item.id),
                 }
                 for item in found.waiting

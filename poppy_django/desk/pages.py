@@ -31,23 +31,25 @@ from poppy_django.desk.permissions import can_read_reports, desk_permission
 from poppy_django.desk.state import action_log, conversation_or_404, conversation_state
 from poppy_django.errors import PoppyError
 from poppy_django.models import Conversation, DeskEvent, Event
+from poppy_django.staff import teams
 from poppy_django.store import tags
 
 
 @require_GET
 @desk_permission
 def queue_page(request: HttpRequest, admin_site: AdminSite) -> HttpResponse:
-    """The queue (``?status=`` a tab, ``?tag=`` a tag, ``?q=`` a search, each row with a
-    snippet of what the search matched); ``?partial=rows`` answers only the rows (the page
-    re-fetches them live)."""
+    """The queue (``?status=`` a tab, ``?tag=`` a tag, ``?team=`` a team, ``?q=`` a search,
+    each row with a snippet of what the search matched); ``?partial=rows`` answers only the
+    rows (the page re-fetches them live)."""
     chosen = queue.chosen_filter(request.GET.get("status"))
     try:
         text = parameters.query_text(request, "q")
         tag = parameters.query_text(request, "tag")
+        team = teams.checked(parameters.query_text(request, "team"))
     except PoppyError as error:
         raise BadRequest(error.description) from None
     me = request.user.get_username()
-    rows = list(queue.conversations(chosen.key, text, me=me, tag=tag)[: queue.LIMIT])
+    rows = list(queue.conversations(chosen.key, text, me=me, tag=tag, team=team)[: queue.LIMIT])
     found = search.snippets(rows, text)
     # A conversation's page is ``<queue url><id>/`` (see urls.py).
     context: dict[str, Any] = {
@@ -66,6 +68,8 @@ def queue_page(request: HttpRequest, admin_site: AdminSite) -> HttpResponse:
             "q": text,
             "tag": tag,
             "tags": queue.tag_counts(),
+            "team": team,
+            "teams": queue.team_counts(teams.names()),
             "reports_url": (
                 routes.url(admin_site, routes.REPORTS) if can_read_reports(request.user) else ""
             ),
@@ -106,6 +110,7 @@ def conversation_page(
         entries=_with_private(shown, private, latest=before is None),
         last_desk_event=private[-1].pk if private else 0,
         teammates=[mate for mate in service.team() if mate.username != me],
+        teams=teams.names(),
         canned_url=routes.url(admin_site, routes.CANNED, conversation.id),
         macros=macros.listed(),
         tag_names=tags.every_name(),

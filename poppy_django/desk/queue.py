@@ -3,6 +3,10 @@
 Conversations waiting for a person come first, in the fair order of
 :mod:`poppy_django.staff.waiting` (each personal agent's longest waiting before any agent's
 next, then the longest waiting first), then the rest, the most recently active first.
+
+*Missed* holds the customers who asked for a person and got nobody, until someone follows
+them up (:mod:`poppy_django.staff.handoffs`); a team's queue (``?team=``) the conversations
+given to that team (:mod:`poppy_django.staff.teams`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from django.db.models import (
 )
 from django.db.models.fields.json import KT
 
-from poppy_django.desk import search
+from poppy_django.desk import missed, search
 from poppy_django.desk.wording import stalled_annotation
 from poppy_django.models import (
     ActionStatus,
@@ -34,6 +38,7 @@ from poppy_django.models import (
     Status,
     Tag,
 )
+from poppy_django.staff import handoffs
 from poppy_django.staff.waiting import client_turn
 from poppy_django.store import lifecycle
 
@@ -53,6 +58,7 @@ FILTERS: tuple[Filter, ...] = (
     Filter("mine", "Mine", lambda me: lifecycle.HANDED_TO_PEOPLE.q & Q(assignee=me)),
     Filter("waiting", "Waiting for a person", lambda me: lifecycle.QUEUED.q),
     Filter("unassigned", "Unassigned", lambda me: lifecycle.QUEUED.q & Q(assignee="")),
+    Filter("missed", "Missed", lambda me: handoffs.missed()),
     Filter(
         "with_person",
         "With a person",
@@ -89,19 +95,27 @@ def last_said() -> Subquery:
 
 
 def conversations(
-    filter_key: str | None = None, text: str = "", *, me: str = "", tag: str = ""
+    filter_key: str | None = None,
+    text: str = "",
+    *,
+    me: str = "",
+    tag: str = "",
+    team: str = "",
 ) -> QuerySet[Conversation]:
-    """The queue's rows: filtered (and by ``tag``), searched, waiting first (in fair order:
-    each personal agent's longest waiting before any agent's next, then the oldest first,
-    :mod:`poppy_django.staff.waiting`), then by activity.
+    """The queue's rows: filtered (and by ``tag``, and ``team``), searched, waiting first
+    (in fair order: each personal agent's longest waiting before any agent's next, then the
+    oldest first, :mod:`poppy_django.staff.waiting`), then by activity.
 
     Each row also carries the customer's last message (``last_said``, for its first words),
-    whether it waits for a worker none has taken it up (``stalled``), and its tags."""
+    whether it waits for a worker none has taken it up (``stalled``), its tags, and its
+    missed handoff's why and when (``missed_*``, :mod:`.missed`)."""
     chosen = chosen_filter(filter_key)
     ids = Conversation.objects.filter(chosen.condition(me)).values("pk")
     queryset = search.search(Conversation.objects.filter(pk__in=ids), text)
     if tag:
         queryset = queryset.filter(tagging__tag__name=tag)
+    if team:
+        queryset = queryset.filter(team=team)
     return (
         queryset.annotate(
             waiting=Case(
@@ -113,6 +127,7 @@ def conversations(
             approvals=Count("actions", filter=Q(actions__status=ActionStatus.AWAITING_APPROVAL)),
             last_said=last_said(),
             stalled=stalled_annotation(),
+            **missed.row_annotations(),
         )
         .prefetch_related("tags")
         .order_by(
@@ -132,6 +147,17 @@ def counts(me: str = "") -> dict[str, int]:
     return Conversation.objects.aggregate(
         **{item.key: Count("pk", filter=item.condition(me), distinct=True) for item in FILTERS}
     )
+
+
+def team_counts(names: list[str]) -> list[tuple[str, int]]:
+    """Each team with how many open conversations it has (the queue's team filter)."""
+    found = dict(
+        Conversation.objects.filter(lifecycle.OPEN.q, team__in=names)
+        .values("team")
+        .annotate(n=Count("pk"))
+        .values_list("team", "n")
+    )
+    return [(name, found.get(name, 0)) for name in names]
 
 
 def tag_counts() -> list[tuple[str, int]]:

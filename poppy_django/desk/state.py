@@ -11,7 +11,7 @@ from django.http import Http404
 from poppy_django import service
 from poppy_django.agent import proposals
 from poppy_django.agent.proposals import StaffNote
-from poppy_django.desk import wording
+from poppy_django.desk import missed, wording
 from poppy_django.models import ActionRecord, Conversation, Status
 
 
@@ -25,6 +25,7 @@ def conversation_or_404(conversation_id: str) -> Conversation:
 def conversation_state(conversation: Conversation) -> dict[str, Any]:
     """The conversation's state for the page (staff-only fields included)."""
     requested = conversation.handoff_requested_at
+    missed_one = missed.of(conversation)
     return {
         "id": conversation.id,
         "status": conversation.status,
@@ -40,6 +41,9 @@ def conversation_state(conversation: Conversation) -> dict[str, Any]:
         "direct": conversation.is_direct,
         "closed": conversation.status == Status.CLOSED,
         "tags": service.tags_of(conversation.id),
+        "team": conversation.team,
+        # A customer who got nobody and whom no one followed up yet: why, and when.
+        "missed": str(missed_one) if missed_one else "",
     }
 
 

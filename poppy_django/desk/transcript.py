@@ -121,6 +121,12 @@ def _private_words(kind: str, by: str, other: str) -> str:
         return f"{by} took the tag {other} off"
     if kind == DeskEventKind.MACRO:
         return f"{by} ran the macro {other}"
+    if kind == DeskEventKind.REASSIGNED:  # by: whom it waited for (the text says why)
+        return f"Reassigned from {by} to {other or 'the queue'}"
+    if kind == DeskEventKind.FOLLOWED_UP:
+        return f"{by} followed up the customer outside the conversation"
+    if kind == DeskEventKind.TO_TEAM:
+        return f"{by} gave it to the team {other}"
     return f"{kind} by {by}"
 
 

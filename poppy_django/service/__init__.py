@@ -52,6 +52,8 @@ from poppy_django.service.holding import (
     post_message,
     take_over,
 )
+from poppy_django.service.missed import followed_up, missed
+from poppy_django.service.rerouting import to_team
 from poppy_django.service.snapshot import ConversationState, get
 from poppy_django.service.team import (
     available_staff,
@@ -62,6 +64,7 @@ from poppy_django.service.team import (
     staff_seen,
     staff_status,
     team,
+    teams_of,
 )
 from poppy_django.store.lifecycle import holder
 
@@ -76,6 +79,7 @@ __all__ = [
     "canned_reply",
     "close",
     "desk_events",
+    "followed_up",
     "get",
     "hand_off",
     "handed_to_people",
@@ -85,6 +89,7 @@ __all__ = [
     "human_left",
     "log_event",
     "mine",
+    "missed",
     "office_open",
     "post_message",
     "request_user",
@@ -95,6 +100,8 @@ __all__ = [
     "tags_of",
     "take_over",
     "team",
+    "teams_of",
+    "to_team",
     "transfer",
     "unassign",
     "unassigned",

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from poppy_django.errors import PoppyError
 from poppy_django.models import CannedReply, Conversation
-from poppy_django.staff import canned, office_hours, presence
+from poppy_django.service import rerouting
+from poppy_django.staff import canned, office_hours, presence, teams
 from poppy_django.staff.canned import RenderedReply
 from poppy_django.staff.presence import StaffStatus
 
@@ -16,8 +17,12 @@ def staff_seen(username: str) -> None:
 
 
 def set_away(username: str, away: bool) -> StaffStatus:
-    """``username`` takes no new handoffs (``away=True``) or takes them again."""
-    return presence.set_away(username, away)
+    """``username`` takes no new handoffs (``away=True``) or takes them again. Going away
+    gives the handoffs waiting for them to others (:mod:`.rerouting`)."""
+    status = presence.set_away(username, away)
+    if away:
+        rerouting.reassign_from(username)
+    return status
 
 
 def staff_status(username: str) -> StaffStatus:
@@ -32,6 +37,11 @@ def available_staff() -> list[str]:
 def team() -> list[StaffStatus]:
     """Everyone who has used the desk, with their presence."""
     return presence.everyone()
+
+
+def teams_of(username: str) -> list[str]:
+    """The desk's teams ``username`` is in (``POPPY["DESK_TEAMS"]``)."""
+    return teams.of(username)
 
 
 def office_open() -> bool:

@@ -1,9 +1,14 @@
 """Staff presence: who takes handoffs now.
 
 A staff member is *available* when they hold the desk permission, have not set themselves
-away, and a desk page of theirs was open within ``POPPY["STAFF_AWAY_AFTER_SECONDS"]``: the
-desk's pages call :func:`seen` when they load and while their live connection is open, so
-closing the last desk tab makes them away by itself, with no "sign off" to forget.
+away, and have a live desk: a desk page of theirs was open within
+``POPPY["STAFF_AWAY_AFTER_SECONDS"]`` (the desk's pages call :func:`seen` when they load and
+while they stay open) and they have not left since. Leaving is known at once: when the last
+live connection of their desk pages closes (:mod:`poppy_django.staff.connections`), it is
+written down (``left_at``), and only a desk page opened afterwards makes them available
+again. The window alone decides only where no connection says so (a crashed process, a desk
+without its live stream), so closing the last desk tab makes them away by itself, with no
+"sign off" to forget.
 
 Staff are named by username (``get_username()``), as ``by`` is everywhere in the service.
 """
@@ -96,22 +101,34 @@ def status(username: str) -> StaffStatus:
     )
 
 
-def _available(presence: StaffPresence, cutoff: datetime) -> bool:
+def _available(
+    presence: StaffPresence, cutoff: datetime, left_before: datetime | None = None
+) -> bool:
+    """Not away, seen since ``cutoff``, and not left since (a departure after
+    ``left_before`` is not counted yet: the grace a page moving to the next one needs)."""
+    left = presence.left_at
     return (
         not presence.away
         and presence.last_seen_at is not None
         and presence.last_seen_at >= cutoff
+        and (
+            left is None
+            or left < presence.last_seen_at
+            or (left_before is not None and left >= left_before)
+        )
         and can_handle(presence.user)
     )
 
 
-def available() -> list[str]:
-    """The usernames of the staff available now, sorted."""
+def available(*, grace: float = 0.0) -> list[str]:
+    """The usernames of the staff available now, sorted. ``grace``: those who left within
+    that many seconds still count (a desk page closes as the next one opens)."""
     cutoff = _cutoff()
+    left_before = timezone.now() - timedelta(seconds=grace) if grace else None
     present = StaffPresence.objects.filter(away=False, last_seen_at__gte=cutoff).select_related(
         "user"
     )
-    return sorted(p.user.get_username() for p in present if _available(p, cutoff))
+    return sorted(p.user.get_username() for p in present if _available(p, cutoff, left_before))
 
 
 def everyone() -> list[StaffStatus]:

@@ -302,10 +302,13 @@ def close(conversation: Conversation, meta: dict[str, Any] | None = None) -> Non
     _write(conversation, meta, status=Status.CLOSED, closed_at=timezone.now())
 
 
-def give_to(conversation: Conversation, assignee: str) -> None:
+def give_to(conversation: Conversation, assignee: str, *, team: str | None = None) -> None:
     """The handoff waiting (or the conversation held) is ``assignee``'s now ("" for no one
-    in particular): no state changes, so no ``state`` event."""
-    _write(conversation, assignee=assignee)
+    in particular), and ``team``'s if given: no state changes, so no ``state`` event."""
+    if team is None:
+        _write(conversation, assignee=assignee)
+    else:
+        _write(conversation, assignee=assignee, team=team)
 
 
 def handoff_asked(conversation: Conversation, *, initiator: str, reason: str) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from django import template
+from django.utils import timezone
 
 from poppy_django import service
-from poppy_django.desk import wording
-from poppy_django.models import Conversation
+from poppy_django.desk import missed, wording
+from poppy_django.models import Conversation, Status
 
 register = template.Library()
 
@@ -61,3 +62,22 @@ def desk_duration(seconds: float | None) -> str:
 def desk_percent(share: float | None) -> str:
     """``{{ share|desk_percent }}``: 0.75 as "75 %"; "—" for none."""
     return "—" if share is None else f"{round(share * 100)} %"
+
+
+@register.filter
+def desk_missed(conversation: Conversation) -> str:
+    """``{{ row|desk_missed }}``: why and when its customer got nobody ("" if not missed)."""
+    found = missed.of_row(conversation)
+    return str(found) if found else ""
+
+
+@register.filter
+def desk_goes_back(conversation: Conversation) -> str:
+    """``{{ row|desk_goes_back }}``: when a waiting handoff past its warning goes back to the
+    Company Agent ("" before the warning, or with no maximum wait)."""
+    if conversation.status != Status.QUEUED:
+        return ""
+    found = missed.deadline(conversation.handoff_requested_at)
+    if found is None or not found.warning():
+        return ""
+    return f"goes back to the Company Agent at {timezone.localtime(found.due_at):%H:%M:%S}"

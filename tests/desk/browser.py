@@ -112,10 +112,11 @@ class Site:
 
 
 @contextlib.contextmanager
-def production_site(tmp: Path) -> Iterator[Site]:
+def production_site(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Site]:
     """The example project as shipped: uvicorn (DEBUG off), a Celery worker, PostgreSQL,
-    Redis; its static files collected as a deployment collects them."""
-    with cluster(tmp) as running:
+    Redis; its static files collected as a deployment collects them. ``env``: settings of
+    the example project's environment for every process."""
+    with cluster(tmp, env=env) as running:
         assert "REDIS_URL" in running.env and running.env.get("DJANGO_DEBUG", "0") == "0"
         running.manage("collectstatic", "--noinput", "-v0")
         running.worker("worker")

@@ -27,7 +27,8 @@ def test_alerts_count_the_waiting_longest_first_with_what_the_customer_said(
     desk: Client,
 ) -> None:
     assert alerts(desk) == {
-        "me": {"away": False, "available": True},  # reading it renews the reader's presence
+        # Reading it renews the reader's presence; no POPPY["DESK_TEAMS"]: in no team.
+        "me": {"away": False, "available": True, "teams": []},
         "office_open": True,  # no OFFICE_HOURS: always
         "waiting": 0,
         "conversations": [],
@@ -41,7 +42,8 @@ def test_alerts_count_the_waiting_longest_first_with_what_the_customer_said(
     # The customer's words, not the Company Agent's echo; staff's name for whom it is with.
     assert shown["said"] == "Where is my parcel?" and shown["who"] == "account acct-7"
     assert shown["url"] == desk_url(first) and shown["since"]
-    assert shown["assignee"] == "sam"  # the round robin's choice: the one on shift
+    assert shown["assignee"] == "sam"  # the assign hook's choice: the one on shift
+    assert shown["team"] == "" and shown["warn_in"] < shown["due_in"] <= 600
     service.human_joined(first, by="sam")
     answer = alerts(desk)
     assert answer["waiting"] == 1 and [i["id"] for i in answer["conversations"]] == [second]

@@ -127,7 +127,8 @@ def test_presence_is_set_by_the_staff_member_and_renewed_by_an_open_page(desk: C
     url = f"{DESK}presence/"
     away = desk.post(url, json.dumps({"away": True}), content_type="application/json")
     assert away.status_code == 200 and away.json() == {"away": True, "available": False}
-    assert desk.get(f"{DESK}alerts.json").json()["me"] == {"away": True, "available": False}
+    me = desk.get(f"{DESK}alerts.json").json()["me"]
+    assert me == {"away": True, "available": False, "teams": []}
     assert "Away: no new handoffs for you" in desk.get(DESK).content.decode()
     back = desk.post(url, json.dumps({"away": False}), content_type="application/json")
     assert back.json() == {"away": False, "available": True}

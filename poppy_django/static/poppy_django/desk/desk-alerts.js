@@ -1,7 +1,9 @@
 /*
  * Alerts on every desk page: how many conversations wait for a person (in the bar and in
- * the tab's title), a desktop notification and an optional sound when one starts waiting,
- * and "next waiting".
+ * the tab's title, for everyone), a desktop notification and an optional sound when one
+ * starts waiting (for the one it waits for only; for one that waits for no one in
+ * particular, for those available to take it), a warning to the one it waits for before it
+ * goes back to the Company Agent, and "next waiting".
  *
  * It follows desk.js's live feed (the "poppy:live" and "poppy:nudge" DOM events) and re-reads
  * the desk's alerts.json: the server says what waits; the page only compares it with what
@@ -32,6 +34,9 @@
   var baseTitle = document.title;
   var SEEN = "poppy-desk.waiting-seen";
   var SOUND = "poppy-desk.sound";
+  var WARNED = "poppy-desk.warned";
+  var mine = {}; // the server's word on this staffer: available, teams
+  var warnTimers = {};
   var waiting = []; // the server's list: the longest waiting first
   var audio = null;
   var noticeTimer = null;
@@ -172,7 +177,69 @@
 
   /* The count, the title, the new arrivals --------------------------------------------------- */
 
+  /* Whether this staffer is alerted of a waiting conversation: it waits for them, or for no
+     one in particular and they can take it (available, in its team). */
+  function forMe(item) {
+    if (item.assignee) {
+      return item.assignee === me;
+    }
+    return !!mine.available && (!item.team || (mine.teams || []).indexOf(item.team) !== -1);
+  }
+
+  function warnedList() {
+    var store = storage("sessionStorage");
+    try {
+      return JSON.parse((store && store.getItem(WARNED)) || "[]");
+    } catch (e) {
+      return [];
+    }
+  }
+
+  /* The one a handoff waits for is warned before it goes back to the Company Agent. */
+  function warn(id) {
+    delete warnTimers[id];
+    var item = waiting.filter(function (w) {
+      return w.id === id;
+    })[0];
+    var warned = warnedList();
+    if (!item || item.assignee !== me || warned.indexOf(id) !== -1) {
+      return;
+    }
+    warned.push(id);
+    var store = storage("sessionStorage");
+    if (store) {
+      store.setItem(WARNED, JSON.stringify(warned.slice(-50)));
+    }
+    var left = Math.max(0, Math.round((item.due_in - item.warn_in) / 60));
+    var words = item.who + " goes back to the Company Agent " +
+      (left < 1 ? "in under a minute" : "in " + left + " min") + " unless you join";
+    say(words);
+    chime();
+    if ("Notification" in window && window.Notification.permission === "granted") {
+      var shown = new window.Notification("Going back soon: " + item.who, {
+        body: words,
+        tag: "poppy-going-back-" + item.id,
+      });
+      shown.onclick = function () {
+        window.focus();
+        window.location.href = item.url;
+      };
+    }
+  }
+
+  function scheduleWarnings() {
+    waiting.forEach(function (item) {
+      if (item.warn_in === null || item.warn_in === undefined || item.assignee !== me || warnTimers[item.id]) {
+        return;
+      }
+      warnTimers[item.id] = window.setTimeout(function () {
+        warn(item.id);
+      }, Math.max(0, item.warn_in * 1000));
+    });
+  }
+
   function apply(answer) {
+    mine = answer.me || {};
     document.dispatchEvent(new CustomEvent("poppy:me", { detail: answer.me }));
     hours.hidden = answer.office_open !== false;
     waiting = answer.conversations || [];
@@ -186,7 +253,7 @@
       seen = ids; // a new tab: what already waits is counted, not announced
     } else {
       var fresh = waiting.filter(function (item) {
-        return seen.indexOf(item.id) === -1 && item.id !== here;
+        return seen.indexOf(item.id) === -1 && item.id !== here && forMe(item);
       });
       fresh.forEach(notify);
       if (fresh.length) {
@@ -201,6 +268,7 @@
       seen = ids;
     }
     saveSeen();
+    scheduleWarnings();
   }
 
   var reading = null;
@@ -257,6 +325,10 @@
   /* A teammate gave you a conversation (assigned or transferred), or took yours. */
   function given(event) {
     var news = event.detail || {};
+    if (news.kind === "to_team" && news.assignee === me && news.by !== me) {
+      news = { kind: "to_team", other: me, by: news.by, team: news.other,
+               desk_event: news.desk_event, conversation_id: news.conversation_id };
+    }
     if (news.other !== me || news.by === me) {
       return;
     }
@@ -264,6 +336,8 @@
       assigned: news.by + " assigned a conversation to you",
       transferred: news.by + " transferred a conversation to you",
       took_over: news.by + " took over a conversation from you",
+      reassigned: "A conversation waiting for " + news.by + " was given to you",
+      to_team: news.by + " gave a conversation to " + news.team + ": it is yours",
     }[news.kind];
     if (!words) {
       return;

@@ -298,7 +298,7 @@
     function applyState(next) {
       var waitingChanged = next.handoff_requested_at !== state.handoff_requested_at;
       state = next;
-      ["status_label", "assignee", "why"].forEach(function (name) {
+      ["status_label", "assignee", "why", "team", "missed"].forEach(function (name) {
         var cell = root.querySelector('[data-field="' + name + '"]');
         if (cell) {
           cell.textContent = next[name] || "—";
