@@ -131,6 +131,7 @@ def conversation_page(
         page_url=page_url,
         stream_url=routes.url(admin_site, routes.CONVERSATION_STREAM, conversation.id),
         events_url=routes.url(admin_site, routes.EVENTS, conversation.id),
+        activity_url=routes.url(admin_site, routes.ACTIVITY, conversation.id),
     )
     return render(request, "poppy_django/desk/conversation.html", context)
 

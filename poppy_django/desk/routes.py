@@ -23,6 +23,7 @@ CANNED = "poppy_django_conversation_desk_canned"
 APPROVAL = "poppy_django_conversation_desk_approval"
 REPORTS = "poppy_django_conversation_desk_reports"
 REPORTS_CSV = "poppy_django_conversation_desk_reports_csv"
+ACTIVITY = "poppy_django_conversation_desk_activity"
 
 
 def url(admin_site: AdminSite, name: str, *args: Any) -> str:

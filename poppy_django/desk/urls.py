@@ -14,7 +14,7 @@ from django.contrib.admin import AdminSite
 from django.urls import URLPattern, path, register_converter
 
 from poppy_django import ids
-from poppy_django.desk import actions, feeds, pages, report_pages, routes, streams
+from poppy_django.desk import actions, colleagues, feeds, pages, report_pages, routes, streams
 
 
 class ConversationId:
@@ -79,6 +79,12 @@ def desk_urls(admin_site: AdminSite) -> list[URLPattern]:
             wrap(actions.action),
             site,
             name=routes.ACTION,
+        ),
+        path(
+            "desk/<conversation_id:conversation_id>/activity/",
+            wrap(colleagues.activity),
+            site,
+            name=routes.ACTIVITY,
         ),
         path(
             "desk/<conversation_id:conversation_id>/approvals/<int:record_id>/<slug:decision>/",

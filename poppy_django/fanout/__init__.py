@@ -18,6 +18,7 @@ from poppy_django.fanout.publishing import (
     nudge_on_commit,
     publish_delta,
     publish_deltas,
+    tell_conversations_desk,
 )
 
 __all__ = [
@@ -33,4 +34,5 @@ __all__ = [
     "nudge_on_commit",
     "publish_delta",
     "publish_deltas",
+    "tell_conversations_desk",
 ]

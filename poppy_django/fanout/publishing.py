@@ -118,6 +118,13 @@ def desk_news_on_commit(conversation_id: str, news: dict[str, Any]) -> None:
     transaction.on_commit(publish)
 
 
+def tell_conversations_desk(conversation_id: str, event_type: str, data: dict[str, Any]) -> None:
+    """Tell the desk's pages of one conversation something at once, outside any write (a
+    hint between staff: who is typing there): on its desk channel alone, never on the bus
+    that personal agents' reads and streams listen to."""
+    _send(send_event, conversation_channel(conversation_id), event_type, data)
+
+
 def publish_delta(conversation_id: str, message_id: str, text: str) -> None:
     """Relay a piece of a reply being written; it is never stored."""
     publish_deltas([(conversation_id, message_id, text)])

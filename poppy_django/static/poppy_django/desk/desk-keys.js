@@ -1,8 +1,13 @@
 /*
  * The desk's keyboard shortcuts (listed in the help that "?" opens, on every desk page):
  * n next waiting, q the queue, / search (on the queue), r reply, Ctrl/Cmd+Enter send,
- * Esc leaves the reply box or closes the help. Letter keys act only when no text box has
- * the focus, so typing is never taken for a shortcut.
+ * Esc leaves the reply box or closes the help.
+ *
+ * A single key is a shortcut only when it cannot be typing: not in a text box, a select or
+ * anything editable, not while an input method composes, not before the page is ready
+ * (desk.js marks it) and not once it is leaving (a link followed, a shortcut that navigates,
+ * the next page still loading). Keys typed while the next page loads fall on this one: taken
+ * for shortcuts they would open another page or put the reply's first words nowhere.
  */
 (function () {
   "use strict";
@@ -14,6 +19,15 @@
     return;
   }
   var reply = root.querySelector("[data-reply]");
+  var leaving = false;
+
+  // Leaving: a link or a shortcut started the next page. Back from the browser's cache: here.
+  window.addEventListener("beforeunload", function () {
+    leaving = true;
+  });
+  window.addEventListener("pageshow", function () {
+    leaving = false;
+  });
 
   function typing(target) {
     if (!target || !target.tagName) {
@@ -22,6 +36,15 @@
     var tag = target.tagName.toLowerCase();
     return tag === "textarea" || tag === "select" || target.isContentEditable ||
       (tag === "input" && ["checkbox", "radio", "button", "submit"].indexOf(target.type) === -1);
+  }
+
+  function ready() {
+    return !leaving && root.getAttribute("data-ready") === "1";
+  }
+
+  function go(url) {
+    leaving = true;
+    window.location.href = url;
   }
 
   function openHelp() {
@@ -53,10 +76,11 @@
   }
 
   document.addEventListener("keydown", function (event) {
-    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) {
+    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey || event.isComposing) {
       return;
     }
-    if (typing(event.target) || help.open) {
+    var target = event.composedPath ? event.composedPath()[0] : event.target;
+    if (typing(target) || typing(document.activeElement) || help.open || !ready()) {
       return; // the dialog closes itself on Esc
     }
     var search = root.querySelector("[data-search]");
@@ -65,10 +89,12 @@
         openHelp();
         break;
       case "n":
+        // desk-alerts.js opens the next one (its navigation marks this page leaving), or
+        // says that no one else waits.
         document.dispatchEvent(new CustomEvent("poppy:next-waiting"));
         break;
       case "q":
-        window.location.href = bar.getAttribute("data-queue-url");
+        go(bar.getAttribute("data-queue-url"));
         break;
       case "r":
         if (!reply) {

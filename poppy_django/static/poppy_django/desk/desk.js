@@ -107,6 +107,13 @@
           tell("poppy:desk", data);
         }
       });
+      // What a colleague does on this conversation's page (desk-colleagues.js shows it).
+      source.addEventListener("poppy.activity", function (event) {
+        var data = parse(event.data);
+        if (data) {
+          tell("poppy:activity", data);
+        }
+      });
       source.addEventListener("poppy.delta", function (event) {
         var data = parse(event.data);
         if (data && handlers.delta) {
@@ -223,6 +230,7 @@
     window.setInterval(refresh, 30000); // belt and braces: a quiet desk is still current
     tickWaits();
     window.setInterval(tickWaits, 5000);
+    root.setAttribute("data-ready", "1"); // the shortcuts act from now on (desk-keys.js)
   }
 
   /* A conversation ------------------------------------------------------------------------ */
@@ -339,6 +347,11 @@
         control.disabled = !ok;
       });
       ownerNotice(next);
+      if (!other) {
+        // It came back to this person (or to no one): the take-over notice no longer holds,
+        // and the reply box (its draft kept) sends again.
+        taken.hidden = true;
+      }
       showTags(next.tags || []);
       root.setAttribute("data-holder", holder || "");
     }
