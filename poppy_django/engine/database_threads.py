@@ -4,8 +4,9 @@ Everything synchronous a turn does (the ORM work of claims and commits, sync too
 approvals) runs here, so the connections its turns use are bounded per process
 (``POPPY["EXECUTOR_THREADS"]``), never one per turn. A thread keeps a persistent
 connection between jobs (``CONN_MAX_AGE``); a connection of Django's psycopg pool
-(``OPTIONS["pool"]``) goes back to the process's pool after each job, so the threads, the
-heartbeat and the sweep share the process's bounded connections and none holds one idle.
+(``OPTIONS["pool"]``) goes back to the process's pool once the thread has no job waiting,
+so the threads, the heartbeat and the sweep share the process's bounded connections and none
+holds one idle; back-to-back jobs (a busy worker's claims and commits) share one checkout.
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ class DatabaseThreads:
                         connection.close()  # a broken connection is not kept for the next job
                     future.set_exception(error)
                 finally:
-                    give_back_pooled_connections()
+                    if self._jobs.empty():
+                        # Nothing more to do: the pooled connection goes back. A thread with
+                        # another job waiting keeps it for that job, as one longer job would:
+                        # no checkout, no check's round trip, no return between the two.
+                        give_back_pooled_connections()
         finally:
             connection.close()
