@@ -24,6 +24,7 @@ from poppy_django.conf import in_test_run, poppy_settings
 from poppy_django.engine import loop as engine
 from poppy_django.engine.broker_health import celery_app_problem
 from poppy_django.engine.recovery import sweeper
+from poppy_django.observe.task_requests import CorrelatedTask
 from poppy_django.observe.tracing import task_headers, task_started
 
 logger = logging.getLogger("poppy_django.executors")
@@ -119,7 +120,12 @@ class CeleryExecutor:
         run_turns_task.apply_async((conversation_id,), retry=False, headers=task_headers())
 
 
-@shared_task(name="poppy_django.run_turns", acks_late=True, reject_on_worker_lost=True)
+@shared_task(
+    name="poppy_django.run_turns",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    base=CorrelatedTask,  # Celery's own "received" line names the ids
+)
 def run_turns_task(conversation_id: str) -> None:
     """Hand the conversation to this process's engine once it has a place; a duplicate
     delivery finds the lease taken and ends at once. (Celery finds it through

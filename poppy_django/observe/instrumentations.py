@@ -1,6 +1,8 @@
 """The maintained OpenTelemetry instrumentations that do the generic part, turned on with the
-SDK: database and Redis spans, and Celery's own spans with its context carried in task
-headers.
+SDK: database and Redis spans, Celery's own spans with its context carried in task headers,
+and the HTTP client's: a span for each request of ``httpx`` and of ``httpx2`` (the model
+client's: pydantic-ai's OpenAI provider speaks through ``httpx2``, which the ``httpx``
+instrumentor does not see), with the trace context sent on. Neither records a header.
 
 Each is an optional package (the ``telemetry`` extra installs them); one that is not
 installed is skipped. They patch their library when :func:`instrument` runs, which
@@ -27,6 +29,8 @@ INSTRUMENTORS = {
     "celery": ("opentelemetry.instrumentation.celery", "CeleryInstrumentor"),
     "psycopg": ("opentelemetry.instrumentation.psycopg", "PsycopgInstrumentor"),
     "redis": ("opentelemetry.instrumentation.redis", "RedisInstrumentor"),
+    "httpx": ("opentelemetry.instrumentation.httpx", "HTTPXClientInstrumentor"),
+    "httpx2": ("opentelemetry.instrumentation.httpx", "HTTPX2ClientInstrumentor"),
 }
 
 
@@ -50,5 +54,6 @@ def instrument() -> list[str]:
             except Exception:  # a version mismatch must not stop the process
                 logger.warning("poppy: the %s instrumentation failed to start", name, exc_info=True)
                 continue
-        on.append(name)
+        if instrumentor.is_instrumented_by_opentelemetry:  # not when its library is missing
+            on.append(name)
     return on

@@ -32,6 +32,7 @@ from poppy_django.agent.actions import jsonable
 from poppy_django.agent.tools import ActionFailed, ToolContext
 from poppy_django.conf import poppy_settings
 from poppy_django.engine.executors import ThreadExecutor
+from poppy_django.observe.task_requests import CorrelatedTask
 from poppy_django.operations import OutcomeUnknown, conversation
 from poppy_django.operations.models import Operation, OperationState
 from poppy_django.verifier import Actor
@@ -211,7 +212,12 @@ def recover(stop: threading.Event | None = None) -> list[str]:
     return performed
 
 
-@shared_task(name="poppy_django.perform_operation", acks_late=True, reject_on_worker_lost=True)
+@shared_task(
+    name="poppy_django.perform_operation",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    base=CorrelatedTask,  # Celery's own "received" line names the ids
+)
 def perform_operation_task(operation_id: str) -> bool:
     """Perform a confirmed operation (a duplicate delivery finds it done). Celery finds it
     through :mod:`poppy_django.tasks`; its name is what queued messages carry."""

@@ -50,6 +50,8 @@ def scrape(web: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
+#: OTLP's span kind of a client's request.
+CLIENT = 3
 #: The messages route's label: its URL pattern, as every route's.
 MESSAGES = "/poppy/conversations/{conversation_id}/messages"
 
@@ -142,9 +144,10 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
     assert not [key for key in samples if "conversation" in dict(key[1])]  # no id labels
 
     # Every line of a turn names its request and trace: the model client's (httpx), and
-    # Celery's own about the task, not only the app's.
+    # Celery's own about the task (received, in the worker's parent; succeeded, in a child),
+    # not only the app's.
     logged = (mp.tmp / "llm.log").read_text(errors="replace").splitlines()
-    for said in ("HTTP Request: POST", "succeeded in"):
+    for said in ("HTTP Request: POST", "] received", "succeeded in"):
         lines = [line for line in logged if said in line]
         assert lines, said
         assert all(re.search(r"\[request req_\w+ trace [0-9a-f]{32}\]", line) for line in lines), [
@@ -197,6 +200,12 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
     models = [span for span in below if span.name == "poppy.model"]
     assert len(models) == 2 and all(parent(span) == "poppy.turn" for span in models)
     assert all(span.attributes["gen_ai.usage.input_tokens"] == 10 for span in models)
+    # Each model request is the HTTP client's span too, under its poppy.model: the maintained
+    # httpx instrumentation's httpx2 instrumentor (the model client speaks through httpx2).
+    calls = [span for span in below if span.kind == CLIENT and parent(span) == "poppy.model"]
+    assert len(calls) == len(models), [(span.name, span.attributes) for span in below]
+    assert all(span.name == "POST" for span in calls), calls
+    assert {span.parent_id for span in calls} == {span.span_id for span in models}
     assert parent(next(span for span in below if span.name == "poppy.commit")) == "poppy.turn"
     # The database's statements and Redis's commands are the maintained instrumentations'
     # (psycopg, redis), in the trace with the app's spans.
