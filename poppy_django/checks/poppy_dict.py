@@ -42,11 +42,13 @@ RANGES: dict[str, tuple[float, float | None, bool]] = {
     "RETENTION_SECONDS": (0.0, None, False),
     "STAFF_AWAY_AFTER_SECONDS": (1.0, None, False),
     "HANDOFF_MAX_WAIT_SECONDS": (1.0, None, False),
+    "HANDOFF_WARN_AT": (0.0, 1.0, False),
+    "DESK_CAPACITY": (0, None, True),
     "READINESS_ANSWER_SECONDS": (0.0, 300.0, False),
 }
 
 #: Numeric settings that may also be None (off).
-_OPTIONAL = frozenset({"RETENTION_SECONDS", "HANDOFF_MAX_WAIT_SECONDS"})
+_OPTIONAL = frozenset({"RETENTION_SECONDS", "HANDOFF_MAX_WAIT_SECONDS", "DESK_CAPACITY"})
 
 
 #: Exclusive lower bounds (a zero cap or zero-second wait loop is never meant).

@@ -32,6 +32,8 @@ def opened(username: str) -> uuid.UUID:
     user = presence.staff_member(username)
     presence.seen(username)
     now = timezone.now()
+    # Those a crashed process never closed go as their staff member comes back.
+    DeskConnection.objects.filter(user=user, renewed_at__lt=_stale_before()).delete()
     connection = DeskConnection.objects.create(
         id=uuid.uuid4(), user=user, opened_at=now, renewed_at=now
     )

@@ -51,7 +51,7 @@ def test_the_queue_counts_every_filter_in_one_query(
         counted = queue.counts("sam")
     assert counted == expected
     assert counted["approvals"] == 1 and counted["waiting"] == 1 and counted["closed"] == 1
-    # Sam's own: the round robin gave the waiting one to sam, the only one on shift.
+    # Sam's own: the assign hook gave the waiting one to sam, the only one on shift.
     assert counted["mine"] == 1 and counted["unassigned"] == 0
     assert queue.counts("bob")["mine"] == 0
     assert desk.get(DESK).status_code == 200

@@ -152,9 +152,12 @@ def test_handoffs_follow_their_assignee_away_and_off_the_desk(browser: Any, site
         going.page.click("[data-presence-toggle]")  # back
         going.page.wait_for_selector("[data-presence][data-away=false]")
 
-        # The one back, holding nothing, closes their last desk tab: seconds later the next
-        # handoff is not theirs (the least loaded), though their desk was seen well within
-        # the 90 s presence window; it goes to the one still there.
+        # Back, holding nothing, they are given the next one (the least loaded)...
+        theirs, _ = handed_off(site, "Where is my receipt?")
+        assert assignee_of(site, theirs) == going.username
+        # ...then close their last desk tab: at once they are not available, though their
+        # desk was seen well within the 90 s presence window, and at the workers' sweep the
+        # one waiting for them goes to the one still there.
         going.close()
         eventually(
             lambda: (
@@ -167,8 +170,15 @@ def test_handoffs_follow_their_assignee_away_and_off_the_desk(browser: Any, site
             ),
             timeout=20,
         )
+        eventually(lambda: assignee_of(site, theirs) == staying.username, timeout=40)
+        staying.page.wait_for_selector(
+            f'tr[data-conversation-id="{theirs}"] td.poppy-with:has-text("{staying.username}")',
+            timeout=20_000,
+        )
+        # The one there is full now (two, the capacity); the one who left holds nothing, yet
+        # the next waits for whoever joins first rather than for them.
         later, _ = handed_off(site, "And my refund?")
-        assert assignee_of(site, later) == staying.username
+        assert assignee_of(site, later) == ""
     finally:
         alice.close()
         bob.close()
@@ -264,6 +274,20 @@ def test_a_conversation_given_to_a_team_goes_to_its_member(browser: Any, site: S
         )
         screenshot(bob.page, "desk-team-queue-1440")
         assert alice.errors == [] and bob.errors == []
+        # The team lead's reports count it for billing.
+        lena = Staff(browser, site, LEAD)
+        try:
+            lena.page.goto(f"{site.base}/admin/login/?next={DESK}reports/")
+            lena.page.fill("#id_username", LEAD)
+            lena.page.fill("#id_password", PASSWORD)
+            lena.page.click("input[type=submit]")
+            lena.page.wait_for_url(f"**{DESK}reports/")
+            row = '[data-report=team] tr[data-row="billing"]'
+            assert lena.page.text_content(f"{row} [data-cell=handoffs]") == "1"
+            assert lena.page.text_content(f"{row} [data-cell=joined]") == "1"
+            assert lena.errors == []
+        finally:
+            lena.close()
     finally:
         alice.close()
         bob.close()

@@ -141,7 +141,7 @@ def test_a_handoff_no_one_joins_goes_back_after_the_maximum_wait(site) -> None:
         agent, conversation_id = conversation_at(site["web"])
         asked = agent.post(f"/{conversation_id}/handoff", {})
         assert asked.json()["status"] == "queued", asked.text
-        # It waits on the desk, given to the one person there (the round robin)...
+        # It waits on the desk, given to the one person there (the assign hook)...
         page = desk.get(f"{DESK}?status=waiting")
         assert conversation_id in page.text
         # The User writes meanwhile, for the person who does not come.

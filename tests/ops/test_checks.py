@@ -158,6 +158,9 @@ def test_e004_unknown_keys_inside_dict_settings(key, value):
         ("EXECUTOR_THREADS", 0, 1),
         ("STREAM_MAX_SECONDS", 0, 60),
         ("RETENTION_SECONDS", -5, 86400),
+        ("HANDOFF_WARN_AT", 1.5, 0.9),
+        ("DESK_CAPACITY", -1, None),
+        ("DESK_CAPACITY", 2.5, 0),
     ],
 )
 def test_e005_numbers_out_of_range(key, bad, good):
