@@ -34,7 +34,9 @@ last event.
 ``--interleave N``: instead, the PostgreSQL peer and ours are started together and measured in
 N rounds of the short read and POST cells at the middle client count, their cells alternated
 (the order swapped every round): the machine's drift, larger here than most changes, then
-falls on both, and the ratios per round and their median are printed.
+falls on both, and the ratios per round and their median are printed. Ours runs there without
+the bench's turn timeline (``bench/timeline.py``, which only the turn latency reads: five file
+appends a message the peer does not make).
 
 Results: tables on stdout and ``var/bench/peers.json``; published by hand in
 ``docs/benchmarks.md`` (issue 28).
@@ -275,12 +277,18 @@ def sizes_of(args: argparse.Namespace) -> list[int]:
 
 
 @contextlib.contextmanager
-def our_stack(args: argparse.Namespace, tmp: Path) -> Iterator[tuple[Target, Agent, Any]]:
+def our_stack(
+    args: argparse.Namespace, tmp: Path, timeline: bool = True
+) -> Iterator[tuple[Target, Agent, Any]]:
     """The example project in production mode, seeded: its target, the agent of the turn
-    latency, and what waits for the worker's queue to drain."""
+    latency, and what waits for the worker's queue to drain. ``timeline``: its processes
+    write the turn timeline (``bench/timeline.py``: five file appends a message, which the
+    peers do not pay), which only the turn latency reads."""
     clients = [int(c) for c in args.clients.split(",")]
     port = free_port()
     cluster = latency.launcher(tmp, port, args)
+    if not timeline:
+        cluster.env.pop("POPPY_BENCH_TIMELINE", None)
     try:
         create_without_discovery_checks(cluster)
         pool = ["--pool=prefork", f"--concurrency={args.celery_processes}"]
@@ -335,7 +343,7 @@ def interleaved(args: argparse.Namespace, tmp: Path, results: dict[str, Any]) ->
                 args.replicas,
             )
         )
-        our_target, _, drain = stack.enter_context(our_stack(args, tmp))
+        our_target, _, drain = stack.enter_context(our_stack(args, tmp, timeline=False))
         for number in range(args.interleave):
             figures: dict[str, dict[str, float]] = {}
             pair = [peer_target, our_target] if number % 2 == 0 else [our_target, peer_target]

@@ -84,6 +84,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="poppy-bench-trees-"))
     port = free_port()
     cluster = latency.launcher(tmp, port, settings)
+    cluster.env.pop("POPPY_BENCH_TIMELINE", None)  # the turn latency's; not measured here
     try:
         latency.create_without_discovery_checks(cluster)
         worker = cluster.worker("celery").pid
