@@ -14,6 +14,7 @@ class PoppyDjangoConfig(AppConfig):
         its own settings when asked). Imported here because Django imports this module
         before the models are ready."""
         from django.core.signals import request_started
+        from django.db import DEFAULT_DB_ALIAS
         from django.db.backends.signals import connection_created
 
         # Here, not at the top: Django imports this module before the models are ready.
@@ -24,9 +25,10 @@ class PoppyDjangoConfig(AppConfig):
         from poppy_django.engine import executors, recovery
         from poppy_django.fanout import publishing
         from poppy_django.mcp import seams as mcp
-        from poppy_django.observe import pool_warnings, sdk, streaks
+        from poppy_django.observe import metrics, pool_warnings, sdk, streaks
         from poppy_django.operations import seams as operations
         from poppy_django.service import rerouting
+        from poppy_django.store import backends
 
         checks.register(body_limit=PoppyBodyLimit)
         desk.register()
@@ -40,6 +42,8 @@ class PoppyDjangoConfig(AppConfig):
         )
         observe.withhold_user_text_in_logs()
         pool_warnings.install()  # psycopg_pool's warnings once a streak (a database down)
+        # The database's gauges read with their statements bounded, by the store's statement.
+        metrics.bound_statements = backends.for_alias(DEFAULT_DB_ALIAS).bound_statements
         # Redis away: its unpublished wake-ups and events once a streak, not one per message.
         publishing.report_failures_to(streaks.Streak(publishing.logger, "publishing on Redis"))
         connection_created.connect(wire_errors.database_answers, dispatch_uid="poppy_db_again")

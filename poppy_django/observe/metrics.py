@@ -208,15 +208,10 @@ def request_served(route: str, method: str, status: str, seconds: float, code: s
 #: table too big for its interval fails and says why, instead of holding its thread past the
 #: next read.
 GAUGE_STATEMENT_TIMEOUT = 5.0
-
-
-def _bound_statements() -> None:
-    """Set :data:`GAUGE_STATEMENT_TIMEOUT` for the current transaction (PostgreSQL only)."""
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        timeout = f"{GAUGE_STATEMENT_TIMEOUT * 1000:.0f}ms"
-        cursor.execute("SELECT set_config('statement_timeout', %s, true)", [timeout])
+#: Bounds the current transaction's statements to a number of seconds: the store backend's,
+#: given by the app's ``ready()`` (the store sits above this package; raw statements are
+#: its own).
+bound_statements: Callable[[float], None] | None = None
 
 
 def _read_database() -> dict[str, Any]:
@@ -230,7 +225,8 @@ def _read_database() -> dict[str, Any]:
 
     try:
         with transaction.atomic():
-            _bound_statements()
+            if bound_statements is not None:
+                bound_statements(GAUGE_STATEMENT_TIMEOUT)
             by_status = dict(
                 Conversation.objects.order_by().values_list("status").annotate(count=Count("id"))
             )

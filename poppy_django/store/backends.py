@@ -60,6 +60,10 @@ class StoreBackend:
         database Django supports but PostgreSQL here runs one writing transaction at a time
         already (SQLite: the example's ``IMMEDIATE`` transactions), so nothing to do."""
 
+    def bound_statements(self, seconds: float) -> None:
+        """Cancel each statement of the current transaction that runs past ``seconds``, where
+        the database can (PostgreSQL's ``statement_timeout``); elsewhere, nothing to do."""
+
     # -- reads ------------------------------------------------------------------------------
 
     def fetch(self, model: type[ModelT], sql: str, params: Sequence[Any]) -> list[ModelT]:
@@ -223,6 +227,10 @@ class PostgreSQLBackend(StoreBackend):
         number = int.from_bytes(digest[:8], "big", signed=True)
         with self.connection.cursor() as cursor:
             cursor.execute(Statements.ADVISORY_LOCK, [number])
+
+    def bound_statements(self, seconds: float) -> None:
+        with self.connection.cursor() as cursor:
+            cursor.execute(Statements.STATEMENT_TIMEOUT, [f"{seconds * 1000:.0f}ms"])
 
     def fetch(self, model: type[ModelT], sql: str, params: Sequence[Any]) -> list[ModelT]:
         # The driver hands every column as the value its field keeps, except where the field

@@ -28,6 +28,8 @@ class Statements:
     ROUND_TRIP = "SELECT 1"
     #: PostgreSQL's lock on a number until the transaction ends (no row needed).
     ADVISORY_LOCK = "SELECT pg_advisory_xact_lock(%s)"
+    #: PostgreSQL's bound on each statement, until the transaction ends.
+    STATEMENT_TIMEOUT = "SELECT set_config('statement_timeout', %s, true)"
 
     def __init__(self, quote: Callable[[str], str]) -> None:
         #: The connection's ``ops.quote_name``: how this database quotes an identifier.
