@@ -169,8 +169,10 @@ def _record(
             csat.thank(conversation, survey)
             lifecycle.answered_without_turn(conversation, conversation.last_seq)
         elif message.starts_turn:
-            lifecycle.agent_works(conversation)
-            dispatch.dispatch_on_commit(conversation.id)
+            # No dispatch while a live writer holds the lease: its commit answers this too.
+            to_dispatch = lifecycle.agent_works(conversation)
+            if to_dispatch:
+                dispatch.dispatch_on_commit(conversation.id)
         answer = answer_of(conversation, status_code)
         # Written with the events and the row (one statement on PostgreSQL): a retry's
         # receipt breaks its unique key and the whole write is rolled back (_idempotent).

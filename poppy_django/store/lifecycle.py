@@ -203,10 +203,18 @@ def _write(
         )
 
 
-def agent_works(conversation: Conversation) -> None:
+def agent_works(conversation: Conversation) -> bool:
     """A user message that starts a turn arrived and the agent has the conversation: it is
-    working (the caller dispatches the turn)."""
+    working. True when the caller must dispatch its turn; False when a live writer holds the
+    lease: that writer releases it only in a write that finds no message left to answer,
+    under this row's lock, so it answers this one in its next turn (a dispatch would find
+    the lease taken and end; a writer that died lets its lease expire, and the recovery
+    sweep takes the conversation up, as it would after that dispatch)."""
     _write(conversation, status=Status.WORKING)
+    until = conversation.lease_expires_at
+    if conversation.lease_owner is None or until is None:
+        return True
+    return until <= timezone.now()
 
 
 def answered_without_turn(conversation: Conversation, seq: int) -> None:
