@@ -36,10 +36,9 @@ class PoppyDjangoConfig(AppConfig):
         operations.register()
         # Handoffs no one joined in time go back to the Company Agent at each sweep.
         recovery.recoveries.register("overdue handoffs", lambda stop: handoff.return_overdue())
-        # ...and those waiting for someone with no live desk go to someone who has one.
-        recovery.recoveries.register(
-            "stranded handoffs", lambda stop: rerouting.reassign_stranded()
-        )
+        # ...those waiting for someone with no live desk go to someone who has one, and those
+        # waiting for room to whoever has it.
+        recovery.recoveries.register("stranded handoffs", lambda stop: rerouting.reroute())
         observe.withhold_user_text_in_logs()
         pool_warnings.install()  # psycopg_pool's warnings once a streak (a database down)
         # The database's gauges read with their statements bounded, by the store's statement.

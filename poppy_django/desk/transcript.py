@@ -122,7 +122,7 @@ def _private_words(kind: str, by: str, other: str) -> str:
     if kind == DeskEventKind.MACRO:
         return f"{by} ran the macro {other}"
     if kind == DeskEventKind.REASSIGNED:  # by: whom it waited for (the text says why)
-        return f"Reassigned from {by} to {other or 'the queue'}"
+        return f"Reassigned from {by or 'the queue'} to {other or 'the queue'}"
     if kind == DeskEventKind.FOLLOWED_UP:
         return f"{by} followed up the customer outside the conversation"
     if kind == DeskEventKind.TO_TEAM:

@@ -5,8 +5,11 @@ A handoff waiting for a staff member who goes away (:func:`reassign_from`, as th
 has no live desk any more (:func:`reassign_stranded`, at every worker's sweep, once they have
 been gone ``LEFT_GRACE_SECONDS``: a desk page closes as the next one opens) goes to someone
 who is there (:mod:`poppy_django.staff.routing`'s choice, in its team), or to the queue for
-whoever joins first when no one has room. Each change is recorded on the desk
-(``reassigned``, saying why) and sent as ``conversation_assigned`` (``how="reassigned"``).
+whoever joins first when no one has room. A handoff that waits for no one because everyone
+was full goes, at the sweep, to the first who has room again (:func:`assign_waiting`; not
+one a person gave back to the queue on purpose).
+Each change is recorded on the desk (``reassigned``, saying why) and sent as
+``conversation_assigned`` (``how="reassigned"``).
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 
 from poppy_django import handoff
 from poppy_django.errors import PoppyError
-from poppy_django.models import Conversation, DeskEventKind
+from poppy_django.models import Conversation, DeskEvent, DeskEventKind
 from poppy_django.service import desk_log, guards
 from poppy_django.service.assignment import assigned_moment
 from poppy_django.staff import handoffs, presence, routing, teams
+from poppy_django.staff.waiting import fair_order
 from poppy_django.store import event_log, lifecycle
 
 #: How long someone whose last desk page closed keeps their waiting handoffs: long enough
@@ -28,13 +33,20 @@ from poppy_django.store import event_log, lifecycle
 LEFT_GRACE_SECONDS = 10.0
 WENT_AWAY = "went away"
 LEFT = "left the desk"
+ROOM = "someone has room for it"
+#: The most waiting handoffs one sweep looks at for room.
+SWEPT = 50
 
 
-def _reassign_locked(conversation: Conversation, why: str) -> None:
+def _reassign_locked(conversation: Conversation, why: str) -> bool:
+    """Give the locked waiting handoff to another candidate, or to no one; whether it
+    changed hands."""
     previous = conversation.assignee
     to = handoff.assign_among(
         conversation, routing.candidates(conversation.team, excluding=previous)
     )
+    if to == previous:
+        return False  # waiting for no one, and still no one has room
     lifecycle.give_to(conversation, to)
     meta = guards.meta(None, "")
     desk_log.record(
@@ -42,10 +54,11 @@ def _reassign_locked(conversation: Conversation, why: str) -> None:
         DeskEventKind.REASSIGNED,
         by=previous,
         other=to,
-        text=f"{previous} {why}",
+        text=f"{previous} {why}" if previous else why,
         meta=meta,
     )
     assigned_moment(conversation, previous=previous, by="", how="reassigned")
+    return True
 
 
 def _reassign_each(found: list[str], gone: Callable[[str], bool], why: str) -> list[str]:
@@ -63,12 +76,10 @@ def _reassign_each(found: list[str], gone: Callable[[str], bool], why: str) -> l
             if locked is None:
                 continue
             conversation = event_log.lock(locked)
-            if not lifecycle.QUEUED(conversation) or not conversation.assignee:
+            if not lifecycle.QUEUED(conversation) or not gone(conversation.assignee):
                 continue
-            if not gone(conversation.assignee):
-                continue
-            _reassign_locked(conversation, why)
-            done.append(conversation_id)
+            if _reassign_locked(conversation, why):
+                done.append(conversation_id)
     return done
 
 
@@ -76,7 +87,9 @@ def reassign_from(username: str) -> list[str]:
     """``username`` went away: their waiting handoffs go to others (ids)."""
     waiting = Conversation.objects.filter(lifecycle.QUEUED.q, assignee=username)
     found = list(waiting.order_by("handoff_requested_at").values_list("pk", flat=True))
-    return _reassign_each(found, lambda assignee: assignee == username, WENT_AWAY)
+    return _reassign_each(
+        found, lambda assignee: bool(username) and assignee == username, WENT_AWAY
+    )
 
 
 def reassign_stranded() -> list[str]:
@@ -90,9 +103,35 @@ def reassign_stranded() -> list[str]:
         return []
 
     def gone(assignee: str) -> bool:  # asked again under each lock: they may be back
-        return assignee not in presence.available(grace=LEFT_GRACE_SECONDS)
+        return bool(assignee) and assignee not in presence.available(grace=LEFT_GRACE_SECONDS)
 
     return _reassign_each(found, gone, LEFT)
+
+
+def assign_waiting() -> list[str]:
+    """Handoffs waiting for no one in particular because no one had room go to whoever has
+    room now, in the queue's fair order: the sweep's part (ids). Not those a person gave
+    back to the queue (``unassigned`` since they asked); none when no one at all has room
+    (with ``HANDOFF_HOOKS["assign"]`` None, the hook gives none)."""
+    if not routing.candidates():
+        return []
+    waiting = fair_order(Conversation.objects.filter(assignee=""))
+    given_back = DeskEvent.objects.filter(
+        conversation=OuterRef("pk"),
+        kind=DeskEventKind.UNASSIGNED,
+        created_at__gte=OuterRef("handoff_requested_at"),
+    )
+    found = list(waiting.exclude(Exists(given_back)).values_list("pk", flat=True)[:SWEPT])
+    done = []
+    for conversation_id in found:  # one at a time: each changes the loads the next reads
+        done += _reassign_each([conversation_id], lambda assignee: assignee == "", ROOM)
+    return done
+
+
+def reroute() -> None:
+    """The sweep's part: stranded handoffs first, then those waiting for room."""
+    reassign_stranded()
+    assign_waiting()
 
 
 @transaction.atomic

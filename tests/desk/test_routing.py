@@ -173,3 +173,23 @@ def test_a_handoff_assigned_to_someone_never_at_the_desk_goes_to_someone_there()
     service.assign(conversation_id, "carol", by="bob")
     recovery.sweep()
     assert assignee(conversation_id) == "bob"
+
+
+def test_a_handoff_waiting_for_room_goes_to_the_first_who_has_it() -> None:
+    for name in ("alice", "bob"):
+        on_shift(name)
+    with poppy(DESK_CAPACITY=1):
+        given = [hand_off(), hand_off()]
+        waiting, given_back = hand_off(), hand_off()
+        assert [assignee(c) for c in (waiting, given_back)] == ["", ""]
+        service.assign(given_back, "alice", by="bob")
+        service.unassign(given_back, by="alice")  # for whoever joins first, on purpose
+        recovery.sweep()  # no one has room: nothing moves
+        assert [assignee(c) for c in (waiting, given_back)] == ["", ""]
+        holder = assignee(given[0])
+        service.human_joined(given[0], by=holder)
+        service.human_left(given[0], by=holder)  # room again
+        recovery.sweep()
+        assert assignee(waiting) == holder and assignee(given_back) == ""
+        event = DeskEvent.objects.get(conversation_id=waiting, kind=DeskEventKind.REASSIGNED)
+        assert (event.by, event.other, event.text) == ("", holder, rerouting.ROOM)

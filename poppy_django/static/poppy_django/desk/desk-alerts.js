@@ -336,7 +336,9 @@
       assigned: news.by + " assigned a conversation to you",
       transferred: news.by + " transferred a conversation to you",
       took_over: news.by + " took over a conversation from you",
-      reassigned: "A conversation waiting for " + news.by + " was given to you",
+      reassigned: news.by
+        ? "A conversation waiting for " + news.by + " was given to you"
+        : "A waiting conversation was given to you",
       to_team: news.by + " gave a conversation to " + news.team + ": it is yours",
     }[news.kind];
     if (!words) {
