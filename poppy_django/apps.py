@@ -23,7 +23,7 @@ class PoppyDjangoConfig(AppConfig):
         from poppy_django.asgi import PoppyBodyLimit
         from poppy_django.desk import seams as desk
         from poppy_django.engine import executors, recovery
-        from poppy_django.fanout import publishing
+        from poppy_django.fanout import bus, publishing
         from poppy_django.mcp import seams as mcp
         from poppy_django.observe import metrics, pool_warnings, sdk, streaks
         from poppy_django.operations import seams as operations
@@ -45,6 +45,10 @@ class PoppyDjangoConfig(AppConfig):
         metrics.bound_statements = backends.for_alias(DEFAULT_DB_ALIAS).bound_statements
         # Redis away: its unpublished wake-ups and events once a streak, not one per message.
         publishing.report_failures_to(streaks.Streak(publishing.logger, "publishing on Redis"))
+        # ...and the bus's subscriptions' lost and refused attempts, as the revocations' are.
+        bus.report_subscription_failures_to(
+            streaks.Streak(bus.logger, "subscribing to Redis for wake-ups")
+        )
         connection_created.connect(wire_errors.database_answers, dispatch_uid="poppy_db_again")
         sdk.at_start()
         request_started.connect(executors.recover_on_request, dispatch_uid="poppy_recovery")

@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ from django.dispatch import receiver
 from opentelemetry import metrics, propagate, trace
 
 from poppy_django.conf import poppy_settings
+from poppy_django.fanout.retrying import Backoff, Failures
 
 logger = logging.getLogger("poppy_django.fanout")
 
@@ -51,8 +52,6 @@ fanout_lag = metrics.get_meter("poppy_django").create_histogram(
 
 #: Messages an inbox holds for its reader before it says some were dropped.
 MAX_PENDING = 100
-#: Reconnection backoff of the subscription, in seconds.
-RETRY_FIRST, RETRY_MAX = 0.5, 5.0
 #: How often an idle subscription checks its connection (a PING), in seconds.
 HEALTH_CHECK_SECONDS = 10.0
 
@@ -252,6 +251,20 @@ def _forget_publisher_on_change(*, setting: str, **kwargs: Any) -> None:
 _subscriptions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
     weakref.WeakKeyDictionary()
 )
+#: Each subscription's pause between attempts (a test's counts them and does not wait).
+subscription_backoff: Callable[[], Backoff] = Backoff
+#: Told of each subscription attempt's outcome (:func:`report_subscription_failures_to`).
+_subscription_failures: Failures | None = None
+#: Said with the first failure of a streak: why the wake-ups missed meanwhile are no loss.
+SUBSCRIPTION_HINT = "waiting readers re-read the database once subscribed again; nothing is lost"
+
+
+def report_subscription_failures_to(failures: Failures | None) -> None:
+    """The subscriptions' lost and refused attempts go to ``failures`` from now on, and their
+    confirmations (from the app's ``ready()``, a streak: Redis away is one warning, not two
+    per 8 s per event loop); None: a warning for each."""
+    global _subscription_failures
+    _subscription_failures = failures
 
 
 def _keep_subscribed(loop: asyncio.AbstractEventLoop) -> None:
@@ -263,18 +276,19 @@ def _keep_subscribed(loop: asyncio.AbstractEventLoop) -> None:
 
 async def _subscribe_forever(loop: asyncio.AbstractEventLoop) -> None:
     """Hold the subscription, starting a new one with backoff whenever it fails."""
-    delay = RETRY_FIRST
+    backoff = subscription_backoff()
     while True:
         started = time.monotonic()
         try:
             await _subscribe(loop)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            logger.warning("poppy: Redis subscription lost; reconnecting", exc_info=True)
-        delay = RETRY_FIRST if time.monotonic() - started > 10 * RETRY_MAX else delay
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, RETRY_MAX)
+        except Exception as exc:
+            if _subscription_failures is None:
+                logger.warning("poppy: Redis subscription lost; reconnecting", exc_info=exc)
+            else:
+                _subscription_failures.failed(exc, SUBSCRIPTION_HINT)
+        await asyncio.sleep(backoff.after(time.monotonic() - started))
 
 
 async def _subscribe(loop: asyncio.AbstractEventLoop) -> None:
@@ -291,6 +305,8 @@ async def _subscribe(loop: asyncio.AbstractEventLoop) -> None:
                 if message["type"] == "subscribe":
                     # Subscribed (again, after a reconnection): whatever was published
                     # before may be lost, so every reader of this loop re-reads.
+                    if _subscription_failures is not None:
+                        _subscription_failures.succeeded()
                     for inbox in open_inboxes():
                         if inbox._loop is loop:
                             inbox._mark_dropped()

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from django.db import transaction
 from django_eventstream import send_event
 
 from poppy_django.fanout import bus
+from poppy_django.fanout.retrying import Failures
 
 logger = logging.getLogger("poppy_django.fanout")
 
@@ -30,15 +31,6 @@ NUDGE = "poppy.nudge"
 DELTA = "poppy.delta"
 #: The type of a change only staff see (a private note, a take-over, an assignment).
 DESK_NEWS = "poppy.desk"
-
-
-class Failures(Protocol):
-    """What is told of each publish: Redis away is logged once a streak, not at every nudge
-    (a Redis stopped under a busy process wrote a warning and a traceback per message)."""
-
-    def failed(self, exc: BaseException, hint: str | None = None) -> None: ...
-
-    def succeeded(self) -> None: ...
 
 
 #: Told of each publish's outcome (:func:`report_failures_to`, from the app's ``ready()``:

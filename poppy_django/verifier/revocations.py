@@ -32,6 +32,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from poppy_django.fanout.bus import namespace
+from poppy_django.fanout.retrying import Backoff
+from poppy_django.observe.streaks import Streak
 
 logger = logging.getLogger("poppy_django.auth")
 
@@ -39,7 +41,13 @@ logger = logging.getLogger("poppy_django.auth")
 ACK_PREFIX = "poppy:session-revoked:ack:"
 #: How long :func:`publish` waits for every process's acknowledgement.
 ACK_SECONDS = 2.0
-RETRY_FIRST, RETRY_MAX = 0.5, 5.0
+#: The subscription's pause between attempts (a test's counts them and does not wait).
+subscription_backoff: Callable[[], Backoff] = Backoff
+#: Redis away: the lost and refused attempts are one warning a streak (with the cause), and
+#: the subscription confirmed again one line, not a warning and a traceback per attempt.
+_failures = Streak(logger, "subscribing to Redis for revocations")
+#: Said with the first failure of a streak: what the process does meanwhile.
+SUBSCRIPTION_HINT = "session statuses are not memoized meanwhile; each request reads the cache"
 
 #: ``forget(session_ids)`` of the status cache; None forgets everything.
 Forget = Callable[[frozenset[str] | None], None]
@@ -130,20 +138,21 @@ def _stop_on_change(*, setting: str, **kwargs: Any) -> None:
 
 
 def _listen_forever(forget: Forget, kwargs: dict[str, Any], stop: threading.Event) -> None:
-    """Hold the subscription, starting again with backoff whenever it fails."""
-    delay = RETRY_FIRST
+    """Hold the subscription, starting again with backoff whenever it fails (a listener
+    stopped for another Redis says nothing of its last attempt: its successor will)."""
+    backoff = subscription_backoff()
     while not stop.is_set():
         started = time.monotonic()
         try:
             _listen(forget, kwargs, stop)
-        except Exception:
-            logger.warning("poppy: revocation subscription lost; reconnecting", exc_info=True)
+        except Exception as exc:
+            if not stop.is_set():
+                _failures.failed(exc, SUBSCRIPTION_HINT)
         finally:
             if not stop.is_set():
                 _listening.clear()
-        delay = RETRY_FIRST if time.monotonic() - started > 10 * RETRY_MAX else delay
-        stop.wait(delay)
-        delay = min(delay * 2, RETRY_MAX)
+        if not stop.is_set():
+            stop.wait(backoff.after(time.monotonic() - started))
 
 
 def _listen(forget: Forget, kwargs: dict[str, Any], stop: threading.Event) -> None:
@@ -157,6 +166,7 @@ def _listen(forget: Forget, kwargs: dict[str, Any], stop: threading.Event) -> No
                     continue
                 if message["type"] == "subscribe" and not stop.is_set():
                     forget(None)  # revocations published while unsubscribed are unknown
+                    _failures.succeeded()
                     _listening.set()
                 elif message["type"] == "message":
                     _received(client, message["data"], forget)

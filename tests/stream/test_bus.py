@@ -20,6 +20,7 @@ from django.test import override_settings
 
 from poppy_django.fanout import bus
 from poppy_django.fanout.bus import MAX_PENDING, Inbox, open_inboxes
+from poppy_django.fanout.retrying import Backoff
 from tests.waiting import until
 
 KEY = "poppy-bus-test"
@@ -234,7 +235,7 @@ def test_a_dropped_subscription_comes_back_and_readers_re_read(redis_kwargs, ser
     readers are poked (what was published meanwhile is lost) and later messages arrive
     (a real Redis restart: tests/multiprocess/test_fanout.py::test_redis_restart_loses_nothing).
     """
-    monkeypatch.setattr(bus, "RETRY_FIRST", 0.05)
+    monkeypatch.setattr(bus, "subscription_backoff", lambda: Backoff(first=0.05))
 
     def subscribers() -> list[str]:
         return [
