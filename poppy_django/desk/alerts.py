@@ -3,9 +3,11 @@
 Every desk page re-reads this when the desk's live channel nudges it: the count goes in the
 tab's title for everyone; a conversation the page has not seen waiting before raises a
 browser notification (and a sound, if the staffer turned it on) for the one it waits for
-only, or, when it waits for no one in particular, for those available to take it (in its
-team); a handoff about to go back to the Company Agent (``POPPY["HANDOFF_WARN_AT"]`` of its
-maximum wait) warns the one it waits for. *Next waiting* opens the first in the queue's fair
+only, or, when it waits for no one in particular, for those available to take it (in the
+rotation, :mod:`poppy_django.staff.routing`, and in its team). The server says which
+(:meth:`Reader.alerted`): a supervisor watching the desk sees the count only. A handoff
+about to go back to the Company Agent (``POPPY["HANDOFF_WARN_AT"]`` of its maximum wait)
+warns the one it waits for. *Next waiting* opens the first in the queue's fair
 order (each personal agent's longest waiting first, so one agent's flood of handoffs never
 stands ahead of everyone else's).
 """
@@ -19,6 +21,7 @@ from django.utils import timezone
 
 from poppy_django.desk import missed, queue, wording
 from poppy_django.models import Conversation, Status
+from poppy_django.staff import routing
 from poppy_django.staff.waiting import fair_order
 
 #: The waiting conversations a page is told about (in the queue's fair order): enough for
@@ -42,6 +45,30 @@ class Waiting:
     #: (None: it waits for a person for ever).
     warn_in: float | None
     due_in: float | None
+
+
+@dataclass(frozen=True)
+class Reader:
+    """The staff member a desk page's alerts are for."""
+
+    username: str
+    #: Available and in the rotation: a handoff waiting for anyone is theirs to take.
+    takes_any: bool
+    #: The teams they are in (:mod:`poppy_django.staff.teams`).
+    teams: list[str]
+
+    def alerted(self, item: Waiting) -> bool:
+        """Whether ``item`` raises this staff member's alert (the rest see the count only):
+        it waits for them, or for no one in particular and they take such (in its team)."""
+        if item.assignee:
+            return item.assignee == self.username
+        return self.takes_any and (not item.team or item.team in self.teams)
+
+
+def reader(username: str, *, available: bool, teams: list[str]) -> Reader:
+    """``username`` as the alerts see them: supervisors out of the rotation (superusers and
+    the reports' holders who did not opt in) take no handoff waiting for anyone."""
+    return Reader(username, available and routing.in_rotation(username), teams)
 
 
 @dataclass(frozen=True)

@@ -106,18 +106,17 @@ def _panels(request: HttpRequest, conversation: Conversation) -> dict[str, str]:
 def alerts_json(request: HttpRequest, admin_site: AdminSite) -> JsonResponse:
     """What every desk page alerts on: how many conversations wait, in the queue's fair
     order (re-read when the live channel nudges, and every 30 s while a desk page is open,
-    which keeps the staff member present), and their own presence."""
+    which keeps the staff member present), which of them alert this staff member, and their
+    own presence."""
     me = request.user.get_username()
     service.staff_seen(me)
     found = alerts.summary()
     presence = service.staff_status(me)
+    teams = service.teams_of(me)
+    reading = alerts.reader(me, available=presence.available, teams=teams)
     return JsonResponse(
         {
-            "me": {
-                "away": presence.away,
-                "available": presence.available,
-                "teams": service.teams_of(me),
-            },
+            "me": {"away": presence.away, "available": presence.available, "teams": teams},
             "office_open": service.office_open(),
             "waiting": found.count,
             "conversations": [
@@ -130,6 +129,8 @@ def alerts_json(request: HttpRequest, admin_site: AdminSite) -> JsonResponse:
                     "team": item.team,
                     "warn_in": item.warn_in,
                     "due_in": item.due_in,
+                    # Whether this page raises an alert for it (else: the count only).
+                    "alert": reading.alerted(item),
                     "url": routes.url(admin_site, routes.CONVERSATION, item.id),
                 }
                 for item in found.waiting

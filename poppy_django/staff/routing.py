@@ -70,6 +70,13 @@ def _in_rotation(row: StaffPresence) -> bool:
     return row.in_rotation or not is_supervisor(row.user)
 
 
+def in_rotation(username: str) -> bool:
+    """Whether ``username`` takes handoffs waiting for anyone: a staff member, or a supervisor
+    who opted in (the desk alerts them of such handoffs; the others see the count only)."""
+    row = _rows([username]).get(username)
+    return row is not None and _in_rotation(row)
+
+
 def _with_room(rows: dict[str, StaffPresence]) -> list[str]:
     load = loads(rows)
     return [

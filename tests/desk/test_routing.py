@@ -9,7 +9,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Permission, User
+from django.test import Client
 from django.utils import timezone
 
 from poppy_django import service, signals
@@ -24,7 +25,7 @@ from poppy_django.models import (
 from poppy_django.service import rerouting
 from poppy_django.staff import connections, presence
 from tests.agents import PersonalAgent
-from tests.desk.conftest import make_user, on_shift
+from tests.desk.conftest import DESK, make_user, on_shift
 from tests.wire.wire_support import poppy, quiet_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -114,6 +115,39 @@ def test_supervisors_are_out_of_the_rotation_unless_they_opt_in() -> None:
     assert assignee(hand_off()) == ""
     StaffPresence.objects.filter(user=lena).update(in_rotation=True)
     assert assignee(hand_off()) == "lena"
+
+
+def alerted(user: User) -> tuple[int, dict[str, bool]]:
+    """What ``user``'s desk pages read (alerts.json): the count, and which alert them."""
+    client = Client()
+    client.force_login(user)
+    response = client.get(f"{DESK}alerts.json")
+    assert response.status_code == 200, response.content
+    answer = response.json()
+    return answer["waiting"], {item["id"]: item["alert"] for item in answer["conversations"]}
+
+
+def test_supervisors_out_of_the_rotation_see_the_count_not_the_alert() -> None:
+    lena = make_user(name="lena")
+    lena.is_superuser = True
+    lena.save()
+    lead = make_user(name="lee")
+    lead.user_permissions.add(Permission.objects.get(codename="view_desk_reports"))
+    on_shift("lena")
+    on_shift("lee")
+    waiting = hand_off()  # for no one in particular: no one there is in the rotation
+    assert assignee(waiting) == ""
+    bob = on_shift("bob")  # a staff member arrives: a handoff for anyone is his to take
+    assert alerted(bob) == (1, {waiting: True})
+    assert alerted(lena) == (1, {waiting: False})
+    assert alerted(lead) == (1, {waiting: False})
+    # Lena opts in: she takes handoffs for anyone, and is alerted of them.
+    StaffPresence.objects.filter(user=lena).update(in_rotation=True)
+    assert alerted(lena) == (1, {waiting: True})
+    assert alerted(lead) == (1, {waiting: False})
+    # Away, Bob takes none: the count only.
+    service.set_away("bob", True)
+    assert alerted(bob) == (1, {waiting: False})
 
 
 def test_going_away_gives_the_waiting_handoffs_to_someone_there() -> None:

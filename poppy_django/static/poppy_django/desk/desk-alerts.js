@@ -2,7 +2,7 @@
  * Alerts on every desk page: how many conversations wait for a person (in the bar and in
  * the tab's title, for everyone), a desktop notification and an optional sound when one
  * starts waiting (for the one it waits for only; for one that waits for no one in
- * particular, for those available to take it), a warning to the one it waits for before it
+ * particular, for those available to take it and in the rotation, as the server says), a warning to the one it waits for before it
  * goes back to the Company Agent, and "next waiting".
  *
  * It follows desk.js's live feed (the "poppy:live" and "poppy:nudge" DOM events) and re-reads
@@ -35,7 +35,6 @@
   var SEEN = "poppy-desk.waiting-seen";
   var SOUND = "poppy-desk.sound";
   var WARNED = "poppy-desk.warned";
-  var mine = {}; // the server's word on this staffer: available, teams
   var warnTimers = {};
   var waiting = []; // the server's list: the longest waiting first
   var audio = null;
@@ -177,13 +176,11 @@
 
   /* The count, the title, the new arrivals --------------------------------------------------- */
 
-  /* Whether this staffer is alerted of a waiting conversation: it waits for them, or for no
-     one in particular and they can take it (available, in its team). */
+  /* Whether this staffer is alerted of a waiting conversation: the server says (it waits for
+     them, or for no one in particular and they take such: available, in the rotation, in its
+     team); supervisors out of the rotation see the count only. */
   function forMe(item) {
-    if (item.assignee) {
-      return item.assignee === me;
-    }
-    return !!mine.available && (!item.team || (mine.teams || []).indexOf(item.team) !== -1);
+    return !!item.alert;
   }
 
   function warnedList() {
@@ -239,7 +236,6 @@
   }
 
   function apply(answer) {
-    mine = answer.me || {};
     document.dispatchEvent(new CustomEvent("poppy:me", { detail: answer.me }));
     hours.hidden = answer.office_open !== false;
     waiting = answer.conversations || [];
