@@ -279,24 +279,35 @@ class ShippedAcme:
 
 
 #: The operator's shell: each line it reads is one JSON command, answered with one line
-#: ``done <JSON>``. ``prune``: every event it may (``maintenance.prune_events``, what
-#: ``poppy_prune_events --older-than 0s`` does); ``revise``: the company changes a proposal
-#: (``operations.service.revise``, what staff or a hook call); ``performed``: how many runs of
-#: an operation's action the product recorded (its ``attempts`` once it has an outcome: each
-#: run's effect and outcome commit together, so a second run would show as 2).
+#: ``done <JSON>``. ``forget``: a conversation's events but its newest, as the SDK's reference
+#: Company forgets them for the suite (``forget_events(..., keep=1)``), in the order the
+#: product prunes (the cursors into them marked expired first, then the rows: a reader sees
+#: "expired", never a gap). Pruning by age (``poppy_prune_events --older-than 0s``) raced the
+#: suite's turn: once its reply had landed, nothing was left for a reader to resume from
+#: (``cursor-expired-recovery`` timed out on a loaded machine). ``revise``: the company
+#: changes a proposal (``operations.service.revise``, what staff or a hook call);
+#: ``performed``: how many runs of an operation's action the product recorded (its
+#: ``attempts`` once it has an outcome: each run's effect and outcome commit together, so a
+#: second run would show as 2).
 _OPERATOR_SHELL = """
 import json
 import sys
-from datetime import timedelta
-from poppy_django.engine.maintenance import prune_events
+from django.db import transaction
+from django.db.models import Max
+from poppy_django.models import Event
 from poppy_django.operations import service
+from poppy_django.store.event_log import expire_before
 from poppy_django.operations.models import Operation, OperationState
 
 FINAL = (OperationState.SUCCEEDED, OperationState.FAILED)
 for line in sys.stdin:
     command = json.loads(line)
-    if command["do"] == "prune":
-        answer = prune_events(timedelta(0)).events
+    if command["do"] == "forget":
+        events = Event.objects.filter(conversation_id=command["conversation_id"])
+        with transaction.atomic():
+            newest = events.aggregate(seq=Max("seq"))["seq"] or 0
+            expire_before(command["conversation_id"], newest)
+            answer, _ = events.filter(seq__lt=newest).delete()
     elif command["do"] == "revise":
         answer = service.revise(command["operation_id"], summary=command["summary"]).revision
     else:
@@ -334,9 +345,9 @@ class Operator:
                 if line.startswith("done "):
                     return json.loads(line.removeprefix("done "))
 
-    def prune(self) -> int:
-        """Prune now; how many events went."""
-        return int(self._run(do="prune"))
+    def forget(self, conversation_id: str) -> int:
+        """Forget the conversation's events but its newest, now; how many went."""
+        return int(self._run(do="forget", conversation_id=conversation_id))
 
     def revise(self, operation_id: str, summary: str) -> int:
         """The company revises a proposal (shown to the User as ``summary``); its revision."""

@@ -104,7 +104,7 @@ def test_every_suite_as_shipped(tmp_path: Path) -> None:
         operator = Operator(acme)
 
         def forget(conversation_id: str) -> None:
-            operator.prune()
+            operator.forget(conversation_id)
 
         def revise(operation_id: str) -> None:
             operator.revise(operation_id, REVISED_SUMMARY)
