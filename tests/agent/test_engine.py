@@ -164,12 +164,19 @@ def test_a_turn_whose_connection_the_server_ended_commits_on_a_fresh_one(
     settings.POPPY = {**settings.POPPY, "EXECUTOR_THREADS": 1}
     model = GatedModel()
     use_model(model)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        (began,) = cursor.fetchone()
     conversation_id = agent.start("hello").json()["conversation_id"]
     eventually(lambda: model.waiting == 1, what="the turn awaiting its model")
-    with connection.cursor() as cursor:  # every other session of this database, ended
+    # Every session this test opened, ended: not those other threads of the test process
+    # keep from earlier tests, which would meet "terminating connection" in a later test.
+    with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND backend_start >= %s",
+            [began],
         )
         (ended,) = cursor.fetchone()
     assert ended >= 1
