@@ -236,6 +236,20 @@ class Staff:
         self.context.close()
 
 
+@contextlib.contextmanager
+def signed_in(browser: Any, site: Site, names: tuple[str, ...]) -> Iterator[tuple[Staff, ...]]:
+    """Staff each signed in in a browser context of their own, on the queue; at the end,
+    none of their pages met a script error."""
+    people = [Staff(browser, site, name) for name in names]
+    try:
+        yield tuple(person.sign_in() for person in people)
+        for person in people:
+            assert person.errors == [], person.errors
+    finally:
+        for person in people:
+            person.close()
+
+
 def screenshot(page: Any, name: str, *, full_page: bool = False) -> Path:
     """``var/test-artifacts/desk/<name>.png``; copied to ``docs/img/`` when asked."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.agents import PersonalAgent, company_messages, messages, unique
-from tests.desk.browser import DESK, Site, Staff, production_site, screenshot
+from tests.desk.browser import DESK, Site, Staff, production_site, screenshot, signed_in
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.browser, pytest.mark.multiprocess, pytest.mark.timeout(420)]
@@ -70,14 +70,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 @pytest.fixture
 def team(browser: Any, site: Site) -> Iterator[tuple[Staff, Staff]]:
     """Alice and Bob, each signed in in a browser of their own, on the queue."""
-    people = [Staff(browser, site, name) for name in STAFF]
-    try:
-        yield people[0].sign_in(), people[1].sign_in()
-        for person in people:
-            assert person.errors == [], person.errors
-    finally:
-        for person in people:
-            person.close()
+    with signed_in(browser, site, STAFF) as (alice, bob):
+        yield alice, bob
 
 
 def started(site: Site, agent: PersonalAgent, text: str, **context: Any) -> str:

@@ -19,6 +19,7 @@ from tests.desk.browser import (
     handed_off,
     production_site,
     screenshot,
+    signed_in,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.multiprocess, pytest.mark.timeout(300)]
@@ -37,14 +38,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 @pytest.fixture
 def team(browser: Any, site: Site) -> Iterator[tuple[Staff, Staff]]:
     """Alice and Bob, each signed in in a browser of their own, on the queue."""
-    people = [Staff(browser, site, name) for name in STAFF]
-    try:
-        yield people[0].sign_in(), people[1].sign_in()
-        for person in people:
-            assert person.errors == [], person.errors
-    finally:
-        for person in people:
-            person.close()
+    with signed_in(browser, site, STAFF) as (alice, bob):
+        yield alice, bob
 
 
 def waiting_count(page: Any) -> int:
