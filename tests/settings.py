@@ -25,7 +25,8 @@ VAR_DIR = Path(os.environ.get("POPPY_VAR_DIR") or tempfile.mkdtemp(prefix="poppy
 SECRET_KEY = "poppy-django-tests-not-secret"
 #: A fast hasher, as Django's testing docs advise: the default one takes ~0.5 s a password on
 #: this machine, paid by every test that makes a customer or logs one in. The shipped
-#: project's hasher is the tests' that run it (tests/multiprocess, the conformance suite).
+#: project's hasher is the tests' that run it (tests/multiprocess, the conformance suite),
+#: but for R4's lockouts, which count attempts (tests/authority/shipped_fast_hashing.py).
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DEBUG = True  # the development authority mints the tests' tokens (pytest-django runs False)
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "testserver"]

@@ -189,9 +189,12 @@ _EMAILED_CODE = re.compile(r"sign(?:ing)? your personal agent in to [^:]+: (\d{6
 class ShippedAcme:
     """Acme as shipped and the agents' sites, running; clients and resolvers to reach them."""
 
-    def __init__(self, tmp: Path, identities: list[AgentIdentity]) -> None:
+    def __init__(
+        self, tmp: Path, identities: list[AgentIdentity], env: dict[str, str] | None = None
+    ) -> None:
         self.tmp = tmp
         self.identities = identities
+        self.env = env or {}
         self.authority = Authority(tmp)
         self.sites = AgentSites(identities, self.authority.issue(*(i.domain for i in identities)))
         self.acme_tls = self.authority.issue(DOMAIN)
@@ -217,7 +220,10 @@ class ShippedAcme:
                 "POPPY_OUTBOUND_CA_FILE": str(self.authority.ca_file),
             }
         )
+        # Migrated as shipped (from the template the shipped deployments share: a settings
+        # module of the test's would hash the demo accounts' password with its own hasher).
         self.cluster.create()
+        self.cluster.env.update(self.env)
         self.port = free_port()
         self.cluster.web("web", port=self.port, tls=self.acme_tls, access_log=True)
         self.cluster.worker("worker")
@@ -364,8 +370,13 @@ class Operator:
 
 
 @contextlib.contextmanager
-def shipped_acme(tmp: Path, identities: list[AgentIdentity]) -> Iterator[ShippedAcme]:
-    running = ShippedAcme(tmp, identities)
+def shipped_acme(
+    tmp: Path, identities: list[AgentIdentity], env: dict[str, str] | None = None
+) -> Iterator[ShippedAcme]:
+    """Acme running for the block; ``env``: more of the environment of the processes it
+    starts on its migrated database (a test's settings module:
+    :mod:`tests.authority.shipped_fast_hashing`)."""
+    running = ShippedAcme(tmp, identities, env)
     try:
         running.start()
         yield running
