@@ -21,11 +21,14 @@ command (docs/contributing.md).
 from __future__ import annotations
 
 import contextlib
+import json
 import mimetypes
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +94,26 @@ def chromium() -> str:
     pytest.skip("Chromium is not installed (scripts/ensure-browser.sh: apt-get install chromium)")
 
 
+#: The operator's shell a :class:`Site` keeps open: each line it reads is a JSON-encoded
+#: snippet of Python, run as ``manage.py shell -c`` runs one (autocommit, its connections
+#: let go after it as after a request); it answers one line, ``done`` and what the snippet
+#: printed, or ``failed`` and its traceback (both JSON).
+_KEPT_SHELL = """
+import contextlib, io, json, sys, traceback
+from django.db import close_old_connections
+for line in sys.stdin:
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(json.loads(line), {})
+        answer = "done " + json.dumps(printed.getvalue())
+    except Exception:
+        answer = "failed " + json.dumps(traceback.format_exc())
+    close_old_connections()
+    print(answer, flush=True)
+"""
+
+
 @dataclass
 class Site:
     """The example project running in production mode."""
@@ -98,13 +121,48 @@ class Site:
     cluster: Cluster
     base: str
     static_root: Path
+    _shell: subprocess.Popen[str] | None = field(default=None, repr=False)
+
+    def shell(self, code: str) -> str:
+        """What ``code`` printed, run in the site's environment as ``manage.py shell -c``
+        runs it, in a shell kept open for the site: a new ``manage.py`` process took a few
+        seconds to start each time, polled in loops by the tests."""
+        if self._shell is None:
+            argv = [sys.executable, str(ROOT / "manage.py"), "shell", "-v", "0", "-c"]
+            self._shell = subprocess.Popen(
+                [*argv, _KEPT_SHELL],
+                env=self.cluster.env,
+                cwd=ROOT,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        assert self._shell.stdin is not None and self._shell.stdout is not None
+        self._shell.stdin.write(json.dumps(code) + "\n")
+        self._shell.stdin.flush()
+        while True:  # past anything the shell itself prints
+            line = self._shell.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the site's shell exited ({self._shell.wait()})")
+            kind, _, answer = line.rstrip("\n").partition(" ")
+            if kind == "done":
+                return str(json.loads(answer))
+            if kind == "failed":
+                raise RuntimeError(
+                    f"the site's shell failed running:\n{code}\n{json.loads(answer)}"
+                )
+
+    def close(self) -> None:
+        if self._shell is not None:
+            assert self._shell.stdin is not None
+            self._shell.stdin.close()
+            self._shell.wait(timeout=30)
+            self._shell = None
 
     def add_staff(self, username: str, *, superuser: bool = False) -> None:
         """A staff account holding the desk permission (or a superuser)."""
         make = "create_superuser" if superuser else "create_user"
-        self.cluster.manage(
-            "shell",
-            "-c",
+        self.shell(
             "from django.contrib.auth.models import Permission, User\n"
             f"u = User.objects.{make}('{username}', password='{PASSWORD}', is_staff=True)\n"
             "u.user_permissions.add(Permission.objects.get(codename='handle_conversations'))",
@@ -120,7 +178,11 @@ def production_site(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Si
         assert "REDIS_URL" in running.env and running.env.get("DJANGO_DEBUG", "0") == "0"
         running.manage("collectstatic", "--noinput", "-v0")
         running.worker("worker")
-        yield Site(running, running.web("web"), tmp / "static")
+        site = Site(running, running.web("web"), tmp / "static")
+        try:
+            yield site
+        finally:
+            site.close()
 
 
 @contextlib.contextmanager

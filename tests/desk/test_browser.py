@@ -45,7 +45,7 @@ def settled(page, count: int) -> None:
 def test_a_support_agent_handles_a_handoff_live(server: Site) -> None:
     sync_api = pytest.importorskip("playwright.sync_api")
     executable = chromium()
-    running, base = server.cluster, server.base
+    base = server.base
     agent = PersonalAgent(user_id=unique("mp-user"))
 
     with sync_api.sync_playwright() as playwright:
@@ -162,9 +162,7 @@ def test_a_support_agent_handles_a_handoff_live(server: Site) -> None:
             # An action awaiting approval (as a tool with needs_approval=True records it):
             # Approve, and "Actions in this conversation" follows it to its outcome
             # without a reload (it kept "awaiting approval" until one).
-            running.manage(
-                "shell",
-                "-c",
+            server.shell(
                 "from poppy_django.models import ActionRecord\n"
                 f"ActionRecord.objects.create(conversation_id='{conversation_id}', "
                 "call_key='browser-approval', tool='cancel_order', "

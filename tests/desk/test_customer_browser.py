@@ -91,7 +91,7 @@ def asks_for_a_person(agent: PersonalAgent, conversation_id: str) -> None:
 
 def assignee_of(site: Site, conversation_id: str) -> str:
     code = f"from poppy_django import service; print(service.get('{conversation_id}').assignee)"
-    return site.cluster.manage("shell", "-c", code).splitlines()[-1].strip()
+    return site.shell(code).strip()
 
 
 def titled(page: Any, name: str) -> bool:

@@ -55,7 +55,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         for name in STAFF:
             running.add_staff(name)
         running.add_staff(LEAD, superuser=True)  # the supervisor: the reports' permission
-        running.cluster.manage("shell", "-c", MACRO)
+        running.shell(MACRO)
         yield running
 
 
@@ -98,7 +98,7 @@ def supervisor(browser: Any, site: Site, *, width: int = 1440, next_url: str = R
 
 def assignee_of(site: Site, conversation_id: str) -> str:
     code = f"from poppy_django import service; print(service.get('{conversation_id}').assignee)"
-    return site.cluster.manage("shell", "-c", code).splitlines()[-1].strip()
+    return site.shell(code).strip()
 
 
 def test_a_macro_replies_tags_and_closes_in_one_click(site: Site, alice: Staff) -> None:

@@ -57,12 +57,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         for name in STAFF:
             running.add_staff(name)
         running.add_staff(LEAD, superuser=True)
-        running.cluster.manage("shell", "-c", BILLING)
+        running.shell(BILLING)
         yield running
 
 
 def shell(site: Site, code: str) -> str:
-    return site.cluster.manage("shell", "-c", code).splitlines()[-1].strip()
+    return site.shell(code).splitlines()[-1].strip()
 
 
 def assignee_of(site: Site, conversation_id: str) -> str:

@@ -69,11 +69,9 @@ def test_a_new_handoff_is_announced_on_every_desk_page(
     conversation_id, _ = handed_off(site, words)
     # The assign hook gave it to one of them: only they are alerted ("Waiting for you"); the
     # other sees the count go up.
-    assignee = site.cluster.manage(
-        "shell",
-        "-c",
-        f"from poppy_django import service; print(service.get('{conversation_id}').assignee)",
-    ).splitlines()[-1]
+    assignee = site.shell(
+        f"from poppy_django import service; print(service.get('{conversation_id}').assignee)"
+    ).strip()
     assert assignee in STAFF
     for person in team:
         person.told_of(conversation_id)
@@ -240,9 +238,7 @@ def test_one_person_answers_a_customer(site: Site, team: tuple[Staff, Staff]) ->
 def test_assign_transfer_canned_reply_and_a_private_note(
     site: Site, team: tuple[Staff, Staff]
 ) -> None:
-    site.cluster.manage(
-        "shell",
-        "-c",
+    site.shell(
         "from poppy_django.models import CannedReply\n"
         "CannedReply.objects.get_or_create(shortcut='shipping', defaults=dict("
         "title='Shipping delay', text='Hi {name|there}, your order {order} left our "
