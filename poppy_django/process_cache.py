@@ -16,7 +16,10 @@ read and write the same entries.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import weakref
+from contextvars import ContextVar
 from typing import Any
 
 from django.core.cache import BaseCache, caches
@@ -53,6 +56,31 @@ def shared_redis(alias: str) -> Any | None:
     return None if client is _NO_CLIENT else client
 
 
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+#: Set while a request runs on an ASGI server's event loop, which outlives it: only there
+#: may a client be made for the loop (one made on a loop closed after its request, as
+#: ``async_to_sync`` makes for a WSGI request, would leave its connections to the GC).
+serving_loop: ContextVar[bool] = ContextVar("poppy_serving_loop", default=False)
+
+
+def shared_async_redis(alias: str) -> Any | None:
+    """:func:`shared_redis`'s server through redis-py's asyncio client of the running event
+    loop (a client is bound to one loop); None where :func:`shared_redis` is, and off a
+    :data:`serving_loop`."""
+    client = shared_redis(alias)
+    if client is None or not serving_loop.get():
+        return None
+    per_loop = _async_clients.setdefault(asyncio.get_running_loop(), {})
+    found = per_loop.get(alias)
+    if found is None:
+        import redis.asyncio
+
+        found = per_loop[alias] = redis.asyncio.Redis.from_url(_location(alias))
+    return found
+
+
 def _redis_for(alias: str) -> Any:
     from django.conf import settings
     from django.core.cache.backends.redis import RedisCache
@@ -60,19 +88,27 @@ def _redis_for(alias: str) -> Any:
     config = settings.CACHES.get(alias, {})
     if not isinstance(shared_cache(alias), RedisCache) or config.get("OPTIONS"):
         return _NO_CLIENT
-    location = config.get("LOCATION")
-    servers = location.split(",") if isinstance(location, str) else list(location or [])
-    if not servers:
+    if not _location(alias):
         return _NO_CLIENT
     import redis
 
-    return redis.Redis.from_url(servers[0].strip())
+    return redis.Redis.from_url(_location(alias))
+
+
+def _location(alias: str) -> str:
+    """The first server of the alias's ``LOCATION`` (the one Django's backend writes to)."""
+    from django.conf import settings
+
+    location = settings.CACHES.get(alias, {}).get("LOCATION")
+    servers = location.split(",") if isinstance(location, str) else list(location or [])
+    return str(servers[0]).strip() if servers else ""
 
 
 def forget() -> None:
     """Drop the backends: the next use creates them from the current ``CACHES``."""
     _backends.clear()
     _clients.clear()
+    _async_clients.clear()
 
 
 @receiver(setting_changed)

@@ -47,7 +47,7 @@ from poppy_django.verifier import local_issuer, nonces, replay, sessions
 from poppy_django.verifier.caches import ProofKeys
 from poppy_django.verifier.claims import DESCRIPTIONS, Refused, claim, compact, same
 from poppy_django.verifier.jwks import KeySource, RemoteKeys, StaticKeys
-from poppy_django.verifier.principal import AuthRefusal, Principal, RequestInfo
+from poppy_django.verifier.principal import AuthRefusal, Prepared, Principal, RequestInfo
 from poppy_django.verifier.proof import check_proof, proof_key
 from poppy_django.verifier.session_token import TokenChecks, token_from
 
@@ -113,6 +113,43 @@ class DPoPVerifier:
     # -- the checks ------------------------------------------------------------------------
 
     def _verify(self, request: RequestInfo, now: float) -> Principal:
+        checked = self._token_and_proof(request, now, remembered_only=False)
+        assert checked is not None, "only a token not checked before is None, if asked"
+        principal, jkt, jti = checked
+        principal = self._in_session(principal, sessions.status(principal))
+        # Last: only a request that passed every other check spends its jti.
+        if not replay.first_use(
+            jkt, jti, ttl=self.options.replay_ttl, alias=self.options.replay_cache
+        ):
+            raise Refused("invalid_dpop_proof", "jti replayed")
+        return principal
+
+    def prepare(self, request: RequestInfo) -> Prepared | None:
+        """The checks of :meth:`__call__` without a blocking call (:class:`Prepare`): a
+        token whose signature was checked before, a session whose status is remembered, a
+        replay cache that can be asked on the event loop; None otherwise, or if refused (the
+        verifier itself then answers, as always)."""
+        try:
+            found = self._token_and_proof(request, self.clock(), remembered_only=True)
+            if found is None:
+                return None
+            principal, jkt, jti = found
+            status = sessions.remembered_status(principal)
+            if status is None:
+                return None
+            principal = self._in_session(principal, status)
+        except Refused:
+            return None
+        spend = replay.spend_without_blocking(
+            jkt, jti, ttl=self.options.replay_ttl, alias=self.options.replay_cache
+        )
+        return None if spend is None else Prepared(principal, spend)
+
+    def _token_and_proof(
+        self, request: RequestInfo, now: float, *, remembered_only: bool
+    ) -> tuple[Principal, str, str] | None:
+        """The token and proof checked: the token's principal, the proof key's thumbprint
+        and the proof's ``jti``; None for a token not checked before (``remembered_only``)."""
         headers = request["headers"]
         token = token_from(self.options, headers.get("authorization"))
         proof = headers.get("dpop")
@@ -125,29 +162,31 @@ class DPoPVerifier:
         remembered = self.proof_keys.get(segment)
         key = remembered or proof_key(self.options, proof)
         proof_claims = check_proof(self.options, proof, key, token, request, now)
-        claims = self.tokens.check(token, request["url"], now)
+        if remembered_only:
+            claims = self.tokens.remembered(token, request["url"], now)
+            if claims is None:
+                return None
+        else:
+            claims = self.tokens.check(token, request["url"], now)
         jkt = key.jkt
         if not same(claim(claims, self.options.claims["jkt"]), jkt):
             raise Refused("invalid_dpop_proof", "proof key is not the token's cnf.jkt")
         if remembered is None:
             self.proof_keys.put(segment, key)
-        principal = sessions.current(self.tokens.principal(claims, request["url"]))
-        if principal is None:
+        return self.tokens.principal(claims, request["url"]), jkt, proof_claims["jti"]
+
+    def _in_session(self, principal: Principal, status: sessions.Status) -> Principal:
+        """``principal`` as its session stands (refused once it has ended), with the scope
+        the configuration requires."""
+        current = sessions.as_it_stands(principal, status)
+        if current is None:
             raise Refused(
                 "invalid_token",
                 "session revoked: the session behind this token has ended (signed out or "
                 "revoked); get a new token",
             )
-        self.tokens.check_scope(principal)
-        # Last: only a request that passed every other check spends its jti.
-        if not replay.first_use(
-            jkt,
-            proof_claims["jti"],
-            ttl=self.options.replay_ttl,
-            alias=self.options.replay_cache,
-        ):
-            raise Refused("invalid_dpop_proof", "jti replayed")
-        return principal
+        self.tokens.check_scope(current)
+        return current
 
     def verify_bearer(self, request: RequestInfo) -> Principal:
         """``Authorization: Bearer <token>`` for the one resource that may take it (an MCP
@@ -252,6 +291,14 @@ def get_verifier() -> DPoPVerifier:
 def verify(request: RequestInfo) -> Principal:
     """The default verifier: ``POPPY["AUTHENTICATE"] = "poppy_django.verifier.dpop.verify"``."""
     return get_verifier()(request)
+
+
+def prepare(request: RequestInfo) -> Prepared | None:
+    """:meth:`DPoPVerifier.prepare` of the verifier for the current settings."""
+    return get_verifier().prepare(request)
+
+
+verify.prepare = prepare  # type: ignore[attr-defined]  # the verifier's Prepare
 
 
 def reset() -> None:

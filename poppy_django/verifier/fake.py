@@ -19,7 +19,7 @@ import logging
 from collections.abc import Iterable
 
 from poppy_django.conf import debug_configured, poppy_settings
-from poppy_django.verifier.principal import Actor, AuthRefusal, Principal, RequestInfo
+from poppy_django.verifier.principal import Actor, AuthRefusal, Prepared, Principal, RequestInfo
 
 SCHEME = "PoppyFake"
 #: What a request is told when the fake verifier is configured where it may not run.
@@ -97,3 +97,20 @@ def verify(request: RequestInfo) -> Principal:
         token_type=SCHEME,
         actor=Actor(id=actor_id, account_id=account_id) if actor_id else None,
     )
+
+
+def prepare(request: RequestInfo) -> Prepared | None:
+    """The fake verifier's :class:`~poppy_django.verifier.principal.Prepare`: it never
+    blocks, and has no proof to spend."""
+    try:
+        principal = verify(request)
+    except AuthRefusal:
+        return None
+    return Prepared(principal, _nothing_to_spend)
+
+
+async def _nothing_to_spend() -> bool:
+    return True
+
+
+verify.prepare = prepare  # type: ignore[attr-defined]  # the verifier's Prepare

@@ -2,10 +2,14 @@
 
 ``POPPY["AUTHENTICATE"]`` names the verifier; it is read per request, so tests and
 deployments can swap it. A verifier may return an :class:`AuthRefusal` or raise one.
+
+A verifier may also offer a ``prepare`` attribute (:class:`Prepare`): the same checks with
+nothing that blocks, for a read answered on the event loop (``poppy_django.store.tail``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict
 
@@ -133,6 +137,24 @@ class Authenticate(Protocol):
     (returned or raised)."""
 
     def __call__(self, request: RequestInfo, /) -> Principal | AuthRefusal: ...
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A request whose every check passed without blocking but the proof's one use, which
+    ``spend`` (awaited on the event loop) records: the request is the ``principal``'s once
+    it answers True."""
+
+    principal: Principal
+    spend: Callable[[], Awaitable[bool]]
+
+
+class Prepare(Protocol):
+    """A verifier's ``prepare``: :class:`Prepared` for a request it accepts without a blocking
+    call; None for any other (refused, or needing a key, a cache or the session's seam): the
+    caller then asks the verifier itself, in a thread, which answers as it always does."""
+
+    def __call__(self, request: RequestInfo, /) -> Prepared | None: ...
 
 
 class SessionStatus(Protocol):

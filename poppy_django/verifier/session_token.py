@@ -83,6 +83,14 @@ class TokenChecks:
             self._check_times(claims, now)
         return claims
 
+    def remembered(self, token: str, url: str, now: float) -> dict[str, Any] | None:
+        """:meth:`check` for a token whose signature was checked before (None: not, or no
+        longer, remembered: its check may need the issuer's keys)."""
+        claims = self.verified.get(self.verified.key(token, self.resources(url)), now)
+        if claims is not None:
+            self._check_times(claims, now)
+        return claims
+
     def _verify_signed_token(self, token: str, audiences: tuple[str, ...]) -> dict[str, Any]:
         """The signature, ``iss``, ``aud`` and required claims (pyjwt), and finite numbers."""
         options = self.options

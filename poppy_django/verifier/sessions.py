@@ -195,10 +195,21 @@ def status(principal: Principal) -> Status:
     return found
 
 
-def current(principal: Principal) -> Principal | None:
-    """``principal`` as its session now stands: None once the session has ended; signed out
-    (no account, no scopes, no actor) when its sign-in was revoked; else unchanged."""
-    found = status(principal)
+def remembered_status(principal: Principal) -> Status | None:
+    """What :func:`status` would answer without a cache call or the seam's (None: it would
+    need one): what a read on the event loop may use without blocking it."""
+    if poppy_settings.SESSION_STATUS is None:
+        return "active"
+    if principal.session_id is None or float(poppy_settings.SESSION_STATUS_CACHE_SECONDS) <= 0:
+        return None
+    if not revocations.listening(forget_sessions):
+        return None
+    about: About = (principal.session_id, principal.signed_in, principal.account_id)
+    return _remembered(about, time.time())
+
+
+def as_it_stands(principal: Principal, found: Status) -> Principal | None:
+    """``principal`` as a session whose status is ``found`` stands (see :func:`current`)."""
     if found == "ended":
         return None
     if found == "signed_out" and principal.signed_in:
@@ -206,3 +217,9 @@ def current(principal: Principal) -> Principal | None:
             principal, signed_in=False, account_id=None, scopes=frozenset(), actor=None
         )
     return principal
+
+
+def current(principal: Principal) -> Principal | None:
+    """``principal`` as its session now stands: None once the session has ended; signed out
+    (no account, no scopes, no actor) when its sign-in was revoked; else unchanged."""
+    return as_it_stands(principal, status(principal))
