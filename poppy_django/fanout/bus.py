@@ -14,6 +14,16 @@ message goes straight to this process's readers. Only redis-py's public API is u
 A message can be lost (Redis away, a full inbox, a process killed between commit and
 publish); readers then re-read the database: a full inbox says so, every reader of a loop
 is poked each time its subscription is (re)confirmed, and the watchdog bounds the rest.
+
+A message may carry its key's **version** (a conversation's newest ``last_seq`` and
+``pruned_before_seq``): it is set with the publish, in the same command on Redis (a key
+per conversation, kept :data:`VERSION_SECONDS`), so that any process can ask what the
+newest version is (:func:`current_version`) and tell whether what it heard (:func:`watch`:
+every message this process receives, whoever waits for it) is all there is. A process that
+read a key's state from the database says its version where none is set
+(:func:`offer_version`: a write's own always wins), and a pruning or a deletion marks the
+key out of date for :data:`FORGOTTEN_SECONDS` (:func:`forget_version`), longer than any
+read that began before it takes to offer what it read.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import logging
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +63,17 @@ fanout_lag = metrics.get_meter("poppy_django").create_histogram(
 
 #: Messages an inbox holds for its reader before it says some were dropped.
 MAX_PENDING = 100
+#: How long a key's version is kept after its last write or read from the database, in
+#: seconds (then unknown: a reader asks the database, and says what it read). It also bounds
+#: how long a write whose process died between its commit and its publish goes unseen.
+VERSION_SECONDS = 30
+#: How long a key stays "out of date" after a pruning or a deletion, in seconds: no reader
+#: may say what it read meanwhile (it may have read before), only a write.
+FORGOTTEN_SECONDS = 10
+#: The version of a key that is out of date: no process's entry has it.
+FORGOTTEN = "-"
+#: Versions this process keeps without Redis (one process: the newest writes' keys).
+LOCAL_VERSIONS = 65536
 #: How often an idle subscription checks its connection (a PING), in seconds.
 HEALTH_CHECK_SECONDS = 10.0
 
@@ -188,19 +210,119 @@ def _link_writers(items: list[Item]) -> None:
             reading.add_link(context.get_span_context(), {"poppy.woken_by": item.type})
 
 
+# Every message this process receives ----------------------------------------------------------
+
+#: Told of every message this process receives, waited for or not (:func:`watch`).
+_watchers: list[Callable[[str, Item], None]] = []
+
+
+def watch(watcher: Callable[[str, Item], None]) -> None:
+    """Tell ``watcher`` ``(key, item)`` of every message this process receives from now on:
+    with Redis, on the subscriptions its waiting readers hold (none while no reader waits:
+    a process pays for the deployment's messages only when it has readers to wake); without,
+    in the publishing thread. It must be quick, thread-safe and never raise."""
+    if watcher not in _watchers:
+        _watchers.append(watcher)
+
+
+def _tell_watchers(key: str, item: Item) -> None:
+    for watcher in _watchers:
+        watcher(key, item)
+
+
+# Versions ------------------------------------------------------------------------------------
+
+#: Without Redis: each key's newest version and until when it holds (monotonic seconds).
+_local_versions: OrderedDict[str, tuple[str, float]] = OrderedDict()
+_local_versions_lock = threading.Lock()
+#: SET the key's version and PUBLISH its message: one command, one round trip.
+_PUBLISH_VERSIONED = """
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return redis.call('PUBLISH', ARGV[3], ARGV[4])
+"""
+
+
+def version_key(key: str) -> str:
+    """The Redis key holding ``key``'s newest version."""
+    return f"{namespace()}:version:{key}"
+
+
+def _set_local_version(key: str, version: str, seconds: float, *, if_unset: bool) -> None:
+    now = time.monotonic()
+    with _local_versions_lock:
+        held = _local_versions.get(key)
+        if if_unset and held is not None and held[1] > now:
+            return
+        _local_versions[key] = (version, now + seconds)
+        _local_versions.move_to_end(key)
+        if len(_local_versions) > LOCAL_VERSIONS:
+            _local_versions.popitem(last=False)
+
+
+def forget_version(key: str) -> None:
+    """``key`` is out of date (its conversation was pruned or deleted, or changed hands):
+    readers ask the database until its next write; may raise."""
+    if _redis_kwargs():
+        _publisher().set(version_key(key), FORGOTTEN, ex=FORGOTTEN_SECONDS)
+    else:
+        _set_local_version(key, FORGOTTEN, FORGOTTEN_SECONDS, if_unset=False)
+
+
+def offer_version(key: str, version: str) -> None:
+    """``key``'s version as a read from the database found it, kept where none is set (a
+    write's, or an out-of-date mark, stays); may raise."""
+    if _redis_kwargs():
+        _publisher().set(version_key(key), version, ex=VERSION_SECONDS, nx=True)
+    else:
+        _set_local_version(key, version, VERSION_SECONDS, if_unset=True)
+
+
+_readers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, redis.asyncio.Redis] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def current_version(key: str) -> str | None:
+    """``key``'s newest version as its last write set it (None: unknown), without blocking
+    the event loop: one ``GET`` on this loop's Redis client, or this process's map."""
+    kwargs = _redis_kwargs()
+    if not kwargs:
+        with _local_versions_lock:
+            held = _local_versions.get(key)
+        return held[0] if held is not None and held[1] > time.monotonic() else None
+    loop = asyncio.get_running_loop()
+    client = _readers.get(loop)
+    if client is None:
+        client = _readers[loop] = redis.asyncio.Redis(**kwargs)
+    found = await client.get(version_key(key))
+    return found.decode() if isinstance(found, bytes) else found
+
+
 # Publishing -------------------------------------------------------------------------------
 
 
-def publish(key: str, message_type: str, data: dict[str, Any]) -> None:
-    """Deliver a message to every waiting reader of ``key``, in any process; may raise."""
+def publish(
+    key: str, message_type: str, data: dict[str, Any], *, version: str | None = None
+) -> None:
+    """Deliver a message to every waiting reader of ``key``, in any process, and set
+    ``key``'s newest version to ``version`` with it (when given); may raise."""
     writer = _traceparent()
     if _redis_kwargs():
         message = {"key": key, "type": message_type, "data": data, "at": time.time()}
         if writer is not None:
             message["tp"] = writer
-        _publisher().publish(redis_channel(), json.dumps(message))
+        if version is None:
+            _publisher().publish(redis_channel(), json.dumps(message))
+        else:
+            _publisher_script()(
+                keys=[version_key(key)],
+                args=[version, VERSION_SECONDS, redis_channel(), json.dumps(message)],
+            )
         return
     item = Item(message_type, data, writer)
+    if version is not None:
+        _set_local_version(key, version, VERSION_SECONDS, if_unset=False)
+    _tell_watchers(key, item)
     for inbox in _inboxes_of(key):
         inbox._call_soon(inbox._deliver, item)
 
@@ -216,12 +338,18 @@ def publish_many(items: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
     _publisher().publish(redis_channel(), json.dumps({"batch": batch, "at": time.time()}))
 
 
+def over_redis() -> bool:
+    """Whether the bus runs over Redis (``EVENTSTREAM_REDIS``), not within this process."""
+    return bool(_redis_kwargs())
+
+
 def _redis_kwargs() -> dict[str, Any] | None:
     """redis-py's connection arguments for the fan-out, shared with django-eventstream."""
     return getattr(settings, "EVENTSTREAM_REDIS", None) or None
 
 
 _publisher_client: redis.Redis | None = None
+_publisher_versioned: Any = None
 _publisher_lock = threading.Lock()
 
 
@@ -237,12 +365,28 @@ def _publisher() -> redis.Redis:
     return client
 
 
+def _publisher_script() -> Any:
+    """:data:`_PUBLISH_VERSIONED` on the publisher's client (redis-py's ``register_script``:
+    ``EVALSHA``, loading the script once where the server lacks it)."""
+    global _publisher_versioned
+    client = _publisher()
+    script = _publisher_versioned
+    if script is None or script.registered_client is not client:
+        script = _publisher_versioned = client.register_script(_PUBLISH_VERSIONED)
+    return script
+
+
 @receiver(setting_changed)
 def _forget_publisher_on_change(*, setting: str, **kwargs: Any) -> None:
-    global _publisher_client
+    global _publisher_client, _publisher_versioned
     if setting == "EVENTSTREAM_REDIS":
         with _publisher_lock:
             _publisher_client = None
+            _publisher_versioned = None
+        _readers.clear()
+    if setting in ("EVENTSTREAM_REDIS", "POPPY"):  # another deployment's keys
+        with _local_versions_lock:
+            _local_versions.clear()
 
 
 # Subscribing ------------------------------------------------------------------------------
@@ -333,6 +477,7 @@ def _hand_over(loop: asyncio.AbstractEventLoop, raw: bytes) -> None:
     if isinstance(sent := message.get("at"), int | float):
         fanout_lag.record(max(0.0, time.time() - sent))
     for key, item in items:
+        _tell_watchers(key, item)
         for inbox in _inboxes_of(key):
             if inbox._loop is loop:
                 inbox._deliver(item)

@@ -1,8 +1,11 @@
 """Publishing wake-ups and text deltas: to waiting readers on the bus, to the desk's browsers.
 
-What is published is only a nudge ("conversation X has new events", sent once the write
-commits) or a piece of a reply being written: a woken reader always re-reads the database,
-so a lost nudge loses nothing (the watchdog catches it). The support desk's browser streams
+What is published is a nudge ("conversation X has new events", sent once the write
+commits) or a piece of a reply being written. A waiting reader woken by a nudge re-reads the
+database, so a lost nudge loses nothing (the watchdog catches it). A nudge also carries what
+the write committed, for the processes' tails of recent events (``poppy_django.store.tail``):
+its events (when they are small), the conversation's state, and its version, set with the
+publish, by which a tail tells that it holds all there is. The support desk's browser streams
 are django-eventstream's views, so what they show is sent with its ``send_event``: every
 conversation's nudges on the desk channel, reply pieces on the conversation's channel.
 
@@ -14,6 +17,7 @@ streams another deployment's conversations.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,6 +35,9 @@ NUDGE = "poppy.nudge"
 DELTA = "poppy.delta"
 #: The type of a change only staff see (a private note, a take-over, an assignment).
 DESK_NEWS = "poppy.desk"
+#: A nudge carries its write's events while their JSON stays within this many bytes (a
+#: bigger write's readers read it from the database).
+NUDGE_EVENTS_BYTES = 64 * 1024
 
 
 #: Told of each publish's outcome (:func:`report_failures_to`, from the app's ``ready()``:
@@ -75,7 +82,7 @@ def _send(
     data: dict[str, Any],
 ) -> None:
     """``publish`` (the bus for readers, ``send_event`` for browsers), never failing a write.
-    Only the bus's publish ends a streak of failures: it reaches the Redis of the setting as
+    Only the bus's calls end a streak of failures: it reaches the Redis of the setting as
     it is now, while django-eventstream's client may publish in-process (its setting read
     once, at its import)."""
     try:
@@ -84,19 +91,53 @@ def _send(
         # A lost nudge is recovered by the readers' watchdog; never fail a write.
         _failed(exc, f"{event_type} on {channel}")
     else:
-        if publish is bus.publish:
+        if publish is not send_event:
             _published()
 
 
-def nudge_on_commit(conversation_id: str, last_seq: int, summary: dict[str, Any]) -> None:
-    """After the surrounding transaction commits, wake the conversation's readers and the desk."""
+def nudge_on_commit(
+    conversation_id: str,
+    last_seq: int,
+    summary: dict[str, Any],
+    *,
+    version: str,
+    state: dict[str, Any],
+    events: Callable[[], list[dict[str, Any]]],
+) -> None:
+    """After the surrounding transaction commits, wake the conversation's readers and the
+    desk, and tell every process's tail the write: ``version`` (the conversation's newest),
+    its ``state`` (status and responder) and its ``events`` (their wire forms, asked for at
+    the commit; left out past :data:`NUDGE_EVENTS_BYTES`)."""
 
     def publish() -> None:
-        _send(bus.publish, conversation_channel(conversation_id), NUDGE, {"seq": last_seq})
+        written: list[dict[str, Any]] | None = events()
+        if len(json.dumps(written)) > NUDGE_EVENTS_BYTES:
+            written = None
+        nudge = {"seq": last_seq, "version": version, **state, "events": written}
+
+        def publish_versioned(channel: str, event_type: str, data: dict[str, Any]) -> None:
+            bus.publish(channel, event_type, data, version=version)
+
+        _send(publish_versioned, conversation_channel(conversation_id), NUDGE, nudge)
         desk_nudge = {"conversation_id": conversation_id, "seq": last_seq, **summary}
         _send(send_event, desk_channel(), NUDGE, desk_nudge)
 
     transaction.on_commit(publish)
+
+
+def forget_version_on_commit(conversation_id: str) -> None:
+    """After the surrounding transaction commits, every process's tail of the conversation
+    is out of date (pruned or deleted): its readers ask the database until its next write."""
+
+    def forget() -> None:
+        _send(
+            lambda channel, _type, _data: bus.forget_version(channel),
+            conversation_channel(conversation_id),
+            "version",
+            {},
+        )
+
+    transaction.on_commit(forget)
 
 
 def desk_news_on_commit(conversation_id: str, news: dict[str, Any]) -> None:

@@ -18,6 +18,8 @@ from typing import Any
 
 from django.db import models, router, transaction
 from django.db.models.functions import Greatest
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 
 from poppy_django import fanout
 from poppy_django.errors import PoppyError
@@ -94,7 +96,7 @@ def one_write(
         conversation, pending.events, sorted(pending.fields), rows
     )
     if pending.nudge is not None:
-        fanout.nudge_on_commit(conversation.id, conversation.last_seq, pending.nudge)
+        _nudge(conversation, pending.events, pending.nudge)
 
 
 @contextmanager
@@ -108,15 +110,58 @@ def one_statement(conversation: Conversation) -> Iterator[Conversation]:
 
 def expire_before(conversation_id: str, seq: int) -> None:
     """Events before ``seq`` are pruned (or about to be): a cursor into them is expired,
-    never a gap. Only moves forward."""
+    never a gap. Only moves forward; the processes' tails of it are out of date."""
     Conversation.objects.filter(pk=conversation_id).update(
         pruned_before_seq=Greatest("pruned_before_seq", seq)
+    )
+    fanout.forget_version_on_commit(conversation_id)
+
+
+@receiver(post_delete, sender=Conversation)
+def _forget_deleted(sender: type[Conversation], instance: Conversation, **kwargs: Any) -> None:
+    """A deleted conversation's tails are out of date (a read of it is then a 404)."""
+    fanout.forget_version_on_commit(instance.pk)
+
+
+def version_of(conversation: Conversation) -> str:
+    """What readers compare to tell a conversation's state they hold from a newer one: its
+    ``last_seq``, ``pruned_before_seq`` and whether it is bound to an account (which
+    changes whose it is without an event)."""
+    bound = "a" if conversation.account_id is not None else "n"
+    return f"{conversation.last_seq}.{conversation.pruned_before_seq}.{bound}"
+
+
+def _nudge(conversation: Conversation, events: list[Event], summary: dict[str, Any]) -> None:
+    """Wake the conversation's readers on commit, telling the tails what was written: its
+    events, state (with the account it is bound to) and :func:`version_of` (empty, which no
+    tail holds, where the instance lacks one of its fields)."""
+    known = conversation.__dict__
+    if all(name in known for name in ("pruned_before_seq", "status", "responder", "account_id")):
+        version = version_of(conversation)
+        state = {
+            "status": str(conversation.status),
+            "responder": str(conversation.responder),
+            "pruned_before_seq": conversation.pruned_before_seq,
+            "account_id": conversation.account_id,
+        }
+    else:
+        version, state = "", {}
+    fanout.nudge_on_commit(
+        conversation.id,
+        conversation.last_seq,
+        summary,
+        version=version,
+        state=state,
+        events=lambda: [event.to_wire() for event in events],
     )
 
 
 def save(conversation: Conversation, *fields: str) -> None:
     """Write these fields of the locked conversation (and ``updated_at``): now, or with the
-    :func:`one_write` block it is in."""
+    :func:`one_write` block it is in. Binding it to an account changes whose it is: the
+    processes' tails of it are out of date (its :func:`version_of` changes too)."""
+    if "account_id" in fields:
+        fanout.forget_version_on_commit(conversation.id)
     pending = _pending(conversation)
     if pending is None:
         conversation.save(update_fields=[*fields, "updated_at"])
@@ -151,7 +196,7 @@ def append(
     if pending is None:
         event.save(force_insert=True)
         Conversation.objects.filter(pk=conversation.pk).update(last_seq=conversation.last_seq)
-        fanout.nudge_on_commit(conversation.id, conversation.last_seq, summary)
+        _nudge(conversation, [event], summary)
     else:
         pending.events.append(event)
         pending.fields.add("last_seq")

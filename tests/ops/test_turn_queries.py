@@ -25,10 +25,10 @@ def nudges(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     sent: list[dict[str, Any]] = []
     original = publishing.bus.publish
 
-    def publish(key: str, message_type: str, data: dict[str, Any]) -> None:
+    def publish(key: str, message_type: str, data: dict[str, Any], **options: Any) -> None:
         if message_type == publishing.NUDGE:
             sent.append(data)
-        original(key, message_type, data)
+        original(key, message_type, data, **options)
 
     monkeypatch.setattr(publishing.bus, "publish", publish)
     return sent
@@ -108,9 +108,10 @@ def test_a_turn_is_a_claim_and_a_commit(
     assert [s for s in before_model if "poppy_django_agentthread" in s] == [
         next(s for s in before_model if s.startswith(WINDOW))
     ]
-    # The reply and the idle state reach readers with one nudge.
+    # The reply and the idle state reach readers (and the processes' tails) with one nudge.
     conversation = Conversation.objects.get(pk=conversation_id)
-    assert nudges == [{"seq": conversation.last_seq}]
+    assert [nudge["seq"] for nudge in nudges] == [conversation.last_seq]
+    assert [event["type"] for event in nudges[0]["events"]] == ["message", "state"]
     events = agent.read(conversation_id).json()["events"]
     assert kinds(events)[-2:] == [("message", "company"), ("state", "idle", "agent")]
     assert conversation.lease_owner is None and conversation.thread_owner is None

@@ -35,7 +35,9 @@ def _redis(port: int | None = None) -> dict[str, Any]:
 def _publish(times: int) -> None:
     """What a busy process publishes: each message's nudge, then a reply's text deltas."""
     for seq in range(times):
-        publishing.nudge_on_commit(CONVERSATION, seq, {"status": "working"})
+        publishing.nudge_on_commit(
+            CONVERSATION, seq, {"status": "working"}, version=f"{seq}.0", state={}, events=list
+        )
         publishing.publish_deltas([(CONVERSATION, "msg_1", "a piece")])
 
 
