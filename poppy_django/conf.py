@@ -76,6 +76,9 @@ DEFAULTS: dict[str, Any] = {
     "WAIT_MAX_SECONDS": 30.0,
     # Events per JSON read page (wire: 100).
     "PAGE_SIZE": 100,
+    # Bytes of event JSON each web process keeps of the conversations read there, to answer
+    # reads from memory (poppy_django.store.tail; 0: every read asks the database).
+    "TAIL_MAX_BYTES": 16 * 1024 * 1024,
     # Middleware (import paths, as in MIDDLEWARE) that PoppyEndpointMiddleware skips on the
     # endpoint's paths; every other middleware listed after it still runs there.
     "SKIP_MIDDLEWARE": [
@@ -498,6 +501,7 @@ class PoppySettings(TypedSettings):
     MODELS = Setting(model_choices_by_name)
     WAIT_MAX_SECONDS = Setting(number)
     PAGE_SIZE = Setting(integer)
+    TAIL_MAX_BYTES = Setting(integer)
     MAX_BODY_BYTES = Setting(integer)
     #: Route kind ("mcp", "feedback", ...) -> bytes, merged over the defaults.
     BODY_LIMITS = Setting(mapping)

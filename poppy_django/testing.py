@@ -58,8 +58,10 @@ _ids = itertools.count(1)
 def poppy_test_settings(**poppy: Any) -> override_settings:
     """``override_settings`` of ``POPPY`` for tests: your settings, the fake verifier (with
     its explicit opt-in, ``ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG``, so it runs whatever your
-    settings' ``DEBUG``), turns answered by the test (:class:`InlineExecutor`), and any
-    ``POPPY`` keys you pass.
+    settings' ``DEBUG``), turns answered by the test (:class:`InlineExecutor`), every read
+    from the database (``TAIL_MAX_BYTES`` 0: a ``TestCase`` never commits, and the process's
+    tail of recent events trusts what committed writes announce), and any ``POPPY`` keys you
+    pass.
 
     As a class or method decorator, or a context manager, like ``override_settings``.
     """
@@ -69,6 +71,7 @@ def poppy_test_settings(**poppy: Any) -> override_settings:
             "AUTHENTICATE": FAKE_VERIFIER,
             "ALLOW_FAKE_VERIFIER_WITHOUT_DEBUG": True,
             "EXECUTOR": INLINE_EXECUTOR,
+            "TAIL_MAX_BYTES": 0,
             **poppy,
         }
     )

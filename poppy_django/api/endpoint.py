@@ -255,10 +255,18 @@ class EndpointView(APIView):
                 response = await _finish_waiting(response, request)
             return response
 
-        view.cls = cls  # type: ignore[attr-defined]
-        view.initkwargs = initkwargs  # type: ignore[attr-defined]
-        view.login_required = False  # type: ignore[attr-defined]
-        return csrf_exempt(view)
+        return routed(view, cls, initkwargs)
+
+
+def routed(
+    view: Callable[..., Awaitable[HttpResponseBase]], cls: type, initkwargs: dict[str, Any]
+) -> Callable[..., Awaitable[HttpResponseBase]]:
+    """``view`` as Django routes a class-based view's (its class and arguments kept), with no
+    login redirect (``LoginRequiredMiddleware``) and no CSRF check: callers send tokens."""
+    view.cls = cls  # type: ignore[attr-defined]
+    view.initkwargs = initkwargs  # type: ignore[attr-defined]
+    view.login_required = False  # type: ignore[attr-defined]
+    return csrf_exempt(view)
 
 
 def _release_unserved(cycle: asyncio.Future[Any]) -> None:

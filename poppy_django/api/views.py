@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn
 
 from django.db import transaction
@@ -26,7 +26,8 @@ from django.views import defaults
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from poppy_django.api.endpoint import EndpointView, WaitingResponse
+from poppy_django.api import tail_reads
+from poppy_django.api.endpoint import EndpointView, WaitingResponse, routed
 from poppy_django.api.schema import endpoint_schema
 from poppy_django.api.serializers import MessageBodySerializer, StartBodySerializer
 from poppy_django.api.streaming import event_stream_response
@@ -37,6 +38,7 @@ from poppy_django.observe import metrics
 from poppy_django.observe.dependencies import RETRY_AFTER_SECONDS, unavailable
 from poppy_django.service import conversations
 from poppy_django.store import ownership, reading, wire
+from poppy_django.store.tail import tail
 from poppy_django.verifier import Principal
 
 
@@ -211,9 +213,37 @@ def wants_stream(request: Request) -> bool:
 
 
 class EventsView(EndpointView):
-    """``GET {endpoint}/{id}/events``: a JSON read, a long-poll (``wait``), or the SSE stream."""
+    """``GET {endpoint}/{id}/events``: a JSON read, a long-poll (``wait``), or the SSE stream.
+
+    A JSON read of a conversation held in the process's tail is answered on the event loop
+    before DRF's cycle starts (:mod:`poppy_django.api.tail_reads`); one the view answers from
+    the database leaves what it read in the tail.
+    """
 
     wire_method = "GET"
+
+    @classmethod
+    def as_view(  # type: ignore[override]
+        cls, **initkwargs: Any
+    ) -> Callable[..., Awaitable[HttpResponseBase]]:
+        """The endpoint's view, answering from the tail first where it can."""
+        view = super().as_view(**initkwargs)
+
+        async def events(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            if not tail_reads.answers_from_tail(cls, EventsView):
+                return await view(request, *args, **kwargs)
+            answer = await tail_reads.answer(request, kwargs.get("conversation_id", ""))
+            return answer if answer is not None else await view(request, *args, **kwargs)
+
+        return routed(events, cls, initkwargs)
+
+    def _answered(self, snapshot: reading.Snapshot, after: int, cursor: str | None) -> Response:
+        """A read answered from ``snapshot``, kept in the tail where later reads may use it."""
+        page = reading.page_of(snapshot, after, cursor)
+        if tail_reads.answers_from_tail(type(self), EventsView):
+            tail.remember(snapshot.conversation, page)
+        metrics.read_answered("database")
+        return Response(page.to_wire())
 
     @endpoint_schema("events")
     def get(self, request: Request, conversation_id: str) -> HttpResponseBase:
@@ -238,14 +268,14 @@ class EventsView(EndpointView):
                 # Events are already there: the wait would end at once, so answer now, from
                 # this query's snapshot, as a read without ``wait`` (nothing to listen for).
                 slot.release()
-                return Response(reading.page_of(snapshot, after, cursor).to_wire())
+                return self._answered(snapshot, after, cursor)
 
             async def read() -> dict[str, Any]:
                 page = await reading.read_waiting(conversation_id, after, cursor, wait)
                 return page.to_wire()
 
             return WaitingResponse(read, cleanup=slot.release)
-        return Response(reading.page_of(snapshot, after, cursor).to_wire())
+        return self._answered(snapshot, after, cursor)
 
 
 def _released_when_done(response: StreamingHttpResponse, slot: Slot) -> StreamingHttpResponse:

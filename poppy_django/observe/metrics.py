@@ -89,6 +89,12 @@ dispatch_failures = meter.create_counter(
     description="Turns this process could not hand to its executor (the broker unreachable)",
 )
 
+reads = meter.create_counter(
+    "poppy.reads",
+    unit="{read}",
+    description="JSON reads of the events answered at once, by where from (tail, database)",
+)
+
 
 handoffs = meter.create_counter(
     "poppy.handoffs",
@@ -101,6 +107,7 @@ handoffs = meter.create_counter(
 TURN_OUTCOMES = ("answered", "failed", "gave_up", "timed_out", "lease_lost")
 HANDOFF_OUTCOMES = ("queued", "joined", "unavailable", "timed_out")
 HANDOFF_REFUSALS = ("rate", "user_waiting", "client_waiting")
+READ_SOURCES = ("tail", "database")
 
 
 def start_series() -> None:
@@ -111,6 +118,8 @@ def start_series() -> None:
         handoffs.add(0, {"outcome": outcome})
     for reason in HANDOFF_REFUSALS:
         handoffs_refused.add(0, {"reason": reason})
+    for source in READ_SOURCES:
+        reads.add(0, {"answered_from": source})
     dispatch_failures.add(0)
     lease_take_ups.add(0)
 
@@ -186,6 +195,11 @@ def model_call(model: str, seconds: float, outcome: str, tokens_in: int, tokens_
             return
         if cost:
             model_cost.add(float(cost), {"model": model})
+
+
+def read_answered(source: str) -> None:
+    """A JSON read answered at once: from the process's tail, or from the database."""
+    reads.add(1, {"answered_from": source})
 
 
 def handoff_refused(reason: str) -> None:

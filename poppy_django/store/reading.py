@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,11 +154,27 @@ def page_of(state: Snapshot, after: int, cursor: str | None) -> Page:
             backend.sql.events_in_range(EVENT_FIELDS),
             [conversation.pk, after, conversation.last_seq, limit + 1],
         )
+    return paged(conversation, [row.to_wire() for row in found[: limit + 1]], None, cursor)
+
+
+def wire_size(event: dict[str, Any]) -> int:
+    """An event's bytes in a page: its JSON as the response writes it, plus ", "."""
+    return len(json.dumps(event)) + 2
+
+
+def paged(
+    conversation: Conversation,
+    found: Sequence[dict[str, Any]],
+    sizes: Sequence[int] | None,
+    cursor: str | None,
+) -> Page:
+    """The page of ``found`` (the wire forms of up to PAGE_SIZE + 1 events after the cursor;
+    ``sizes``: their :func:`wire_size`, when known) under ``conversation``'s state: it ends
+    early rather than grow past 1 MiB, and ``has_more`` says whether events are left."""
     events: list[dict[str, Any]] = []
     size = ENVELOPE_BYTES
-    for row in found[:limit]:
-        event = row.to_wire()
-        size += len(json.dumps(event)) + 2  # as JsonResponse writes it, plus ", "
+    for index, event in enumerate(found[: poppy_settings.PAGE_SIZE]):
+        size += sizes[index] if sizes is not None else wire_size(event)
         if events and size > MAX_RESPONSE_BYTES:
             break  # the page ends early: a response stays within 1 MiB (wire)
         events.append(event)
