@@ -143,3 +143,42 @@ def test_redis_restart_loses_nothing(mp: Cluster, two_of_each):
         if e["type"] == "message" and e["message"]["role"] == "user"
     ]
     assert users == ["during the outage", "after the outage"]
+
+
+def _read_your_writes(pa: PersonalAgent, web_a: str, web_b: str, conversation_id: str) -> None:
+    """Ten messages acknowledged by ``web_a``, each in the very next read on ``web_b``."""
+    cursor = pa.at(web_b).read(conversation_id).json()["cursor"]  # web_b's tail holds it now
+    for n in range(10):
+        sent = pa.at(web_a).send(conversation_id, None, context={"n": n})
+        assert sent.status_code == 202, sent.content
+        page = pa.at(web_b).read(conversation_id, f"?cursor={cursor}").json()
+        assert [e["message"]["context"]["n"] for e in page["events"]] == [n], page
+        cursor = page["cursor"]
+
+
+def test_a_message_acknowledged_by_one_process_is_in_the_next_read_on_another(
+    mp: Cluster, two_of_each
+):
+    """Read-your-writes across web processes and their tails of recent events (issue 54):
+    the other process's tail holds the conversation, and must not answer from it a read that
+    misses a message the client was told of — whether that process hears the writes or not
+    (it is subscribed only while a reader of its own waits)."""
+    web_a, web_b = two_of_each
+    pa = PersonalAgent()
+    unheard = pa.at(web_a).start(None, context={"locale": "en-GB"}).json()["conversation_id"]
+    _read_your_writes(pa, web_a, web_b, unheard)
+
+    waiting = pa.at(web_a).start(None, context={"locale": "en-GB"}).json()["conversation_id"]
+    woken: list[dict[str, Any]] = []
+    cursor = pa.at(web_b).read(waiting).json()["cursor"]
+    waiter = threading.Thread(
+        target=lambda: woken.append(pa.at(web_b).page(waiting, cursor=cursor, wait=30)),
+        daemon=True,
+    )
+    waiter.start()
+    eventually(mp.subscribed, what="web_b's long-poll listening")
+    heard = pa.at(web_a).start(None, context={"locale": "en-GB"}).json()["conversation_id"]
+    _read_your_writes(pa, web_a, web_b, heard)
+    pa.at(web_a).send(waiting, None, context={"done": True})
+    waiter.join(timeout=30)
+    assert woken and woken[0]["events"], woken

@@ -6,16 +6,12 @@ answered as the first delivery with nothing written twice."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 from django.db import connection
-from django.db.backends.utils import CursorWrapper
 
 from poppy_django.models import Event, MessageReceipt
 from tests.agents import PersonalAgent, unique
+from tests.reads.conftest import Queries
 from tests.turn_control import dispatch_lost
 from tests.wire.wire_support import quiet_start
 
@@ -23,39 +19,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="the one-statement write"),
 ]
-
-
-class Queries:
-    """The statements run meanwhile, by thread: a request's DRF cycle runs whole in one
-    worker thread, so its statements are those of the thread that wrote the events (the
-    engine's background sweeps, on other threads, are not the request's)."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[int, str]] = []
-
-    @property
-    def sql(self) -> list[str]:
-        writer = next(
-            (thread for thread, sql in reversed(self.seen) if '"poppy_django_event"' in sql), None
-        )
-        return [sql for thread, sql in self.seen if thread == writer]
-
-    def clear(self) -> None:
-        self.seen.clear()
-
-
-@pytest.fixture
-def queries(monkeypatch: pytest.MonkeyPatch) -> Iterator[Queries]:
-    seen = Queries()
-    execute = CursorWrapper.execute
-
-    def counted(self: CursorWrapper, sql: str, params: Any = None) -> Any:
-        result = execute(self, sql, params)
-        seen.seen.append((threading.get_ident(), sql))
-        return result
-
-    monkeypatch.setattr(CursorWrapper, "execute", counted)
-    yield seen
 
 
 def tables(sql: str) -> set[str]:
@@ -90,8 +53,8 @@ def test_a_post_message_is_a_locked_read_and_one_write(
     with dispatch_lost():  # no turn runs: only the request's statements are counted
         response = agent.post(f"/{conversation_id}/messages", body)
     assert response.status_code == 202, response.content
-    assert len(queries.sql) == 2, queries.sql
-    locked, write = queries.sql
+    assert len(queries.of_the_writer()) == 2, queries.of_the_writer()
+    locked, write = queries.of_the_writer()
     assert "FOR UPDATE" in locked
     assert tables(write) == {
         "poppy_django_event",
@@ -110,8 +73,8 @@ def test_starting_a_conversation_is_its_insert_and_one_write(
     with dispatch_lost():
         response = agent.post("", message("hello"))
     assert response.status_code == 201, response.content
-    assert len(queries.sql) == 2, queries.sql
-    assert tables(queries.sql[1]) == {
+    assert len(queries.of_the_writer()) == 2, queries.of_the_writer()
+    assert tables(queries.of_the_writer()[1]) == {
         "poppy_django_event",
         "poppy_django_conversation",
         "poppy_django_messagereceipt",

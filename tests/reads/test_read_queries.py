@@ -1,58 +1,21 @@
 """A JSON read is one statement on PostgreSQL (the conversation's row and the page's events
-read together), through HTTP; its answers and their order stay the wire's, and a write racing
-it never splits its page."""
+read together), or none when the process's tail holds the conversation; through HTTP; its
+answers and their order stay the wire's, and a write racing it never splits its page."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.db import connection
-from django.db.backends.utils import CursorWrapper
 
 from poppy_django import ids, service
 from tests.agents import PersonalAgent
+from tests.reads.conftest import Queries
 from tests.wire.wire_support import add_company_messages, assert_error, quiet_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-class Queries:
-    """The SQL run meanwhile by every thread (the view's ORM work runs in a worker thread,
-    which ``django_assert_num_queries`` does not see) but the recovery sweep's, which runs on
-    its own schedule whatever is read; ``after`` runs after each query."""
-
-    def __init__(self) -> None:
-        self.sql: list[str] = []
-        self.after: Callable[[str], None] | None = None
-        self._lock = threading.Lock()
-
-    def record(self, sql: str) -> None:
-        if threading.current_thread().name == "poppy-recovery":
-            return
-        with self._lock:
-            self.sql.append(sql)
-        if self.after is not None:
-            self.after(sql)
-
-    def of(self, table: str) -> list[str]:
-        return [sql for sql in self.sql if f'FROM "{table}"' in sql]
-
-
-@pytest.fixture
-def queries(monkeypatch: pytest.MonkeyPatch) -> Iterator[Queries]:
-    seen = Queries()
-    execute = CursorWrapper.execute
-
-    def counted(self: CursorWrapper, sql: str, params: Any = None) -> Any:
-        result = execute(self, sql, params)
-        seen.record(sql)
-        return result
-
-    monkeypatch.setattr(CursorWrapper, "execute", counted)
-    yield seen
 
 
 def read(agent: PersonalAgent, conversation_id: str, queries: Queries, query: str = "") -> Any:
@@ -60,17 +23,32 @@ def read(agent: PersonalAgent, conversation_id: str, queries: Queries, query: st
     return agent.read(conversation_id, query)
 
 
-def test_a_read_with_nothing_new_is_one_query(agent: PersonalAgent, queries: Queries) -> None:
+@pytest.fixture(params=["tail", "database"])
+def statements(request: pytest.FixtureRequest, settings: Any) -> int:
+    """The statements a read after the first costs: none while the process's tail holds the
+    conversation (its first read left it there, writes through the store extend it), one
+    with the tail off (``TAIL_MAX_BYTES`` 0: every read asks the database)."""
+    if request.param == "database":
+        settings.POPPY = {**settings.POPPY, "TAIL_MAX_BYTES": 0}
+        return 1
+    return 0
+
+
+def test_a_read_with_nothing_new_is_one_query_or_none(
+    agent: PersonalAgent, queries: Queries, statements: int
+) -> None:
     conversation_id = quiet_start(agent)
     cursor = agent.read(conversation_id).json()["cursor"]
     response = read(agent, conversation_id, queries, f"?cursor={cursor}")
     assert response.status_code == 200
     assert response.json()["events"] == [] and response.json()["cursor"] == cursor
-    assert len(queries.sql) == 1, queries.sql
+    assert len(queries.sql) == statements, queries.sql
     assert queries.of("poppy_django_conversation") == queries.sql
 
 
-def test_a_read_with_new_events_is_one_query(agent: PersonalAgent, queries: Queries) -> None:
+def test_a_read_with_new_events_is_one_query_or_none(
+    agent: PersonalAgent, queries: Queries, statements: int
+) -> None:
     conversation_id = quiet_start(agent)
     cursor = agent.read(conversation_id).json()["cursor"]
     add_company_messages(conversation_id, 3)
@@ -80,10 +58,10 @@ def test_a_read_with_new_events_is_one_query(agent: PersonalAgent, queries: Quer
         "note 1",
         "note 2",
     ]
-    assert len(queries.sql) == 1, queries.sql
+    assert len(queries.sql) == statements, queries.sql
     assert queries.of("poppy_django_conversation") == queries.of("poppy_django_event")
     # The event's company-side facts are not read: they never reach a personal agent.
-    assert '"meta"' not in queries.sql[0]
+    assert all('"meta"' not in sql for sql in queries.sql)
 
 
 def test_a_first_read_is_one_query(agent: PersonalAgent, queries: Queries) -> None:
@@ -120,7 +98,7 @@ def test_a_long_poll_with_nothing_new_reads_once_then_once_again(
 
 
 def test_a_long_poll_with_events_ready_answers_at_once_as_a_plain_read(
-    agent: PersonalAgent, queries: Queries
+    agent: PersonalAgent, queries: Queries, statements: int
 ) -> None:
     conversation_id = quiet_start(agent)
     cursor = agent.read(conversation_id).json()["cursor"]
@@ -128,7 +106,7 @@ def test_a_long_poll_with_events_ready_answers_at_once_as_a_plain_read(
     plain = agent.read(conversation_id, f"?cursor={cursor}").json()
     response = read(agent, conversation_id, queries, f"?cursor={cursor}&wait=25")
     assert response.status_code == 200 and response.json() == plain
-    assert len(queries.sql) == 1, queries.sql
+    assert len(queries.sql) == statements, queries.sql
 
 
 def test_a_foreign_or_unknown_id_is_one_query_and_not_found(
@@ -179,10 +157,12 @@ def close_elsewhere(conversation_id: str) -> None:
 
 
 def test_a_write_racing_a_read_never_splits_its_page(
-    agent: PersonalAgent, queries: Queries
+    agent: PersonalAgent, queries: Queries, settings: Any
 ) -> None:
     """Status and events are one snapshot, with a close landing right after the read's
-    query: a page says ``closed`` exactly when it holds the closing event."""
+    query: a page says ``closed`` exactly when it holds the closing event (read from the
+    database: the tail's entries are replaced whole, never split)."""
+    settings.POPPY = {**settings.POPPY, "TAIL_MAX_BYTES": 0}
     conversation_id = quiet_start(agent)
     cursor = agent.read(conversation_id).json()["cursor"]
     add_company_messages(conversation_id, 1)

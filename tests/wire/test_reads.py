@@ -11,7 +11,8 @@ from django.db import connection
 
 from poppy_django import service
 from poppy_django.fanout.listening import waiting_readers
-from poppy_django.models import Conversation, Event
+from poppy_django.models import Event
+from poppy_django.store import event_log
 from tests.agents import PersonalAgent
 from tests.desk.conftest import on_shift
 from tests.staff import company_message
@@ -192,9 +193,9 @@ def test_a_cursor_into_pruned_events_is_expired(agent):
     conversation_id = quiet_start(agent)
     add_company_messages(conversation_id, 5)  # seq 1..6
     events = agent.read(conversation_id).json()["events"]
-    # Retention pruned seq 1..3.
+    # Retention pruned seq 1..3, as the product prunes: the cursors marked expired first.
+    event_log.expire_before(conversation_id, 4)
     Event.objects.filter(conversation_id=conversation_id, seq__lt=4).delete()
-    Conversation.objects.filter(pk=conversation_id).update(pruned_before_seq=4)
     before = rows()
     for old in events[:2]:
         assert_error(agent.read(conversation_id, f"?cursor={old['id']}"), 410, "cursor_expired")
@@ -219,8 +220,8 @@ def test_a_wholly_pruned_conversation_reads_empty_with_a_cursor_that_reads_on(ag
     conversation_id = quiet_start(agent)
     add_company_messages(conversation_id, 2)  # seq 1..3
     events = agent.read(conversation_id).json()["events"]
+    event_log.expire_before(conversation_id, 4)
     Event.objects.filter(conversation_id=conversation_id).delete()
-    Conversation.objects.filter(pk=conversation_id).update(pruned_before_seq=4)
     fresh = agent.read(conversation_id).json()
     assert fresh["events"] == [] and fresh["cursor"] == events[-1]["id"]
     assert agent.read(conversation_id, f"?cursor={fresh['cursor']}").json()["events"] == []

@@ -1,0 +1,234 @@
+"""The process's tail of recent events (issue 54), through HTTP: a read it holds is answered
+with no query and exactly as the database answers it; whatever it cannot vouch for — a write
+it did not hear, a pruning, a deletion, an account's binding, a cursor it does not hold, a
+conversation its bound pushed out — is answered by the database, as before."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from django.test import Client, override_settings
+
+from poppy_django.client import DPoPKey
+from poppy_django.models import Conversation
+from poppy_django.store import event_log
+from poppy_django.verifier import dpop
+from tests.agents import PersonalAgent
+from tests.auth.conftest import dpop_poppy
+from tests.auth.support import BASE_URL, ENDPOINT_URL, NOW, Issuer, proof
+from tests.reads.conftest import Queries
+from tests.threaded_server import serve
+from tests.wire.wire_support import add_company_messages, assert_error, quiet_start
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def read(agent: PersonalAgent, conversation_id: str, queries: Queries, query: str = "") -> Any:
+    """The read's response; ``queries`` then holds the statements it ran."""
+    queries.sql.clear()
+    response = agent.read(conversation_id, query)
+    assert response.status_code == 200, response.content[:300]
+    return response
+
+
+def held(agent: PersonalAgent, queries: Queries) -> tuple[str, str]:
+    """A conversation this process's tail holds (its first read left it there, its second
+    is answered with no query), and the cursor of its newest event."""
+    conversation_id = quiet_start(agent)
+    cursor = agent.read(conversation_id).json()["cursor"]
+    read(agent, conversation_id, queries, f"?cursor={cursor}")
+    assert queries.sql == []
+    return conversation_id, cursor
+
+
+def read_to_the_end(agent: PersonalAgent, conversation_id: str) -> list[dict[str, Any]]:
+    """Every event, page by page (the last page, reaching the newest, is what a tail keeps)."""
+    events: list[dict[str, Any]] = []
+    query = ""
+    while True:
+        page = agent.read(conversation_id, query).json()
+        events += page["events"]
+        if not page["has_more"]:
+            return events
+        query = f"?cursor={page['cursor']}"
+
+
+def cursors(conversation_id: str, events: list[dict[str, Any]]) -> list[str]:
+    """A read from the start, then from each event, with and without a wait."""
+    after_each = [f"?cursor={event['id']}" for event in events]
+    return ["", *after_each, *(f"{query}&wait=5" for query in after_each[:-1])]
+
+
+def test_a_held_read_answers_what_the_database_answers(
+    agent: PersonalAgent, queries: Queries, settings: Any
+) -> None:
+    settings.POPPY = {**settings.POPPY, "PAGE_SIZE": 3, "TAIL_MAX_BYTES": 0}
+    conversation_id = quiet_start(agent)
+    add_company_messages(conversation_id, 6)  # seq 1..7
+    events = read_to_the_end(agent, conversation_id)
+    from_database = {}
+    for query in cursors(conversation_id, events):
+        response = read(agent, conversation_id, queries, query)
+        assert len(queries.sql) == 1, (query, queries.sql)
+        from_database[query] = response
+
+    settings.POPPY = {**settings.POPPY, "TAIL_MAX_BYTES": 1024 * 1024}
+    assert read_to_the_end(agent, conversation_id) == events  # its last page is kept
+    # Held: what the last page read (seq 7), so cursors from seq 6 on; a read from an earlier
+    # cursor that reaches the newest event is kept in its place. Never from the start: the
+    # first events are not held.
+    for query, expected in from_database.items():
+        response = read(agent, conversation_id, queries, query)
+        seq = int(query.split("_")[-1].split("&")[0]) if query else 0
+        if seq >= 6:
+            assert queries.sql == [], query
+        elif seq == 0:
+            assert len(queries.sql) == 1, queries.sql
+        else:
+            assert len(queries.sql) <= 1, (query, queries.sql)
+        assert response.json() == expected.json(), query
+        for header in ("Content-Type", "Cache-Control"):
+            assert response[header] == expected[header], (query, header)
+        assert response["X-Request-ID"].startswith("req_")
+    sent = agent.read(conversation_id, f"?cursor={events[-1]['id']}", HTTP_X_REQUEST_ID="req_abc")
+    assert sent["X-Request-ID"] == "req_abc"
+
+
+def test_writes_extend_what_is_held(agent: PersonalAgent, queries: Queries) -> None:
+    conversation_id = quiet_start(agent)
+    cursor = agent.read(conversation_id).json()["cursor"]
+    add_company_messages(conversation_id, 2)
+    page = read(agent, conversation_id, queries, f"?cursor={cursor}").json()
+    assert [e["message"]["text"] for e in page["events"]] == ["note 0", "note 1"]
+    assert queries.sql == []
+    # A message the agent posts is in its next read (the write set the version first).
+    assert agent.send(conversation_id, None, context={"a": 1}).status_code == 202
+    page = read(agent, conversation_id, queries, f"?cursor={page['cursor']}").json()
+    assert [e["message"]["context"] for e in page["events"]] == [{"a": 1}]
+    assert queries.sql == []
+
+
+def test_a_stranger_and_bad_cursors_get_the_databases_answers(
+    agent: PersonalAgent, queries: Queries
+) -> None:
+    conversation_id, cursor = held(agent, queries)
+    assert_error(PersonalAgent().read(conversation_id), 404, "conversation_not_found")
+    beyond = f"{cursor.rsplit('_', 1)[0]}_9"
+    assert_error(agent.read(conversation_id, f"?cursor={beyond}"), 400, "invalid_cursor")
+    assert_error(agent.read(conversation_id, "?wait=-1"), 400, "invalid_request")
+    other = quiet_start(agent)
+    foreign = agent.read(other).json()["cursor"]
+    assert_error(agent.read(conversation_id, f"?cursor={foreign}"), 400, "invalid_cursor")
+
+
+def test_binding_to_an_account_is_never_read_from_what_was_held(
+    agent: PersonalAgent, queries: Queries
+) -> None:
+    conversation_id, cursor = held(agent, queries)
+    signed_in = agent.signed_in("acct-1", ("poppy:read", "poppy:write"))
+    # A handoff binds the conversation to the account whether or not it adds an event.
+    assert signed_in.post(f"/{conversation_id}/handoff", {}).status_code == 202
+    assert_error(agent.read(conversation_id, f"?cursor={cursor}"), 403, "sign_in_required")
+    assert signed_in.read(conversation_id, f"?cursor={cursor}").status_code == 200
+    assert_error(agent.read(conversation_id, f"?cursor={cursor}"), 403, "sign_in_required")
+
+
+def test_a_pruned_or_deleted_conversation_is_read_from_the_database(
+    agent: PersonalAgent, queries: Queries
+) -> None:
+    conversation_id = quiet_start(agent)
+    add_company_messages(conversation_id, 3)  # seq 1..4
+    events = agent.read(conversation_id).json()["events"]
+    read(agent, conversation_id, queries, f"?cursor={events[1]['id']}")
+    assert queries.sql == []
+    event_log.expire_before(conversation_id, 3)  # the product's pruning marks them first
+    assert_error(agent.read(conversation_id, f"?cursor={events[0]['id']}"), 410, "cursor_expired")
+    Conversation.objects.filter(pk=conversation_id).delete()
+    assert_error(
+        agent.read(conversation_id, f"?cursor={events[2]['id']}"), 404, "conversation_not_found"
+    )
+
+
+def test_the_bound_pushes_out_the_least_recently_read(
+    agent: PersonalAgent, queries: Queries, settings: Any
+) -> None:
+    # Room for about two conversations of one small event each (1 KiB of overhead each).
+    settings.POPPY = {**settings.POPPY, "TAIL_MAX_BYTES": 2600}
+    started = [quiet_start(agent) for _ in range(3)]
+    last = {cid: agent.read(cid).json()["cursor"] for cid in started}
+    for conversation_id in started[1:]:
+        read(agent, conversation_id, queries, f"?cursor={last[conversation_id]}")
+        assert queries.sql == [], conversation_id
+    read(agent, started[0], queries, f"?cursor={last[started[0]]}")
+    assert len(queries.sql) == 1  # pushed out by the two read after it
+    read(agent, started[0], queries, f"?cursor={last[started[0]]}")
+    assert queries.sql == []  # held again, in place of the least recently read
+    read(agent, started[1], queries, f"?cursor={last[started[1]]}")
+    assert len(queries.sql) == 1
+
+
+@pytest.fixture
+def served_over_redis() -> Iterator[str]:
+    """The example project's ASGI application under uvicorn, its fan-out over the test Redis:
+    versions there, nudges heard only on a subscription (none here: no reader waits)."""
+    from example_project.asgi import application
+
+    url = urlsplit(os.environ.get("POPPY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
+    kwargs = {"host": url.hostname, "port": url.port or 6379, "db": int(url.path.strip("/"))}
+    with override_settings(EVENTSTREAM_REDIS=kwargs), serve(application) as base_url:
+        yield base_url
+
+
+def test_a_write_this_process_did_not_hear_is_read_from_the_database(
+    agent: PersonalAgent, queries: Queries, served_over_redis: str
+) -> None:
+    agent = agent.at(served_over_redis)
+    conversation_id = quiet_start(agent)
+    cursor = read(agent, conversation_id, queries).json()["cursor"]
+    read(agent, conversation_id, queries, f"?cursor={cursor}")
+    assert queries.sql == []  # what the first read found is current
+    add_company_messages(conversation_id, 1)  # another process's write, as far as we know
+    page = read(agent, conversation_id, queries, f"?cursor={cursor}").json()
+    assert [e["message"]["text"] for e in page["events"]] == ["note 0"]
+    assert len(queries.sql) == 1
+    read(agent, conversation_id, queries, f"?cursor={cursor}")
+    assert queries.sql == []  # held again, from that read
+
+
+def test_the_dpop_verifier_checks_a_held_read_as_strictly(queries: Queries, settings: Any) -> None:
+    """The DPoP verifier's checks without a blocking call: a new proof is accepted with no
+    query, the same proof again is refused as a replay, an expired token as expired."""
+    issuer, pa_key = Issuer(), DPoPKey()
+    dpop_poppy(settings, issuer)
+    dpop.reset()
+    clock = [float(NOW)]
+    dpop.get_verifier().clock = lambda: clock[0]
+    token = issuer.token(jkt=pa_key.thumbprint, now=NOW)
+
+    def get(path: str, query: str = "", signed: str | None = None) -> Any:
+        signed = signed or proof(pa_key, "GET", f"{BASE_URL}{path}", token, now=clock[0])
+        queries.clear()
+        return Client().get(f"{path}{query}", HTTP_AUTHORIZATION=f"DPoP {token}", HTTP_DPOP=signed)
+
+    started = Client().post(
+        "/poppy/conversations",
+        data=json.dumps({"message": {"id": "m1", "sender": "agent", "context": {"a": 1}}}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"DPoP {token}",
+        HTTP_DPOP=proof(pa_key, "POST", ENDPOINT_URL, token, now=NOW),
+    )
+    assert started.status_code == 201, started.content
+    path = f"/poppy/conversations/{started.json()['conversation_id']}/events"
+    cursor = get(path).json()["cursor"]
+    signed = proof(pa_key, "GET", f"{BASE_URL}{path}", token, now=NOW)
+    held = get(path, f"?cursor={cursor}", signed)
+    assert held.status_code == 200 and held.json()["events"] == [] and queries.sql == []
+    assert_error(get(path, f"?cursor={cursor}", signed), 401, "invalid_dpop_proof")
+    clock[0] = NOW + 3600 * 24  # past the token's expiry
+    assert_error(get(path, f"?cursor={cursor}"), 401, "invalid_token")
+    dpop.reset()
