@@ -7,7 +7,7 @@ Fills a :class:`poppy_django.store.tail.Tail` with ``--conversations`` entries o
 database would leave them, with ``TAIL_MAX_BYTES`` out of the way, and prints what the tail
 counts against its bound (event JSON plus a fixed overhead an entry) beside what Python
 allocated for it (``tracemalloc``): the ratio is what ``docs/settings.md`` tells an operator
-sizing ``TAIL_MAX_BYTES``. Then fills one with the default bound and 4× the conversations
+sizing ``TAIL_MAX_BYTES``. Then fills one with the default bound and four times the conversations
 that fit, to show the bound holds. No database: the entries are built in memory.
 """
 
