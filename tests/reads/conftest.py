@@ -21,6 +21,7 @@ class Queries:
         self.seen: list[tuple[int, str]] = []
         self.after: Callable[[str], None] | None = None
         self._lock = threading.Lock()
+        self._made_on = threading.get_ident()
 
     def record(self, sql: str) -> None:
         if threading.current_thread().name == "poppy-recovery":
@@ -38,6 +39,12 @@ class Queries:
 
     def of(self, table: str) -> list[str]:
         return [sql for sql in self.sql if f'FROM "{table}"' in sql]
+
+    def of_this_thread(self) -> list[str]:
+        """The statements of the thread that made this counter (the test's): where Django's
+        test client runs a request's database work, so another test's background work
+        still finishing elsewhere is not counted."""
+        return [sql for thread, sql in self.seen if thread == self._made_on]
 
     def of_the_writer(self) -> list[str]:
         """The statements of the thread that last wrote events: a request's DRF cycle runs

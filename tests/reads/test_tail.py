@@ -30,7 +30,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def read(agent: PersonalAgent, conversation_id: str, queries: Queries, query: str = "") -> Any:
     """The read's response; ``queries`` then holds the statements it ran."""
-    queries.sql.clear()
+    queries.clear()
     response = agent.read(conversation_id, query)
     assert response.status_code == 200, response.content[:300]
     return response
@@ -42,7 +42,7 @@ def held(agent: PersonalAgent, queries: Queries) -> tuple[str, str]:
     conversation_id = quiet_start(agent)
     cursor = agent.read(conversation_id).json()["cursor"]
     read(agent, conversation_id, queries, f"?cursor={cursor}")
-    assert queries.sql == []
+    assert queries.of_this_thread() == []
     return conversation_id, cursor
 
 
@@ -74,7 +74,7 @@ def test_a_held_read_answers_what_the_database_answers(
     from_database = {}
     for query in cursors(conversation_id, events):
         response = read(agent, conversation_id, queries, query)
-        assert len(queries.sql) == 1, (query, queries.sql)
+        assert len(queries.of_this_thread()) == 1, (query, queries.of_this_thread())
         from_database[query] = response
 
     settings.POPPY = {**settings.POPPY, "TAIL_MAX_BYTES": 1024 * 1024}
@@ -86,11 +86,11 @@ def test_a_held_read_answers_what_the_database_answers(
         response = read(agent, conversation_id, queries, query)
         seq = int(query.split("_")[-1].split("&")[0]) if query else 0
         if seq >= 6:
-            assert queries.sql == [], query
+            assert queries.of_this_thread() == [], query
         elif seq == 0:
-            assert len(queries.sql) == 1, queries.sql
+            assert len(queries.of_this_thread()) == 1, queries.of_this_thread()
         else:
-            assert len(queries.sql) <= 1, (query, queries.sql)
+            assert len(queries.of_this_thread()) <= 1, (query, queries.of_this_thread())
         assert response.json() == expected.json(), query
         for header in ("Content-Type", "Cache-Control"):
             assert response[header] == expected[header], (query, header)
@@ -105,12 +105,12 @@ def test_writes_extend_what_is_held(agent: PersonalAgent, queries: Queries) -> N
     add_company_messages(conversation_id, 2)
     page = read(agent, conversation_id, queries, f"?cursor={cursor}").json()
     assert [e["message"]["text"] for e in page["events"]] == ["note 0", "note 1"]
-    assert queries.sql == []
+    assert queries.of_this_thread() == []
     # A message the agent posts is in its next read (the write set the version first).
     assert agent.send(conversation_id, None, context={"a": 1}).status_code == 202
     page = read(agent, conversation_id, queries, f"?cursor={page['cursor']}").json()
     assert [e["message"]["context"] for e in page["events"]] == [{"a": 1}]
-    assert queries.sql == []
+    assert queries.of_this_thread() == []
 
 
 def test_a_stranger_and_bad_cursors_get_the_databases_answers(
@@ -145,7 +145,7 @@ def test_a_pruned_or_deleted_conversation_is_read_from_the_database(
     add_company_messages(conversation_id, 3)  # seq 1..4
     events = agent.read(conversation_id).json()["events"]
     read(agent, conversation_id, queries, f"?cursor={events[1]['id']}")
-    assert queries.sql == []
+    assert queries.of_this_thread() == []
     event_log.expire_before(conversation_id, 3)  # the product's pruning marks them first
     assert_error(agent.read(conversation_id, f"?cursor={events[0]['id']}"), 410, "cursor_expired")
     Conversation.objects.filter(pk=conversation_id).delete()
@@ -163,13 +163,13 @@ def test_the_bound_pushes_out_the_least_recently_read(
     last = {cid: agent.read(cid).json()["cursor"] for cid in started}
     for conversation_id in started[1:]:
         read(agent, conversation_id, queries, f"?cursor={last[conversation_id]}")
-        assert queries.sql == [], conversation_id
+        assert queries.of_this_thread() == [], conversation_id
     read(agent, started[0], queries, f"?cursor={last[started[0]]}")
-    assert len(queries.sql) == 1  # pushed out by the two read after it
+    assert len(queries.of_this_thread()) == 1  # pushed out by the two read after it
     read(agent, started[0], queries, f"?cursor={last[started[0]]}")
-    assert queries.sql == []  # held again, in place of the least recently read
+    assert queries.of_this_thread() == []  # held again, in place of the least recently read
     read(agent, started[1], queries, f"?cursor={last[started[1]]}")
-    assert len(queries.sql) == 1
+    assert len(queries.of_this_thread()) == 1
 
 
 @pytest.fixture
@@ -227,7 +227,9 @@ def test_the_dpop_verifier_checks_a_held_read_as_strictly(queries: Queries, sett
     cursor = get(path).json()["cursor"]
     signed = proof(pa_key, "GET", f"{BASE_URL}{path}", token, now=NOW)
     held = get(path, f"?cursor={cursor}", signed)
-    assert held.status_code == 200 and held.json()["events"] == [] and queries.sql == []
+    assert (
+        held.status_code == 200 and held.json()["events"] == [] and queries.of_this_thread() == []
+    )
     assert_error(get(path, f"?cursor={cursor}", signed), 401, "invalid_dpop_proof")
     clock[0] = NOW + 3600 * 24  # past the token's expiry
     assert_error(get(path, f"?cursor={cursor}"), 401, "invalid_token")
