@@ -243,7 +243,14 @@ class Cluster:
     def _spawn(
         self, name: str, argv: list[str], env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
-        """A process in a session of its own: a signal reaches its children too."""
+        """A process in a session of its own: a signal reaches its children too.
+
+        A name is one running process: a second under it would drop the first from
+        :attr:`processes`, and :meth:`stop_all` would leave it running after the cluster.
+        """
+        running = self.processes.get(name)
+        if running is not None and running.poll() is None:
+            raise ValueError(f"{name!r} names a process that runs (pid {running.pid})")
         log = open(self.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
         process = subprocess.Popen(
             argv,

@@ -108,7 +108,7 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
 
     # An LLM-shaped conversation through pydantic-ai: a reply, then a tool call.
     llm = mp.llm(ttft=0.05, tokens=6, rate=100)
-    mp.worker("llm", options=PREFORK)
+    mp.worker("llm-worker", options=PREFORK)
     pa, conversation = _converse(web, ["hi", "hello there", "store_hours?"], long_poll=True)
     served = httpx.get(f"{llm}/stats").json()
 
@@ -146,7 +146,7 @@ def test_metrics_and_a_trace_from_the_post_to_the_model_call(
     # Every line of a turn names its request and trace: the model client's (httpx), and
     # Celery's own about the task (received, in the worker's parent; succeeded, in a child),
     # not only the app's.
-    logged = (mp.tmp / "llm.log").read_text(errors="replace").splitlines()
+    logged = (mp.tmp / "llm-worker.log").read_text(errors="replace").splitlines()
     for said in ("HTTP Request: POST", "] received", "succeeded in"):
         lines = [line for line in logged if said in line]
         assert lines, said
