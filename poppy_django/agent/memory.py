@@ -46,6 +46,15 @@ def append_to(root_id: str, actor_id: str, entries: Sequence[dict[str, str]]) ->
         raise AgentThread.DoesNotExist(f"no thread of {actor_id!r} in {root_id}")
 
 
+def made_alone(root_id: str, actor_id: str) -> bool:
+    """Make the actor's thread in a conversation, empty, in one statement where the store
+    can and when it is the conversation's first thread; whether it was made (False: the
+    caller makes it, or finds it, as the ORM does)."""
+    return bool(
+        backends.for_writing(AgentThread).thread_made_alone(root_id, actor_id, timezone.now())
+    )
+
+
 def window(thread: AgentThread) -> list[dict[str, str]]:
     """The newest ``THREAD_HISTORY_ENTRIES`` entries, oldest first: what a turn shows the model."""
     return _window(AgentThreadEntry.objects.filter(thread=thread))

@@ -141,9 +141,12 @@ def _start_thread(
     sign-in starts with a transcript of before (its window, read no further).
 
     The transcript quotes the newest ``THREAD_HISTORY_ENTRIES`` messages, not the whole log;
-    a new thread and its transcript are written together.
+    a new thread and its transcript are written together. A conversation's first thread (no
+    transcript: the common first turn) is made in one statement where the store can.
     """
     root_id = conversation.thread_root_id
+    if memory.made_alone(root_id, actor.id):
+        return []
     with transaction.atomic():
         thread, created = AgentThread.objects.get_or_create(
             conversation_id=root_id, actor_id=actor.id

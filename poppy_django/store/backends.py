@@ -25,7 +25,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.fields.json import KT
 from django.db.models.signals import post_save, pre_save
 
-from poppy_django.models import Conversation, Event
+from poppy_django.models import AgentThread, Conversation, Event, EventType
 from poppy_django.store.statements import Statements
 
 ModelT = TypeVar("ModelT", bound=models.Model)
@@ -109,6 +109,19 @@ class StoreBackend:
             written, actions = cursor.fetchone()
         return bool(written), bool(actions)
 
+    def messages_and_approved(
+        self, conversation_id: str, after: int, upto: int, role: str, approved: str
+    ) -> tuple[list[Event], bool]:
+        """The conversation's messages from ``role`` after ``after`` up to ``upto`` (every
+        column, in ``seq`` order), and whether it has actions in the status ``approved``
+        (staff approved, no worker ran them yet). Here two statements."""
+        events = self.fetch(
+            Event,
+            self.sql.messages_in_range(),
+            [conversation_id, after, upto, EventType.MESSAGE, role],
+        )
+        return events, bool(self.action_ids(conversation_id, approved))
+
     def action_ids(self, conversation_id: str, status: str) -> list[int]:
         """The ids of the conversation's actions in ``status``, oldest first."""
         with self.connection.cursor() as cursor:
@@ -166,6 +179,13 @@ class StoreBackend:
             return {row[0] for row in cursor.fetchall()} & set(owners)
 
     # -- agent threads ------------------------------------------------------------------------
+
+    def thread_made_alone(self, root_id: str, actor_id: str, now: Any) -> bool | None:
+        """Make the actor's thread in a conversation in one statement, when no other actor
+        has one there (no sign-in transcript goes with it) and the actor's does not exist:
+        True when made, False when not (the caller makes it as the ORM does), None: this
+        database has no such statement (the same)."""
+        return None
 
     def thread_positions(self, root_id: str, actor_id: str, count: int, now: Any) -> Any:
         """Take ``count`` positions of the actor's thread (its row locked until the
@@ -317,6 +337,32 @@ class PostgreSQLBackend(StoreBackend):
 
     def renew(self, owners: list[str], until: Any) -> set[str]:
         return self._renewed("= ANY(%s)", [owners], owners, until)
+
+    def messages_and_approved(
+        self, conversation_id: str, after: int, upto: int, role: str, approved: str
+    ) -> tuple[list[Event], bool]:
+        """One statement (a claim's two reads after its lock, on one snapshot)."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                self.sql.messages_and_approved(),
+                [conversation_id, approved, conversation_id, after, upto, EventType.MESSAGE, role],
+            )
+            columns = tuple(column.name for column in cursor.description)
+            found = cursor.fetchall()
+        rows = [row[1:] for row in found if row[1] is not None]
+        return _built(Event, self.alias, columns[1:], rows), bool(found[0][0])
+
+    def thread_made_alone(self, root_id: str, actor_id: str, now: Any) -> bool | None:
+        """One statement (no transaction of its own needed: nothing else is written with a
+        thread made alone). None where a receiver listens for the thread's ``pre_save`` or
+        ``post_save``: the ORM's save sends them."""
+        if pre_save.has_listeners(AgentThread) or post_save.has_listeners(AgentThread):
+            return None
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                self.sql.thread_made_alone(), [root_id, actor_id, root_id, actor_id, now, now]
+            )
+            return cursor.fetchone() is not None
 
     def append_entries(
         self,

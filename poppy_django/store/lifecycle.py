@@ -165,6 +165,22 @@ def pending_messages(conversation: Conversation, upto_seq: int | None = None) ->
     return [event for event in events if wire.starts_turn(event.payload["message"])]
 
 
+def _pending_and_approved(conversation: Conversation) -> tuple[list[Event], bool]:
+    """What a claim reads after its lock: the messages it would answer (as
+    :func:`_claim_locked` asks :func:`pending_messages` for them) and whether staff approved
+    actions to run first, in one statement on PostgreSQL."""
+    upto = conversation.turn_upto_seq if _retry(conversation) else conversation.last_seq
+    events, approved = backends.for_writing(Event).messages_and_approved(
+        conversation.id, conversation.answered_seq, upto, "user", ActionStatus.APPROVED
+    )
+    return [event for event in events if wire.starts_turn(event.payload["message"])], approved
+
+
+def _retry(conversation: Conversation) -> bool:
+    """The last claimed turn was not answered: a claim takes the same messages again."""
+    return conversation.turn_upto_seq > conversation.answered_seq
+
+
 def approved_action_ids(conversation_id: str) -> list[int]:
     """The conversation's actions staff approved and no worker ran yet, oldest first: a
     conversation with one needs a writer as a ``working`` one does."""
@@ -493,9 +509,14 @@ def begin(conversation_id: str, owner: str) -> TurnClaim | NoTurn | None:
         conversation = take_lease_locked(conversation_id, owner)
         if conversation is None:
             return None
-        if approved_action_ids(conversation_id):
+        if not AGENT_ANSWERS(conversation):  # no message to read: the approvals alone
+            if approved_action_ids(conversation_id):
+                return NoTurn.APPROVALS
+            return _claim_locked(conversation, owner, approved=False)
+        pending, approved = _pending_and_approved(conversation)
+        if approved:
             return NoTurn.APPROVALS
-        return _claim_locked(conversation, owner, approved=False)
+        return _claim_locked(conversation, owner, approved=False, pending=pending)
 
 
 def claim(conversation_id: str, owner: str) -> TurnClaim | NoTurn:
@@ -506,18 +527,24 @@ def claim(conversation_id: str, owner: str) -> TurnClaim | NoTurn:
 
 
 def _claim_locked(
-    conversation: Conversation, owner: str, approved: bool | None = None
+    conversation: Conversation,
+    owner: str,
+    approved: bool | None = None,
+    pending: list[Event] | None = None,
 ) -> TurnClaim | NoTurn:
     """:func:`claim` on a conversation locked under ``owner``'s lease; ``approved``: whether
     staff approved actions to run, when already read since the lock (None: read it here if
-    it matters). It takes the agent thread in the same write when it can."""
+    it matters); ``pending``: the messages to answer, when already read with it
+    (:func:`_pending_and_approved`). It takes the agent thread in the same write when it
+    can."""
     answering = AGENT_ANSWERS(conversation)
-    retry = conversation.turn_upto_seq > conversation.answered_seq
-    pending = (
-        pending_messages(conversation, conversation.turn_upto_seq if retry else None)
-        if answering
-        else []
-    )
+    retry = _retry(conversation)
+    if pending is None:
+        pending = (
+            pending_messages(conversation, conversation.turn_upto_seq if retry else None)
+            if answering
+            else []
+        )
     with event_log.one_write(conversation, rows=[]):  # the row written out, not by the ORM
         if not pending:
             return _wind_down(conversation, answering, approved)

@@ -142,6 +142,32 @@ class Statements:
             ),
         )
 
+    def _approved_actions(self) -> str:
+        """A conversation's actions in one status (staff approved, no worker ran them yet);
+        parameters: its id, the status."""
+        return (
+            f"SELECT 1 FROM {self._table(ActionRecord)}"  # noqa: S608 - identifiers only
+            f" WHERE {self._column(ActionRecord, 'conversation')} = %s"
+            f" AND {self._column(ActionRecord, 'status')} = %s"
+        )
+
+    def messages_and_approved(self) -> str:
+        """PostgreSQL only (``LATERAL``): whether the conversation has actions in a status
+        (staff approved, no worker ran them yet), each row followed by one of
+        :meth:`messages_in_range`'s (every column of an event): one statement for a claim's
+        two reads. With no such message, one row whose event columns are null. Parameters:
+        its id, the status, then those of :meth:`messages_in_range`."""
+
+        def build() -> str:
+            seq = self._column(Event, "seq")
+            return (
+                f"SELECT a.approved, e.* FROM (SELECT EXISTS ({self._approved_actions()})"  # noqa: S608 - identifiers only
+                f" AS approved) a LEFT JOIN LATERAL ({self.messages_in_range()}) e ON TRUE"
+                f" ORDER BY e.{seq}"
+            )
+
+        return self._kept(("messages_and_approved",), build)
+
     def message_id_taken(self) -> str:
         """One row when the conversation has an event with the message id; parameters: its
         id, the message id."""
@@ -160,11 +186,7 @@ class Statements:
         the message id, its id again, the approved status."""
 
         def build() -> str:
-            approved = (
-                f"SELECT 1 FROM {self._table(ActionRecord)}"  # noqa: S608 - identifiers only
-                f" WHERE {self._column(ActionRecord, 'conversation')} = %s"
-                f" AND {self._column(ActionRecord, 'status')} = %s"
-            )
+            approved = self._approved_actions()
             return f"SELECT EXISTS ({self.message_id_taken()}), EXISTS ({approved})"
 
         return self._kept(("reply_written_and_actions_approved",), build)
@@ -261,6 +283,41 @@ class Statements:
             )
 
         return self._kept(("thread_window",), build)
+
+    def thread_made_alone(self) -> str:
+        """PostgreSQL only (a data-modifying ``WITH``): make an actor's agent thread in a
+        conversation that has no other actor's thread, unless the actor's exists: the new
+        thread's id (no row: none made). Parameters: the conversation's id, the actor's id,
+        then the conversation's id, the actor's id and now twice (the new row's)."""
+
+        def build() -> str:
+            column = self._column
+            conversation, actor = (
+                column(AgentThread, "conversation"),
+                column(AgentThread, "actor_id"),
+            )
+            key = column(AgentThread, "id")
+            columns = ", ".join(
+                column(AgentThread, name)
+                for name in (
+                    "conversation",
+                    "actor_id",
+                    "last_position",
+                    "created_at",
+                    "updated_at",
+                )
+            )
+            table = self._table(AgentThread)
+            return (
+                f"WITH others AS (SELECT EXISTS (SELECT 1 FROM {table}"  # noqa: S608 - identifiers only
+                f" WHERE {conversation} = %s AND {actor} <> %s) AS found),"
+                f" made AS (INSERT INTO {table} ({columns}) SELECT %s, %s, 0, %s, %s"
+                f" FROM others WHERE NOT others.found ON CONFLICT ({conversation}, {actor})"
+                f" DO NOTHING RETURNING {key})"
+                f" SELECT {key} FROM made"
+            )
+
+        return self._kept(("thread_made_alone",), build)
 
     def thread_positions_taken(self) -> str:
         """Take the next positions of an actor's thread in a conversation, its row locked

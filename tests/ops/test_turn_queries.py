@@ -81,17 +81,21 @@ def test_a_turn_is_a_claim_and_a_commit(
     assert len(conversation_writes) == 3
     assert '"thread_owner"' in conversation_writes[1] and '"thread_owner"' in conversation_writes[2]
     assert '"lease_owner" = NULL' in conversation_writes[2]
-    # 9 statements and two BEGIN/COMMIT pairs: the claim (the lease taken, which returns the
-    # row it locked; the approvals; messages; attempt and thread); the window; the commit
-    # (lock; the reply's receipt and the approvals in one statement; the thread's positions
-    # taken and its entries written in one; the events and the conversation in one). The log
-    # is not read again when it has not grown.
-    assert len(sql) == 13
+    # 8 statements and two BEGIN/COMMIT pairs: the claim (the lease taken, which returns the
+    # row it locked; the approvals and the messages in one statement; attempt and thread); the
+    # window; the commit (lock; the reply's receipt and the approvals in one statement; the
+    # thread's positions taken and its entries written in one; the events and the
+    # conversation in one). The log is not read again when it has not grown. Was 13: the
+    # claim read the approvals and the messages in two statements.
+    assert len(sql) == 12
     after_lock = commit_of(sql)[2]
     assert after_lock.startswith("SELECT EXISTS") and '"poppy_django_actionrecord"' in after_lock
     claim = sql[: sql.index("COMMIT") + 1]
     assert claim[0] == "BEGIN" and claim[1].startswith('UPDATE "poppy_django_conversation"')
     assert "RETURNING" in claim[1] and not any("FOR UPDATE" in s for s in claim)
+    # After the lease, one read: the approved actions and the messages to answer together.
+    assert '"poppy_django_actionrecord"' in claim[2] and '"poppy_django_event"' in claim[2]
+    assert claim[3].startswith('UPDATE "poppy_django_conversation"')
     thread_writes = [s for s in commit_of(sql) if '"poppy_django_agentthread' in s]
     assert len(thread_writes) == 1
     assert thread_writes[0].startswith("WITH") and "INSERT INTO" in thread_writes[0]
@@ -129,10 +133,15 @@ def test_a_first_turn_stays_within_its_statements(agent: PersonalAgent):
         ("state", "idle", "agent"),
     ]
     statements = [s for s in sql if s not in ("BEGIN", "COMMIT")]
-    # The claim, the thread's window, the thread made (get_or_create: its SELECT and a
-    # savepoint around its INSERT) with one check for other actors' threads (a sign-in
-    # transcript), and the commit. Was 16: the thread was looked up once more before it was
-    # made, and its window read again after.
-    assert len(statements) == 14
+    # The claim, the thread's window, the thread made in one statement (with its check for
+    # other actors' threads: a sign-in transcript would go with it), and the commit. Was 16:
+    # the thread was looked up once more before it was made, and its window read again after;
+    # then 14: the thread made by get_or_create (its SELECT and a savepoint around its INSERT)
+    # and the other actors' threads looked for in a statement of their own, and the claim's
+    # approvals and messages read in two.
+    assert len(statements) == 9
+    made = [s for s in statements if 'INSERT INTO "poppy_django_agentthread"' in s]
+    assert len(made) == 1 and "ON CONFLICT" in made[0]
+    assert not any(s.startswith("SAVEPOINT") for s in statements)
     assert len([s for s in sql if s.startswith(WINDOW)]) == 1
-    assert len([s for s in sql if s.startswith('SELECT "poppy_django_agentthread".')]) == 1
+    assert not any(s.startswith('SELECT "poppy_django_agentthread".') for s in sql)
