@@ -308,7 +308,17 @@ def _queue_depths(options: CallbackOptions) -> Iterable[Observation]:
 
 
 def _read_times(options: CallbackOptions) -> Iterable[Observation]:
-    return [Observation(at, {"source": name}) for name, at in readings.reader.read_times().items()]
+    """Each source's last read in this process, labelled with its id: a process's reads are
+    its own (one web process's broker URL can be wrong while the others read it), so where
+    the processes' metrics meet each keeps its series, and ``max`` over them is the latest
+    read of any. One series for all took the latest collector's value: the wrong process's
+    stale time stood for the host's in some scrapes and not in others, by the order the
+    processes happened to collect in."""
+    pid = str(os.getpid())
+    return [
+        Observation(at, {"source": name, "pid": pid})
+        for name, at in readings.reader.read_times().items()
+    ]
 
 
 meter.create_observable_gauge(
@@ -345,7 +355,7 @@ meter.create_observable_gauge(
     "poppy.gauges.read_time",
     callbacks=[_read_times],
     unit="s",
-    description="When each source of gauges (database, broker) last read (Unix time)",
+    description="When this process last read each source of gauges (database, broker), Unix time",
 )
 
 

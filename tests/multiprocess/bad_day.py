@@ -77,11 +77,20 @@ class Watch:
         if answer.status_code in (200, 201, 202):
             sent.conversation_id = answer.json()["conversation_id"]
 
-    def recorded(self, series: str) -> float:
-        """The latest value the recorder scraped of ``series`` (0 before any)."""
+    def recorded(self, name: str, **labels: str) -> float:
+        """The highest of ``name``'s series with ``labels`` (and any others) in the recorder's
+        latest scrape, as PromQL's ``max`` reads them (0 before any)."""
         assert self.recorder is not None
         scrapes = self.recorder.recording.scrapes
-        return scrapes[-1].get(series, 0.0) if scrapes else 0.0
+        wanted = [f'{key}="{value}"' for key, value in labels.items()]
+        return max(
+            (
+                value
+                for series, value in (scrapes[-1] if scrapes else {}).items()
+                if series.split("{")[0] == name and all(label in series for label in wanted)
+            ),
+            default=0.0,
+        )
 
     def probed(self) -> tuple[int, list[str]]:
         """The latest readiness answer: its status and the failing checks."""

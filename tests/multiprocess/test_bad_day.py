@@ -50,8 +50,6 @@ MAX_SIZE = 10
 OUTAGE_SECONDS = 6.0
 SEND_EVERY = 2.0
 FAILED = "Sorry, something went wrong on our side. Please try again."
-#: The series of the last read of the database's gauges (the recorder's key).
-DATABASE_READ_AT = 'poppy_gauges_read_time_seconds{source="database"}'
 #: The campaign's rows, written out when the module ends.
 ROWS: list[dict[str, Any]] = []
 
@@ -257,9 +255,11 @@ def test_postgresql_restarted_under_a_turn(
         watch.send()
         # The recording ends once the database's gauges have read it again for a while (the
         # replay continues them as they went over its last ten seconds; every process says
-        # its own last read, a scrape shows one of them).
+        # its own last read, under its pid).
         eventually(
-            lambda: watch.recorded(DATABASE_READ_AT) > restarted + 10,
+            lambda: (
+                watch.recorded("poppy_gauges_read_time_seconds", source="database") > restarted + 10
+            ),
             timeout=60,
             what="the database's gauges read again",
         )
@@ -321,6 +321,10 @@ def test_redis_stopped(site: Cluster, front: str) -> None:
 
 
 def test_the_broker_wrong_on_one_web_process(site: Cluster, front: str) -> None:
+    # The healthy process answers its orchestrator's probes too: its readiness is reported
+    # beside the cut-off one's (never probed, it would report none, and the cut-off process
+    # would be every process that reports readiness).
+    assert httpx.get(f"{front}/health/ready", timeout=30).status_code == 200
     cut_off = site.web("cut-off", env={"CELERY_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0"})
     try:
         with bad_day.watching("the broker wrong on one web process", site, cut_off) as watch:

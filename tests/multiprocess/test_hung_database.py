@@ -42,7 +42,15 @@ def _scrape(web: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def _database_read_at(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> float:
-    return samples.get(("poppy_gauges_read_time_seconds", (("source", "database"),)), 0.0)
+    """The latest read of the database's gauges by any process (each says its own, by pid)."""
+    return max(
+        (
+            value
+            for (name, labels), value in samples.items()
+            if name == "poppy_gauges_read_time_seconds" and ("source", "database") in labels
+        ),
+        default=0.0,
+    )
 
 
 def _queued(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], queue: str) -> float:

@@ -45,3 +45,28 @@ def test_redis_stopped_fires_its_alerts_after_their_bounds() -> None:
     # Readiness failing from 20 s: its own alert after `for: 1m`, readiness's after 2m.
     assert 80 <= fired["PoppyRedisUnreachable"] <= 95
     assert 140 <= fired["PoppyNotReady"] <= 155
+
+
+def test_one_process_s_broker_reads_stopped_is_not_redis_down() -> None:
+    """Each process's read times under its pid (two web processes sharing a host's files):
+    the one whose broker URL is wrong never reads, the other keeps reading. Each series is
+    continued as it went (one held, one with the clock), and the latest read of any is
+    recent however long the replay runs."""
+    recording = Recording(step=1.0)
+    for k in range(30):
+        now = START + k
+        recording.times.append(now)
+        recording.scrapes.append(
+            {
+                'up{instance="web:8000",job="poppy-web"}': 1.0,
+                "poppy_engine_heartbeat_time_seconds": now - 0.5,
+                'poppy_gauges_read_time_seconds{pid="101",source="broker"}': START,
+                'poppy_gauges_read_time_seconds{pid="102",source="broker"}': now - 0.2,
+                'poppy_gauges_read_time_seconds{pid="101",source="database"}': now - 0.2,
+                'poppy_gauges_read_time_seconds{pid="102",source="database"}': now - 0.2,
+                'poppy_readiness_failing{check="broker",pid="101"}': 1.0,
+                'poppy_readiness_failing{check="broker",pid="102"}': 0.0,
+            }
+        )
+    fired = firing(recording, minutes_after=10)
+    assert set(fired) == {"PoppyNotReady"}, fired
