@@ -2,6 +2,11 @@
 
 Its own module so that what records messages (conversations, the service API, staff
 approvals) depends only on the setting, not on the executors or the turn machinery.
+
+An executor whose dispatch waits on a broker (``waits_on_broker = True``: Celery's) is
+dispatched after the answer, by this process's :mod:`~poppy_django.engine.handover` thread:
+the commit already makes the message durable, and a lost dispatch is answered by the
+recovery sweep. Any other is dispatched at the commit, on the committing thread.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from django.db import transaction
 
 from poppy_django.conf import poppy_settings
 from poppy_django.engine.broker_health import health
+from poppy_django.engine.handover import Handover
 from poppy_django.observe import metrics, tracing
 
 
@@ -19,6 +25,33 @@ def executor_is_inline() -> bool:
     return getattr(poppy_settings.EXECUTOR, "inline", False) is True
 
 
+def dispatch_now(conversation_id: str) -> BaseException | None:
+    """Hand the conversation to the executor, recording the outcome; the error, if it failed.
+
+    A failure costs no message: it is committed and the conversation is ``working``, so the
+    workers' recovery sweep takes it up and the acknowledgement stands. It is said once per
+    interval, naming the broker and what it costs (broker_health).
+    """
+    try:
+        with tracing.span("poppy.dispatch", conversation_id=conversation_id):
+            poppy_settings.EXECUTOR.dispatch(conversation_id)
+    except Exception as exc:
+        failed(conversation_id, exc)
+        return exc
+    health.succeeded()
+    return None
+
+
+def failed(conversation_id: str, exc: BaseException) -> None:
+    """Record a dispatch that failed (or was not tried: the broker failed the one before)."""
+    metrics.dispatch_failures.add(1)
+    health.failed(conversation_id, exc)
+
+
+#: This process's dispatches made after the answer.
+after_answer = Handover(dispatch_now, failed)
+
+
 def dispatch_on_commit(conversation_id: str) -> None:
     """Hand the conversation to the configured executor once the transaction commits.
 
@@ -26,21 +59,15 @@ def dispatch_on_commit(conversation_id: str) -> None:
     which the test answers when it asks, inside the test's own transaction (a ``TestCase``'s
     never commits, and in an ``async def`` test Django captures no on-commit callback).
     """
-
-    def dispatch() -> None:
-        try:
-            with tracing.span("poppy.dispatch", conversation_id=conversation_id):
-                poppy_settings.EXECUTOR.dispatch(conversation_id)
-        except Exception as exc:
-            metrics.dispatch_failures.add(1)
-            # The message is committed and the conversation is ``working``: the workers'
-            # recovery sweep takes it up, so the acknowledgement stands. Said once per
-            # interval, naming the broker and what it costs (broker_health).
-            health.failed(conversation_id, exc)
-        else:
-            health.succeeded()
-
     if executor_is_inline():
-        dispatch()
+        dispatch_now(conversation_id)
+    elif getattr(poppy_settings.EXECUTOR, "waits_on_broker", False) is True:
+        transaction.on_commit(lambda: after_answer.submit(conversation_id))
     else:
-        transaction.on_commit(dispatch)
+        transaction.on_commit(lambda: dispatch_now(conversation_id))
+
+
+def flush(timeout: float) -> bool:
+    """Wait until the dispatches made after the answer so far are made; False at timeout
+    (tests, and a graceful stop that wants them out before it exits)."""
+    return after_answer.flush(timeout)

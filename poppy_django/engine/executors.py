@@ -104,7 +104,11 @@ def recover_on_request(**kwargs: Any) -> None:
 
 
 class CeleryExecutor:
-    """Turns in Celery workers (``celery -A yourproject worker``), any number, anywhere."""
+    """Turns in Celery workers (``celery -A yourproject worker``), any number, anywhere.
+
+    Its dispatch is a publish to the broker: made after the answer (:mod:`.handover`)."""
+
+    waits_on_broker = True
 
     @staticmethod
     def dispatch(conversation_id: str) -> None:

@@ -14,6 +14,7 @@ import pytest
 from django.core import checks
 from django.test import Client
 
+from poppy_django.engine import dispatch
 from poppy_django.engine.broker_health import REPORT_INTERVAL, BrokerHealth, redacted
 from poppy_django.models import Conversation
 from poppy_django.verifier import dpop
@@ -167,6 +168,7 @@ def test_a_message_is_acknowledged_and_the_broker_named(unreachable_broker, capl
     try:
         response = PersonalAgent().start(SECRET)
         assert response.status_code == 201, response.content  # recorded: the sweep answers it
+        assert dispatch.flush(timeout=10)  # the dispatch is made after the answer
         assert health.problem() is not None
     finally:
         health.succeeded()
@@ -364,11 +366,17 @@ def test_a_dispatch_through_celerys_fallback_app_is_refused_with_the_fix(setting
     settings.POPPY = {**settings.POPPY, "EXECUTOR": "poppy_django.engine.executors.CeleryExecutor"}
     caplog.set_level(logging.INFO, logger="poppy_django.turns")
     project_app = current_app._get_current_object()
-    Celery("default", fixups=[], set_as_current=False, loader="default").set_current()
+    # For every thread, as in a process that never imported it (the dispatch is made on
+    # a thread of its own, after the answer).
+    fallback = Celery("default", fixups=[], set_as_current=False, loader="default")
+    fallback.set_default()
+    fallback.set_current()
     try:
         response = PersonalAgent().start(SECRET)
         assert response.status_code == 201, response.content  # recorded: the sweep answers it
+        assert dispatch.flush(timeout=10)  # the dispatch is made after the answer
     finally:
+        project_app.set_default()
         project_app.set_current()
         health.succeeded()
     logged = "\n".join(r.getMessage() for r in caplog.records)
