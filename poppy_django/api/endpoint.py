@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import cache
 from typing import Any
@@ -113,7 +114,9 @@ class WireNegotiation(BaseContentNegotiation):
 class WaitingResponse(Response):
     """A response whose data comes from waiting on the event loop, after the request's thread.
 
-    ``wait`` is awaited for the data; ``cleanup`` runs once the wait ends, whatever happens.
+    ``wait`` is awaited for the data; ``cleanup`` runs once the wait ends, whatever happens
+    (on the request's worker thread when the request was abandoned before DRF's cycle
+    returned: it must be thread-safe).
     """
 
     def __init__(
@@ -242,14 +245,17 @@ class EndpointView(APIView):
         sync_view = super().as_view(**initkwargs)
 
         async def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            cycle = asyncio.ensure_future(in_thread(sync_view, request, *args, **kwargs))
+            handover = _Handover()
+            cycle = asyncio.ensure_future(
+                in_thread(handover.run, sync_view, request, *args, **kwargs)
+            )
             try:
                 # Shielded: a request cancelled (the client gone) while DRF's cycle runs in
                 # its thread cannot stop the thread, which may still return a WaitingResponse
-                # holding a waiting-read slot; that slot is then released when it does.
+                # holding a waiting-read slot; the handover releases it then.
                 response: HttpResponseBase = await asyncio.shield(cycle)
             except asyncio.CancelledError:
-                cycle.add_done_callback(_release_unserved)
+                handover.abandon()
                 raise
             if isinstance(response, WaitingResponse):
                 response = await _finish_waiting(response, request)
@@ -269,11 +275,45 @@ def routed(
     return csrf_exempt(view)
 
 
-def _release_unserved(cycle: asyncio.Future[Any]) -> None:
-    """The cleanup of a WaitingResponse no one will wait on (its request was cancelled)."""
-    if cycle.cancelled() or cycle.exception() is not None:
-        return
-    response = cycle.result()
+class _Handover:
+    """DRF's cycle's response, handed from its thread to the request; a WaitingResponse
+    that no one will wait on (the request abandoned: the client gone) is cleaned up by
+    whichever side comes second, the thread returning it or the request abandoning it.
+
+    Not by a callback on the cycle's task: the loop may end before the thread returns (a
+    test client's loop ends with its request, a server's at its shutdown), its tasks
+    cancelled, and the response the thread returned after that was never cleaned up: a
+    long-poll's waiting-read slot stayed held, counted against every later waiting read.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._returned: HttpResponseBase | None = None
+
+    def run(
+        self, cycle: Callable[..., HttpResponseBase], *args: Any, **kwargs: Any
+    ) -> HttpResponseBase:
+        """DRF's cycle, in its thread; its response kept unless the request was abandoned."""
+        response = cycle(*args, **kwargs)
+        with self._lock:
+            if not self._abandoned:
+                self._returned = response
+                return response
+        _clean_up(response)
+        return response
+
+    def abandon(self) -> None:
+        """The request was cancelled: a response the cycle already returned is cleaned up
+        now, one it returns later when it does."""
+        with self._lock:
+            self._abandoned = True
+            response, self._returned = self._returned, None
+        if response is not None:
+            _clean_up(response)
+
+
+def _clean_up(response: HttpResponseBase) -> None:
     if isinstance(response, WaitingResponse) and response.cleanup is not None:
         response.cleanup()
 

@@ -60,3 +60,38 @@ def test_a_long_poll_cancelled_while_its_cycle_runs_gives_its_slot_back(agent):
         await asyncio.to_thread(eventually, lambda: waiting_slots.total == 0, what="the slot back")
 
     asyncio.run(cancel_mid_cycle())
+
+
+def test_a_long_poll_whose_loop_ends_before_its_cycle_returns_gives_its_slot_back(agent):
+    """The client gone, and the loop that served the request ended (as a test client's
+    ends with its request: ``asyncio.run`` cancels what is left, here DRF's shielded cycle)
+    before the thread returns its WaitingResponse: no callback on that loop can release the
+    slot any more. It leaked in 3 of 250 long-polls hung up after 0.1 s on a loaded machine
+    (tests/stream/test_sse.py's), and test_limits.py's one slot per process found it held."""
+    conversation_id = quiet_start(agent)
+    cursor = agent.read(conversation_id).json()["cursor"]
+    request = RequestFactory().get(
+        f"/poppy/conversations/{conversation_id}/events?wait=20&cursor={cursor}",
+        **agent.headers(),
+    )
+    entered.clear()
+    proceed.clear()
+    view = HeldEventsView.as_view()
+
+    no_waiting_slot_held()
+
+    async def cancel_mid_cycle() -> None:
+        task = asyncio.ensure_future(view(request, conversation_id=conversation_id))
+        assert await asyncio.to_thread(entered.wait, 20)
+        assert waiting_slots.total == 1  # the long-poll holds its slot
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # What is left of the request on the loop (DRF's cycle, shielded from the
+        # cancellation) is cancelled as the loop ends: only then does the thread return.
+        for left in asyncio.all_tasks() - {asyncio.current_task()}:
+            left.add_done_callback(lambda _: proceed.set())
+
+    asyncio.run(cancel_mid_cycle())  # it ends once the thread has returned
+    assert proceed.is_set()
+    eventually(lambda: waiting_slots.total == 0, what="the slot back")
