@@ -13,8 +13,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from poppy_django.conf import poppy_settings
-from poppy_django.models import AgentThread, AgentThreadEntry
-from poppy_django.store import backends
+from poppy_django.models import AgentThread, AgentThreadEntry, Conversation
+from poppy_django.store import backends, event_log
 
 
 def append(thread: AgentThread, entries: Sequence[dict[str, str]]) -> None:
@@ -34,15 +34,22 @@ def append(thread: AgentThread, entries: Sequence[dict[str, str]]) -> None:
     thread.save(update_fields=["last_position", "updated_at"])
 
 
-def append_to(root_id: str, actor_id: str, entries: Sequence[dict[str, str]]) -> None:
-    """:func:`append` to the actor's thread in a conversation without reading its row first:
-    the positions are taken (holding the row until the caller's transaction ends, so they
-    are never taken twice) and the entries written there, in one statement on PostgreSQL and
-    two elsewhere. A turn does it every commit."""
+def append_to(conversation: Conversation, actor_id: str, entries: Sequence[dict[str, str]]) -> None:
+    """:func:`append` to the actor's thread in a conversation (its thread root's) without
+    reading its row first: the positions are taken (holding the row until the caller's
+    transaction ends, so they are never taken twice) and the entries written there. On
+    PostgreSQL, within the conversation's :func:`~poppy_django.store.event_log.one_write`
+    block (a turn's commit), in that block's one statement; elsewhere one statement on
+    PostgreSQL and two on other databases. A turn does it every commit."""
     if not entries:
         return
+    root_id = conversation.thread_root_id
     backend = backends.for_writing(AgentThread)
-    if not backend.append_entries(root_id, actor_id, entries, timezone.now(), AgentThreadEntry):
+    now = timezone.now()
+    along = backend.entries_along(root_id, actor_id, entries, now)
+    if along is not None and event_log.write_along(conversation, along):
+        return
+    if not backend.append_entries(root_id, actor_id, entries, now, AgentThreadEntry):
         raise AgentThread.DoesNotExist(f"no thread of {actor_id!r} in {root_id}")
 
 

@@ -264,7 +264,7 @@ def _tag(conversation: Conversation, request: TurnRequest, outcome: TurnOutcome)
 def _remember(conversation: Conversation, request: TurnRequest, reply: str | None) -> None:
     """Add the turn to its actor's thread, so the next turn sees what was said."""
     memory.append_to(
-        conversation.thread_root_id,
+        conversation,
         request.actor.id,
         [
             *({"role": "user", "text": item.render()} for item in request.inputs),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from django.db import connections, models, router
@@ -34,6 +35,20 @@ ChildT = TypeVar("ChildT", bound=models.Model)
 #: A field's own converter: ``from_db_value(value, expression, connection)``, called with no
 #: expression (the statements select plain columns; a JSON field's looks only for key lookups).
 _Converter = Callable[[Any, Any, Any], Any]
+
+
+@dataclass(frozen=True)
+class Along:
+    """Another table's write made in the statement of a conversation's write (PostgreSQL's
+    data-modifying ``WITH`` clauses): its clauses, their parameters, the clause whose rows it
+    wrote, and what is raised when it wrote none (the statement's transaction then rolls
+    back with it)."""
+
+    alias: str
+    clauses: str
+    params: list[Any]
+    counted: str
+    missing: Exception
 
 
 class StoreBackend:
@@ -194,6 +209,14 @@ class StoreBackend:
             cursor.execute(self.sql.thread_positions_taken(), [count, now, root_id, actor_id])
             return cursor.fetchone()
 
+    def entries_along(
+        self, root_id: str, actor_id: str, entries: Sequence[dict[str, str]], now: Any
+    ) -> Along | None:
+        """:meth:`append_entries` as a part of a conversation's write statement, raising
+        ``AgentThread.DoesNotExist`` there when the thread is missing; None: this database
+        writes them in statements of their own (:meth:`append_entries`)."""
+        return None
+
     def append_entries(
         self,
         root_id: str,
@@ -225,10 +248,15 @@ class StoreBackend:
         events: list[Event],
         fields: list[str],
         rows: list[models.Model] | None,
+        along: Sequence[Along] = (),
     ) -> None:
         """Insert ``events`` (one ``INSERT``, no signals, as ``bulk_create``), write the
         conversation's ``fields`` and insert ``rows``, each saved as the ORM saves it
-        (``pre_save``/``post_save`` sent). ``rows`` None: no one-statement form asked for."""
+        (``pre_save``/``post_save`` sent). ``rows`` None: no one-statement form asked for.
+        ``along``: other tables' writes in the same statement (only where
+        :meth:`entries_along` gave them)."""
+        if along:
+            raise ValueError("this database writes no other table's rows along a write")
         if events:
             Event.objects.bulk_create(events)
         if fields:
@@ -364,6 +392,15 @@ class PostgreSQLBackend(StoreBackend):
             )
             return cursor.fetchone() is not None
 
+    def entries_along(
+        self, root_id: str, actor_id: str, entries: Sequence[dict[str, str]], now: Any
+    ) -> Along | None:
+        missing = AgentThread.DoesNotExist(f"no thread of {actor_id!r} in {root_id}")
+        params = _entries_parameters(root_id, actor_id, entries, now)
+        return Along(
+            self.alias, self.sql.thread_entries_clauses(), params, "thread_entries", missing
+        )
+
     def append_entries(
         self,
         root_id: str,
@@ -373,16 +410,10 @@ class PostgreSQLBackend(StoreBackend):
         entry_model: type[models.Model],
     ) -> bool:
         """One statement: the positions taken and the entries written there."""
-        count = len(entries)
         with self.connection.cursor() as cursor:
             cursor.execute(
                 self.sql.thread_entries_appended(),
-                [
-                    *(count, now, root_id, actor_id, count, now),
-                    list(range(1, count + 1)),
-                    [entry["role"] for entry in entries],
-                    [entry["text"] for entry in entries],
-                ],
+                _entries_parameters(root_id, actor_id, entries, now),
             )
             return cursor.fetchone() is not None
 
@@ -392,12 +423,13 @@ class PostgreSQLBackend(StoreBackend):
         events: list[Event],
         fields: list[str],
         rows: list[models.Model] | None,
+        along: Sequence[Along] = (),
     ) -> None:
         """With ``rows`` (a list, maybe empty): every part in one statement, one round trip
-        (the events then get no ``pk`` back). The conversation and each row get the
-        ``pre_save`` and ``post_save`` the ORM's saves would have sent them."""
-        if rows is None or not (rows or events or fields):
-            super().write(conversation, events, fields, rows)
+        (the events then get no ``pk`` back), ``along`` too. The conversation and each row
+        get the ``pre_save`` and ``post_save`` the ORM's saves would have sent them."""
+        if rows is None or not (rows or events or fields or along):
+            super().write(conversation, events, fields, rows, along)
             return
         saved: list[tuple[models.Model, bool, frozenset[str] | None]] = (
             [(conversation, False, frozenset(fields))] if fields else []
@@ -418,9 +450,14 @@ class PostgreSQLBackend(StoreBackend):
             self.connection,
             [events, *by_model.values()],  # type: ignore[list-item]
             (conversation, fields) if fields else None,
+            [(part.clauses, part.params, part.counted) for part in along],
         )
         with self.connection.cursor() as cursor:
             cursor.execute(statement, params)
+            written = cursor.fetchone() if along else ()
+        for part, count in zip(along, written or (), strict=True):
+            if not count:
+                raise part.missing
         for instance, created, update_fields in saved:
             instance._state.adding = False
             instance._state.db = self.alias
@@ -432,6 +469,19 @@ class PostgreSQLBackend(StoreBackend):
                 raw=False,
                 using=self.alias,
             )
+
+
+def _entries_parameters(
+    root_id: str, actor_id: str, entries: Sequence[dict[str, str]], now: Any
+) -> list[Any]:
+    """:meth:`Statements.thread_entries_clauses`' parameters."""
+    count = len(entries)
+    return [
+        *(count, now, root_id, actor_id, count, now),
+        list(range(1, count + 1)),
+        [entry["role"] for entry in entries],
+        [entry["text"] for entry in entries],
+    ]
 
 
 @functools.cache

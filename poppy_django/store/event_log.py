@@ -50,6 +50,9 @@ class _Pending:
     fields: set[str] = field(default_factory=set)
     events: list[Event] = field(default_factory=list)
     nudge: dict[str, Any] | None = None
+    #: Whether the block's end is one statement where the database has one (``rows``).
+    one_statement: bool = False
+    along: list[backends.Along] = field(default_factory=list)
 
 
 _PENDING = "_poppy_pending_write"
@@ -86,14 +89,14 @@ def one_write(
             raise RuntimeError("rows are written by the outermost one_write() block only")
         yield conversation
         return
-    pending = _Pending()
+    pending = _Pending(one_statement=rows is not None)
     conversation.__dict__[_PENDING] = pending
     try:
         yield conversation
     finally:
         del conversation.__dict__[_PENDING]
     backends.for_writing(Conversation).write(
-        conversation, pending.events, sorted(pending.fields), rows
+        conversation, pending.events, sorted(pending.fields), rows, pending.along
     )
     if pending.nudge is not None:
         _nudge(conversation, pending.events, pending.nudge)
@@ -106,6 +109,21 @@ def one_statement(conversation: Conversation) -> Iterator[Conversation]:
     rows: list[models.Model] | None = None if _pending(conversation) is not None else []
     with one_write(conversation, rows=rows):
         yield conversation
+
+
+def write_along(conversation: Conversation, along: backends.Along) -> bool:
+    """Write ``along`` (another table's rows, :meth:`~poppy_django.store.backends.StoreBackend.
+    entries_along`) in the one statement that ends the :func:`one_write` block the
+    conversation is in; False when the block has none (none is open, its end was not asked
+    to be one statement, or another database writes ``along``'s table): the caller writes it
+    itself."""
+    pending = _pending(conversation)
+    if pending is None or not pending.one_statement:
+        return False
+    if along.alias != router.db_for_write(Conversation):
+        return False
+    pending.along.append(along)
+    return True
 
 
 def expire_before(conversation_id: str, seq: int) -> None:

@@ -13,7 +13,7 @@ has (they say so).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db import models
@@ -335,12 +335,13 @@ class Statements:
 
         return self._kept(("thread_positions_taken",), build)
 
-    def thread_entries_appended(self) -> str:
+    def thread_entries_clauses(self) -> str:
         """PostgreSQL only: :meth:`thread_positions_taken` and the entries written at those
-        positions in one statement (a data-modifying ``WITH``), returning the thread's id
-        once per entry (no row: no such thread); parameters: how many, now, the
-        conversation's id, the actor's id, how many, now, then the entries' numbers (1, 2,
-        ...), roles and texts as arrays."""
+        positions as two data-modifying ``WITH`` clauses, ``thread_taken`` and
+        ``thread_entries`` (the thread's id once per entry written; no row: no such thread),
+        for a statement that may write more; parameters: how many, now, the conversation's
+        id, the actor's id, how many, now, then the entries' numbers (1, 2, ...), roles and
+        texts as arrays."""
 
         def build() -> str:
             column = self._column
@@ -349,16 +350,24 @@ class Statements:
             )
             last = column(AgentThread, "last_position")
             return (
-                f"WITH taken AS ({self.thread_positions_taken()})"  # noqa: S608 - identifiers only
-                f" INSERT INTO {self._table(AgentThreadEntry)}"
+                f"thread_taken AS ({self.thread_positions_taken()}),"  # noqa: S608 - identifiers only
+                f" thread_entries AS (INSERT INTO {self._table(AgentThreadEntry)}"
                 f" ({columns}, {column(AgentThreadEntry, 'created_at')})"
-                f" SELECT taken.{column(AgentThread, 'id')}, taken.{last} - %s + e.n,"
-                " e.role, e.text, %s"
-                " FROM taken, unnest(%s::integer[], %s::text[], %s::text[]) AS e(n, role, text)"
-                f" RETURNING {column(AgentThreadEntry, 'thread')}"
+                f" SELECT thread_taken.{column(AgentThread, 'id')}, thread_taken.{last} - %s + e.n,"
+                " e.role, e.text, %s FROM thread_taken,"
+                " unnest(%s::integer[], %s::text[], %s::text[]) AS e(n, role, text)"
+                f" RETURNING {column(AgentThreadEntry, 'thread')})"
             )
 
-        return self._kept(("thread_entries_appended",), build)
+        return self._kept(("thread_entries_clauses",), build)
+
+    def thread_entries_appended(self) -> str:
+        """PostgreSQL only: :meth:`thread_entries_clauses` as one statement, a row per entry
+        written (none: no such thread); parameters as there."""
+        return self._kept(
+            ("thread_entries_appended",),
+            lambda: f"WITH {self.thread_entries_clauses()} SELECT 1 FROM thread_entries",  # noqa: S608
+        )
 
     # -- writes of a row as Model.save() writes it --------------------------------------------
 
@@ -395,14 +404,24 @@ class Statements:
         connection: Any,
         inserts: list[list[models.Model]],
         update: tuple[models.Model, list[str]] | None,
+        along: Sequence[tuple[str, list[Any], str]] = (),
     ) -> tuple[str, list[Any]]:
         """PostgreSQL only: several writes as one statement (data-modifying ``WITH``
         clauses): one round trip for what would be one per write. Every part runs, on one
         snapshot, or none (a unique violation in any fails the statement, and the
-        transaction with it)."""
+        transaction with it). ``along``: other tables' writes, each its ``WITH`` clauses,
+        their parameters and the clause whose rows it wrote: the statement then returns one
+        row, the number of rows each of those clauses wrote."""
         parts = [self.insert(rows, connection) for rows in inserts if rows]
         if update is not None and update[1]:
             parts.append(self.update(update[0], update[1], connection))
+        if along:
+            written = [clause for clause, _, _ in along]
+            written += [f"w{number} AS ({sql})" for number, (sql, _) in enumerate(parts)]
+            counts = ", ".join(f"(SELECT count(*) FROM {counted})" for _, _, counted in along)  # noqa: S608
+            params = [param for _, part, _ in along for param in part]
+            params += [param for _, part in parts for param in part]
+            return f"WITH {', '.join(written)} SELECT {counts}", params
         *first, last = parts
         clauses = ", ".join(f"w{number} AS ({sql})" for number, (sql, _) in enumerate(first))
         statement = f"WITH {clauses} {last[0]}" if first else last[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 
 from poppy_django.agent.model_api import ModelTurn
 from poppy_django.agent.scripted import ScriptedModel
+from poppy_django.conf import poppy_settings
 from poppy_django.engine import loop
 from poppy_django.models import AgentThread, AgentThreadEntry, Conversation
 from tests.agents import PersonalAgent, messages
@@ -144,3 +146,31 @@ def test_deleting_a_conversation_leaves_no_entries_behind(agent) -> None:
     # What docs/operations.md suggests for closed conversations: an ORM delete.
     Conversation.objects.filter(pk=conversation_id).delete()
     assert not AgentThreadEntry.objects.filter(pk__in=entries).exists()
+
+
+class ThreadDroppingModel:
+    """Answers, after dropping the conversation's agent thread (from another thread, with its
+    own connection) while the turn runs: its commit finds no thread for its entries."""
+
+    async def run(self, turn: ModelTurn, call_tool: Any, emit_text: Any) -> None:
+        conversation_id = turn.page_context["poppy"]["conversation_id"]
+        await asyncio.to_thread(
+            lambda: AgentThread.objects.filter(conversation_id=conversation_id).delete()
+        )
+        emit_text("never written")
+
+
+def test_a_reply_is_written_with_its_thread_entries_or_not_at_all(
+    agent: PersonalAgent, use_model: Callable[[Any], None]
+) -> None:
+    """The thread's entries go in the commit's one statement: a thread gone by then fails
+    that statement's transaction, reply and all, and the turn ends with the failed-turn
+    message (as a failed write of the entries on their own did)."""
+    conversation_id = agent.start("hello").json()["conversation_id"]
+    agent.settled(conversation_id)
+    use_model(ThreadDroppingModel())
+    said(agent, conversation_id, "again")
+    replies = [m for m in messages(agent.settled(conversation_id)) if m["role"] == "company"]
+    assert "never written" not in [m.get("text") for m in replies]
+    assert replies[-1]["text"] == poppy_settings.texts["failed_turn"]
+    assert not AgentThread.objects.filter(conversation_id=conversation_id).exists()

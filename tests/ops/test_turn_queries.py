@@ -1,7 +1,8 @@
 """A turn costs two transactions: the claim takes the lease and the agent thread in its own
 reply's commit ends the conversation's work (idle, lease and thread freed) in the same write,
-its events and the row in one statement, with one nudge for its readers. The engine's loop
-hands a turn to its database threads twice: before the model and for the commit."""
+its events, the row and the thread's entries in one statement, with one nudge for its
+readers. The engine's loop hands a turn to its database threads twice: before the model and
+for the commit."""
 
 from __future__ import annotations
 
@@ -81,13 +82,13 @@ def test_a_turn_is_a_claim_and_a_commit(
     assert len(conversation_writes) == 3
     assert '"thread_owner"' in conversation_writes[1] and '"thread_owner"' in conversation_writes[2]
     assert '"lease_owner" = NULL' in conversation_writes[2]
-    # 8 statements and two BEGIN/COMMIT pairs: the claim (the lease taken, which returns the
+    # 7 statements and two BEGIN/COMMIT pairs: the claim (the lease taken, which returns the
     # row it locked; the approvals and the messages in one statement; attempt and thread); the
     # window; the commit (lock; the reply's receipt and the approvals in one statement; the
-    # thread's positions taken and its entries written in one; the events and the
-    # conversation in one). The log is not read again when it has not grown. Was 13: the
-    # claim read the approvals and the messages in two statements.
-    assert len(sql) == 12
+    # thread's positions taken, its entries, the events and the conversation in one). The log
+    # is not read again when it has not grown. Was 13: the claim read the approvals and the
+    # messages in two statements, and the thread's entries were written in one of their own.
+    assert len(sql) == 11
     after_lock = commit_of(sql)[2]
     assert after_lock.startswith("SELECT EXISTS") and '"poppy_django_actionrecord"' in after_lock
     claim = sql[: sql.index("COMMIT") + 1]
@@ -96,10 +97,8 @@ def test_a_turn_is_a_claim_and_a_commit(
     # After the lease, one read: the approved actions and the messages to answer together.
     assert '"poppy_django_actionrecord"' in claim[2] and '"poppy_django_event"' in claim[2]
     assert claim[3].startswith('UPDATE "poppy_django_conversation"')
-    thread_writes = [s for s in commit_of(sql) if '"poppy_django_agentthread' in s]
-    assert len(thread_writes) == 1
-    assert thread_writes[0].startswith("WITH") and "INSERT INTO" in thread_writes[0]
-    # The commit's events (the reply and the idle state) and the row go in one statement.
+    # The commit's events (the reply and the idle state), the row and the thread's entries go
+    # in one statement.
     commit = commit_of(sql)
     event_inserts = [s for s in commit if 'INSERT INTO "poppy_django_event"' in s]
     assert len(event_inserts) == 1
@@ -107,6 +106,12 @@ def test_a_turn_is_a_claim_and_a_commit(
         event_inserts[0].startswith("WITH")
         and 'UPDATE "poppy_django_conversation"' in (event_inserts[0])
     )
+    thread_writes = [s for s in commit if '"poppy_django_agentthread' in s]
+    assert thread_writes == event_inserts
+    assert 'UPDATE "poppy_django_agentthread"' in thread_writes[0]
+    assert 'INSERT INTO "poppy_django_agentthreadentry"' in thread_writes[0]
+    entries = Conversation.objects.get(pk=conversation_id).threads.get().history
+    assert [entry["role"] for entry in entries][-2:] == ["user", "assistant"]
     # Before the model runs (up to the commit's BEGIN): the thread's window in one query.
     before_model = sql[: sql.index("BEGIN", sql.index("COMMIT"))]
     assert [s for s in before_model if "poppy_django_agentthread" in s] == [
@@ -137,9 +142,10 @@ def test_a_first_turn_stays_within_its_statements(agent: PersonalAgent):
     # other actors' threads: a sign-in transcript would go with it), and the commit. Was 16:
     # the thread was looked up once more before it was made, and its window read again after;
     # then 14: the thread made by get_or_create (its SELECT and a savepoint around its INSERT)
-    # and the other actors' threads looked for in a statement of their own, and the claim's
-    # approvals and messages read in two.
-    assert len(statements) == 9
+    # and the other actors' threads looked for in a statement of their own, the claim's
+    # approvals and messages read in two, and the commit's thread entries written in one of
+    # their own.
+    assert len(statements) == 8
     made = [s for s in statements if 'INSERT INTO "poppy_django_agentthread"' in s]
     assert len(made) == 1 and "ON CONFLICT" in made[0]
     assert not any(s.startswith("SAVEPOINT") for s in statements)
