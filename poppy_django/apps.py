@@ -18,7 +18,7 @@ class PoppyDjangoConfig(AppConfig):
         from django.db.backends.signals import connection_created
 
         # Here, not at the top: Django imports this module before the models are ready.
-        from poppy_django import checks, handoff, observe
+        from poppy_django import checks, handoff, observe, threads
         from poppy_django.api import wire_errors
         from poppy_django.asgi import PoppyBodyLimit
         from poppy_django.desk import seams as desk
@@ -52,3 +52,6 @@ class PoppyDjangoConfig(AppConfig):
         connection_created.connect(wire_errors.database_answers, dispatch_uid="poppy_db_again")
         sdk.at_start()
         request_started.connect(executors.recover_on_request, dispatch_uid="poppy_recovery")
+        # Quick (it starts the in-process engine's threads once): an endpoint request's
+        # request_started may run on the event loop with it (poppy_django.threads).
+        threads.runs_on_loop(executors.recover_on_request)

@@ -19,11 +19,15 @@ client that never finishes is not waited on. Every other path is passed through 
 
 It also runs each endpoint request on a request thread lent from a pool
 (:func:`poppy_django.threads.lent_request_thread`) instead of the two threads Django's
-handler starts and joins for every request, and each request of MCP, feedback, Mediated
-Sign-In, browser sessions and the authority on one of at most ``POPPY["CHANNEL_THREADS"]``
-lent threads (:class:`poppy_django.threads.ChannelThreads`; more wait, holding none): their
-database connections are bounded by that setting, not by a burst of clients (with Django's
-connection pool, ``OPTIONS["pool"]``, every route's are bounded by the pool's ``max_size``).
+handler starts and joins for every request: lent at its first thread-sensitive call, and
+for a read (``GET``) not at all for Django's ``request_started`` and ``request_finished``,
+whose moments this wrapper marks, when their receivers may run on the event loop
+(:class:`poppy_django.threads.RequestExecutor`). Each request of MCP, feedback, Mediated
+Sign-In, browser sessions and the authority runs on one of at most
+``POPPY["CHANNEL_THREADS"]`` lent threads (:class:`poppy_django.threads.ChannelThreads`;
+more wait, holding none): their database connections are bounded by that setting, not by a
+burst of clients (with Django's connection pool, ``OPTIONS["pool"]``, every route's are
+bounded by the pool's ``max_size``).
 
 It also speaks the ASGI **lifespan** protocol, which Django's handler refuses (uvicorn then
 prints "ASGI 'lifespan' protocol appears unsupported." at every start): startup and
@@ -38,12 +42,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from django.conf import settings
+from django.core.handlers.asgi import ASGIHandler
+from django.core.signals import request_finished, request_started
 from django.urls import Resolver404, resolve
 
 from poppy_django.addresses import is_endpoint_path
 from poppy_django.conf import DEFAULTS, poppy_settings
 from poppy_django.errors import error_response
-from poppy_django.threads import channel_threads, lent_request_thread
+from poppy_django.threads import RequestExecutor, channel_threads, lent_request_thread
 
 Scope = dict[str, Any]
 Message = Mapping[str, Any]
@@ -64,6 +70,8 @@ _KINDS: dict[tuple[str | None, str | None], str] = {
     ("poppy_authority", None): "authority",
 }
 
+#: The methods of the endpoint's reads, whose request signals may run on the event loop.
+_READS = frozenset({"GET", "HEAD"})
 #: The route kinds whose requests are short (no waiting): run on the bounded channel threads.
 _BOUNDED_KINDS = frozenset({"mcp", "feedback", "sign_in", "browser_session", "authority"})
 
@@ -94,6 +102,9 @@ class PoppyBodyLimit:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        #: Django's handler class when it is the application wrapped (the sender of its
+        #: request signals, which may then run on the loop: RequestExecutor), else None.
+        self._handler_class = type(app) if isinstance(app, ASGIHandler) else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -108,15 +119,19 @@ class PoppyBodyLimit:
         if declared is not None and declared > limit:
             await _refuse(send, "request_too_large", f"Bodies are limited to {limit} bytes.")
             return
-        limited = _counting(receive, send, limit, float(poppy_settings.BODY_READ_SECONDS))
+        seconds = float(poppy_settings.BODY_READ_SECONDS)
         if kind == "endpoint":
-            async with lent_request_thread():
-                await self.app(scope, *limited)
+            # A read's request signals may run on the loop; a POST keeps its hops (measured:
+            # RequestExecutor).
+            reading = scope.get("method") in _READS
+            sender = self._handler_class if reading else None
+            async with lent_request_thread(sender=sender) as executor:
+                await self.app(scope, *_counting(receive, send, limit, seconds, executor))
         elif kind in _BOUNDED_KINDS:
             async with channel_threads(poppy_settings.CHANNEL_THREADS).lent():
-                await self.app(scope, *limited)
+                await self.app(scope, *_counting(receive, send, limit, seconds))
         else:
-            await self.app(scope, *limited)
+            await self.app(scope, *_counting(receive, send, limit, seconds))
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
@@ -130,9 +145,17 @@ async def _lifespan(receive: Receive, send: Send) -> None:
             return
 
 
-def _counting(receive: Receive, send: Send, limit: int, seconds: float) -> tuple[Receive, Send]:
+def _counting(
+    receive: Receive,
+    send: Send,
+    limit: int,
+    seconds: float,
+    executor: RequestExecutor | None = None,
+) -> tuple[Receive, Send]:
     """A receive that stops the body at the limit or the deadline, and a send that then
-    stays quiet."""
+    stays quiet; with the request's ``executor``, what each tells Django's handler does next:
+    once the body is in, it sends ``request_started``; once the response is out, it closes it
+    (``request_finished``)."""
     received = 0
     refused = False
     complete = False
@@ -160,11 +183,20 @@ def _counting(receive: Receive, send: Send, limit: int, seconds: float) -> tuple
             complete = not message.get("more_body", False)
             if received > limit:
                 return await refuse("request_too_large", f"Bodies are limited to {limit} bytes.")
+            if complete and executor is not None:
+                executor.signal_next(request_started)
         return message
 
     async def guarded_send(message: Message) -> None:
-        if not refused:
-            await send(message)
+        if refused:
+            return
+        await send(message)
+        if (
+            executor is not None
+            and message["type"] == "http.response.body"
+            and not message.get("more_body", False)
+        ):
+            executor.signal_next(request_finished)
 
     return limited_receive, guarded_send
 

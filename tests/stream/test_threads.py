@@ -107,7 +107,7 @@ def test_requests_at_once_each_have_a_thread_of_their_own():
 
 
 def test_a_waiting_reader_gives_its_lent_thread_back_to_the_pool():
-    async def scenario() -> tuple[threading.Thread, threading.Thread, threading.Thread, int]:
+    async def scenario() -> tuple[threading.Thread, threading.Thread, threading.Thread, int, int]:
         async with lent_request_thread():
             lent = await thread_sensitive_thread()
             idle = request_threads.idle()
@@ -115,13 +115,16 @@ def test_a_waiting_reader_gives_its_lent_thread_back_to_the_pool():
             assert request_threads.idle() == idle + 1
             async with lent_request_thread():  # another request meanwhile gets that thread
                 meanwhile = await thread_sensitive_thread()
-            later = await thread_sensitive_thread()  # request_finished's moment: a new thread
-        await asyncio.to_thread(later.join, 10)
-        return lent, meanwhile, later, idle
+            later = await thread_sensitive_thread()  # request_finished's moment: lent again
+            during = request_threads.idle()
+        return lent, meanwhile, later, during - idle, request_threads.idle() - idle
 
-    lent, meanwhile, later, _ = asyncio.run(scenario())
+    lent, meanwhile, later, during, after = asyncio.run(scenario())
     assert meanwhile is lent and lent.is_alive()
-    assert later is not lent and not later.is_alive()  # it ended with its request
+    # The reader's later call is lent a pooled thread again (none started for it), and
+    # gives it back with its request.
+    assert later.name.startswith("poppy-request") and later.is_alive()
+    assert (during, after) == (0, 1)
 
 
 def test_a_reader_that_gave_its_thread_back_leaves_it_to_the_request_it_went_to():
