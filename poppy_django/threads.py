@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -161,11 +162,17 @@ def runs_on_loop(receiver: Callable[..., Any]) -> None:
 
 
 def _loop_safe_receivers(signal: Signal, sender: type) -> list[Callable[..., Any]] | None:
-    """The signal's sync receivers for ``sender`` if every one may run on the loop, else None.
+    """The signal's sync receivers for ``sender``, each as connected (unwrapped), if every
+    one may run on the loop, else None.
 
     Django offers no public way to list a signal's receivers: this reads them as
     ``Signal.asend`` does (``_live_receivers``, the same call; Django's range is pinned in
     ``pyproject.toml``, ``tests/stream/test_request_signals.py`` fails loudly when it changes).
+    What that call returns may be wrapped: Sentry's Django integration (on by default once
+    ``sentry_sdk.init`` runs in a Django project, docs/operations.md) patches it to return
+    each receiver in a new ``functools.wraps`` wrapper that times it in a span. A receiver
+    is judged by the one it wraps (``__wrapped__``), as a wrapper made that way declares
+    itself the same callable; judged as is, no receiver would ever be loop-safe there.
     """
     try:
         live = signal._live_receivers(sender)
@@ -173,12 +180,12 @@ def _loop_safe_receivers(signal: Signal, sender: type) -> list[Callable[..., Any
         return None
     if not (isinstance(live, tuple) and len(live) == 2):  # pragma: no cover - another Django
         return None
-    sync_receivers = live[0]
     try:
-        safe = all(receiver in _LOOP_SAFE for receiver in sync_receivers)
-    except TypeError:  # an unhashable receiver: not one declared
+        connected = [inspect.unwrap(receiver) for receiver in live[0]]
+        safe = all(receiver in _LOOP_SAFE for receiver in connected)
+    except (TypeError, ValueError):  # unhashable, or a cycle of wrappers: not one declared
         return None
-    return list(sync_receivers) if safe else None
+    return connected if safe else None
 
 
 class RequestExecutor(Executor):

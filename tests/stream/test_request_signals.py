@@ -13,12 +13,15 @@ from typing import Any
 
 import httpx
 import pytest
+import sentry_sdk
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIHandler
 from django.core.signals import request_finished, request_started
 from django.db import connection
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
+from sentry_sdk.integrations.django import DjangoIntegration
+from sentry_sdk.transport import Transport
 
 from poppy_django.asgi import PoppyBodyLimit
 from poppy_django.fanout.listening import waiting_readers
@@ -126,6 +129,58 @@ def test_an_endpoint_read_whose_signal_receivers_are_loop_safe_takes_no_thread(p
     assert ran[:6] == [("started", "plain-uvicorn"), ("finished", "plain-uvicorn")] * 3
     assert [moment for moment, _ in ran[6:]] == ["started", "finished"]
     assert all(thread.startswith("poppy-request") for _, thread in ran[6:])
+
+
+class _Dropped(Transport):
+    """Sends nothing (sentry-sdk's transport interface)."""
+
+    def capture_envelope(self, envelope: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def with_sentry() -> Iterator[None]:
+    """Sentry as docs/operations.md sets it up, its Django integration on (as it is by
+    default in a Django project) and tracing on, so that its receiver wrappers time spans."""
+    sentry_sdk.init(
+        dsn="https://public@sentry.example/1",
+        transport=_Dropped(),
+        integrations=[DjangoIntegration()],
+        traces_sample_rate=1.0,
+    )
+    yield
+    sentry_sdk.get_client().close()
+    sentry_sdk.init()  # no DSN: off (its patches of Django stay, for the whole process)
+
+
+def test_receivers_in_sentrys_wrappers_run_on_the_loop_as_they_would_bare(
+    with_sentry: None, plain: str
+):
+    """Sentry's Django integration returns each receiver in a new wrapper every time the
+    receivers are read (for its spans), for the rest of the process: they are judged by the
+    receivers they wrap, so an endpoint read under Sentry still takes no thread for them (it
+    did, in any test session that had set up Sentry before, and in any project using it)."""
+    ran: list[tuple[str, str]] = []
+
+    def started(**kwargs: Any) -> None:
+        ran.append(("started", threading.current_thread().name))
+
+    def finished(**kwargs: Any) -> None:
+        ran.append(("finished", threading.current_thread().name))
+
+    runs_on_loop(started)
+    runs_on_loop(finished)
+    request_started.connect(started)
+    request_finished.connect(finished)
+    try:
+        [*wrapped], _ = request_started._live_receivers(ASGIHandler)
+        assert started not in wrapped and started in [r.__wrapped__ for r in wrapped]
+        assert httpx.get(f"{plain}{ENDPOINT}/cnv_unknown/events").status_code == 401
+        eventually(lambda: len(ran) == 2, what="the read to be closed")
+    finally:
+        request_started.disconnect(started)
+        request_finished.disconnect(finished)
+    assert ran == [("started", "plain-uvicorn"), ("finished", "plain-uvicorn")]
 
 
 def test_a_sync_receiver_of_the_project_keeps_a_thread(plain: str):
