@@ -84,3 +84,22 @@ def _finish_turns() -> Iterator[None]:
     """Turns still running would write into the next test's (flushed) database."""
     yield
     ThreadExecutor.shutdown(wait=True)
+
+
+@pytest.fixture(autouse=True)
+def _settings_as_found() -> Iterator[None]:
+    """Each test leaves Django's settings as it found them. pytest-django's ``settings``
+    restores a change by putting back the settings it changed, whole: changed inside an
+    ``override_settings`` that a fixture leaves first, it puts back that override's, for
+    every later test, with no ``setting_changed`` for what the override had changed (a
+    Redis cache left so made the replay check of a later test block, and its read of the
+    tail went to the database)."""
+    from django.conf import settings
+
+    found = settings._wrapped
+    yield
+    assert settings._wrapped is found, (
+        "this test left Django's settings changed: an override_settings block (or poppy()) "
+        "exited while pytest-django's settings fixture still held a change made inside it; "
+        "make the change through one of them only"
+    )

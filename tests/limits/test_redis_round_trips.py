@@ -6,7 +6,6 @@ other wrote. Any other cache (or a Redis cache with ``OPTIONS``) keeps Django's 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,21 +27,23 @@ REDIS_CACHE = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATI
 
 
 @pytest.fixture
-def redis_cache(settings: Any) -> Iterator[Any]:
-    """The default cache on Redis; the redis-py client's commands counted."""
-    with override_settings(CACHES={**settings.CACHES, "default": REDIS_CACHE}):
-        client = shared_redis("default")
-        assert client is not None
-        client.commands = []
-        execute = client.execute_command
+def redis_cache(settings: Any) -> Any:
+    """The default cache on Redis; the redis-py client's commands counted. Set through
+    ``settings``, as a test's own changes are: its restores then come in order (an
+    ``override_settings`` block here, left before ``settings`` put back a change the test made
+    inside it, left this cache in place for every later test)."""
+    settings.CACHES = {**settings.CACHES, "default": REDIS_CACHE}
+    client = shared_redis("default")
+    assert client is not None
+    client.commands = []
+    execute = client.execute_command
 
-        def counted(*args: Any, **options: Any) -> Any:
-            client.commands.append(args[0])
-            return execute(*args, **options)
+    def counted(*args: Any, **options: Any) -> Any:
+        client.commands.append(args[0])
+        return execute(*args, **options)
 
-        client.execute_command = counted
-        yield client
-    process_cache.forget()
+    client.execute_command = counted
+    return client
 
 
 def test_a_proof_is_accepted_once_in_one_command(redis_cache: Any) -> None:

@@ -9,7 +9,6 @@ import threading
 import time
 
 import pytest
-from django.test import override_settings
 
 from poppy_django import service
 from poppy_django.fanout.bus import open_inboxes
@@ -105,7 +104,6 @@ def test_a_stream_is_authenticated_and_owned_like_any_read(agent: PersonalAgent)
     assert unauthenticated.status == 401 and unauthenticated.json()["error"] == "invalid_token"
 
 
-@override_settings()
 def test_keep_alive_comments_hold_a_quiet_stream_open(agent: PersonalAgent, settings):
     settings.POPPY = {**settings.POPPY, "STREAM_KEEPALIVE_SECONDS": 0.2, "STREAM_MAX_SECONDS": 1.0}
     conversation_id = agent.start("hello").json()["conversation_id"]
@@ -114,7 +112,6 @@ def test_keep_alive_comments_hold_a_quiet_stream_open(agent: PersonalAgent, sett
     assert response.comments.count("keep-alive") >= 2
 
 
-@override_settings()
 def test_a_stream_closes_after_its_maximum_time(agent: PersonalAgent, settings):
     settings.POPPY = {**settings.POPPY, "STREAM_MAX_SECONDS": 0.5}
     conversation_id = agent.start("hello").json()["conversation_id"]
