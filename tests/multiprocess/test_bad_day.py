@@ -215,8 +215,10 @@ def test_postgresql_stopped_under_a_turn(
         in_flight = watch.send()
         assert in_flight.statuses == [201]
         eventually(lambda: _turn_started(site, in_flight), timeout=60, what="its turn started")
-        server.stop()
+        # The fault begins with the stop: the pools see their connections closed and warn
+        # while pg_ctl is still waiting for the server to be gone.
         watch.fault()
+        server.stop()
         _outage(watch, "database")
     server.start()
     watch.settle()
