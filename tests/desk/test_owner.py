@@ -70,7 +70,7 @@ def test_a_take_over_is_recorded_and_told_to_the_desk_only(
 ) -> None:
     sent: list[tuple[str, str, dict]] = []
     monkeypatch.setattr(publishing, "send_event", lambda *args: sent.append(args))
-    monkeypatch.setattr(publishing.bus, "publish", lambda *args: sent.append(args))
+    monkeypatch.setattr(publishing.bus, "publish", lambda *args, **options: sent.append(args))
     conversation_id = quiet_start(agent)
     service.human_joined(conversation_id, by="sam")
     sent.clear()
