@@ -266,7 +266,6 @@ class Agent(threading.Thread):
         kind = random.choice(("plain", "slow", "hours", "orders", "cancel"))
         if kind == "cancel" and self.orders:
             order = self.orders.pop(0)
-            self.cancelled.append(order)
             return f"cancel_order {order}" if self.campaign.llm else f"cancel {order}"
         if self.campaign.llm:  # the LLM-shaped endpoint calls a tool the message names
             return {
@@ -284,6 +283,14 @@ class Agent(threading.Thread):
             "orders": f"my orders please ({n})",
         }.get(kind, f"hello number {n}")
 
+    def acknowledged(self, body: dict[str, Any]) -> None:
+        """Note a message the company acknowledged, and the order it cancels, if it does
+        (an order counted when its message was acknowledged, not when its text was chosen)."""
+        text = body["message"]["text"]
+        self.acked.append((body["message"]["id"], text))
+        if text.startswith("cancel"):
+            self.cancelled.append(text.split()[1])
+
     def message(self, text: str) -> dict[str, Any]:
         message_id = f"kc-{self.index}-{next(self.sequence)}"
         return {"message": {"id": message_id, "sender": "agent", "text": text}}
@@ -294,7 +301,7 @@ class Agent(threading.Thread):
         started = self.post("", body)
         assert started.status_code == 201, started.text
         self.conversation_id = started.json()["conversation_id"]
-        self.acked.append((body["message"]["id"], body["message"]["text"]))
+        self.acknowledged(body)
         self.reader = Reader(self)
         self.reader.start()
         self.wait_answered(body["message"]["id"])
@@ -303,7 +310,7 @@ class Agent(threading.Thread):
             body = self.message(self.next_text(n))
             answer = self.post(f"/{self.conversation_id}/messages", body)
             assert answer.status_code == 202, answer.text
-            self.acked.append((body["message"]["id"], body["message"]["text"]))
+            self.acknowledged(body)
             self.wait_answered(body["message"]["id"])
 
     def wait_answered(self, message_id: str) -> None:
@@ -497,6 +504,8 @@ def check(cluster: Cluster, campaign: Campaign, agents: list[Agent]) -> dict[str
         "failed_turn_replies": failed_turns,
         "cancels_asked": len(asked),
         "actions_succeeded": len(succeeded),
+        # Each cancel_order action that did not succeed: its arguments, status and error.
+        "actions_not_succeeded": [list(row) for row in not_succeeded],
         "orders_cancelled": len(cancelled),
         "unanswered_in_time_on_the_client": sum(len(a.unanswered_in_time) for a in agents),
         "reader_reconnections": sum(a.reader.reconnections for a in agents if a.reader),

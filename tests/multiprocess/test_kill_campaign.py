@@ -42,7 +42,9 @@ def test_the_short_kill_campaign_finds_no_violation(tmp_path: Path):
     }
     assert report["kills"] >= 5 and report["web_kills"] >= 1 and report["redis_restarts"] == 1
     assert report["messages_acked"] > 0 and report["replies"] >= report["messages_acked"]
-    assert report["actions_succeeded"] == report["cancels_asked"] > 0
+    assert report["actions_succeeded"] == report["cancels_asked"] > 0, report[
+        "actions_not_succeeded"
+    ]
     # The take-ups of the killed workers' conversations, as /metrics counts them, and every
     # turn ended: none in flight once all is answered.
     assert report["metrics"]["poppy_leases_taken_up_total"] >= 1
