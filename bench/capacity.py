@@ -103,12 +103,18 @@ class Servers:
         db_name: str,
         synchronous_commit: str,
         wake_fallback: float | None = None,
+        waiting: int = 0,
     ) -> None:
         self.synchronous_commit = synchronous_commit
         self.workers = workers
-        env = {**BENCH_ENV, "POPPY_DEV_AUTHORITY": "0"}
+        # One caller holds every waiting read: its bound per caller raised to them all.
+        env = {
+            **BENCH_ENV,
+            "POPPY_DEV_AUTHORITY": "0",
+            "DJANGO_SETTINGS_MODULE": "bench.capacity_settings",
+            "POPPY_BENCH_MAX_WAITING_PER_CALLER": str(max(waiting, 100)),
+        }
         if wake_fallback is not None:
-            env["DJANGO_SETTINGS_MODULE"] = "bench.capacity_settings"
             env["POPPY_BENCH_WAKE_FALLBACK_SECONDS"] = str(wake_fallback)
         self.cluster = Cluster(var, name=db_name, env=env, log_level="warning")
         self.port = 0
@@ -791,7 +797,14 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     var = out.parent / "capacity-run"
     var.mkdir(parents=True, exist_ok=True)
-    servers = Servers(var, args.workers, args.db, args.synchronous_commit, args.wake_fallback)
+    servers = Servers(
+        var,
+        args.workers,
+        args.db,
+        args.synchronous_commit,
+        args.wake_fallback,
+        args.streams + args.polls,
+    )
     pg_version = servers.cluster.pg("SHOW server_version")[0][0]
     result: dict[str, Any] = {"machine": machine(pg_version)}
     result["wake_fallback_seconds"] = args.wake_fallback or "default (10)"

@@ -1,7 +1,9 @@
 """The example project's settings, with the POPPY overrides that bench/capacity.py asks for.
 
-Only used with ``bench/capacity.py --wake-fallback S``: ``WAKE_FALLBACK_SECONDS`` from the
-environment (``POPPY_BENCH_WAKE_FALLBACK_SECONDS``); everything else is example_project's.
+The bench holds every stream and long-poll as one caller, so ``MAX_WAITING_PER_CALLER`` (100
+by default, a bound per personal agent) is raised to what it holds
+(``POPPY_BENCH_MAX_WAITING_PER_CALLER``); with ``--wake-fallback S``, ``WAKE_FALLBACK_SECONDS``
+(``POPPY_BENCH_WAKE_FALLBACK_SECONDS``). Everything else is example_project's.
 """
 
 import os
@@ -9,7 +11,6 @@ import os
 from example_project.settings import *  # noqa: F403
 from example_project.settings import POPPY
 
-POPPY = {
-    **POPPY,
-    "WAKE_FALLBACK_SECONDS": float(os.environ.get("POPPY_BENCH_WAKE_FALLBACK_SECONDS", "10")),
-}
+POPPY = {**POPPY, "MAX_WAITING_PER_CALLER": int(os.environ["POPPY_BENCH_MAX_WAITING_PER_CALLER"])}
+if "POPPY_BENCH_WAKE_FALLBACK_SECONDS" in os.environ:
+    POPPY["WAKE_FALLBACK_SECONDS"] = float(os.environ["POPPY_BENCH_WAKE_FALLBACK_SECONDS"])
