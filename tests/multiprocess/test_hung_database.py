@@ -112,8 +112,15 @@ def test_a_hung_database_freezes_no_metrics_no_heartbeat_and_no_probe(
             )
             assert probe.returncode == 0, probe.stderr
             assert "engine(s)" in probe.stdout
-            later = _scrape(web)
-            assert _heartbeat(later) > _heartbeat(samples)  # still exported...
+            # Still exported: the heartbeat moves on (the probe may take less than the
+            # heartbeat's interval, so a scrape at once could show the same beat)...
+            later = eventually(
+                lambda: (
+                    (found := _scrape(web)) and _heartbeat(found) > _heartbeat(samples) and found
+                ),
+                timeout=30,
+                what="the heartbeat exported again after the probe",
+            )
             # ...and the reads still stopped (each process's last one: the scrape shows the
             # process that exported last).
             assert _database_read_at(later) < hung_at + 1
