@@ -69,5 +69,6 @@ def dispatch_on_commit(conversation_id: str) -> None:
 
 def flush(timeout: float) -> bool:
     """Wait until the dispatches made after the answer so far are made; False at timeout
-    (tests, and a graceful stop that wants them out before it exits)."""
+    (a test that looks at what its request's dispatch did; the process's exit drains them
+    by itself)."""
     return after_answer.flush(timeout)
