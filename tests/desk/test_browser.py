@@ -187,6 +187,8 @@ def test_a_support_agent_handles_a_handoff_live(server: Site) -> None:
         except Exception:
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "desk-failure.png"), full_page=True)
+            for name in ("web", "worker"):  # what the processes said, beside the failure
+                print(f"--- the {name} process's log (its end) ---\n{server.cluster.log(name)}")
             raise
         finally:
             sam.close()
