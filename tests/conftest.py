@@ -24,8 +24,9 @@ from tests.waiting import Clock
 
 fast_flush.install()
 
-#: The test kit's pytest-django fixtures, as an adopter's conftest.py names them.
-pytest_plugins = ["poppy_django.pytest_plugin"]
+#: The test kit's pytest-django fixtures, as an adopter's conftest.py names them; the
+#: suite's failing publish (tests/failing_publish.py).
+pytest_plugins = ["poppy_django.pytest_plugin", "tests.failing_publish"]
 
 
 @pytest.fixture

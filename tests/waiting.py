@@ -46,11 +46,18 @@ class Clock:
 
 
 async def until(condition: Callable[[], object], *, timeout: float = 20.0, what: str = "") -> None:
-    """:func:`eventually` on an event loop: polls without blocking it."""
+    """:func:`eventually` on an event loop: polls without blocking it (``condition`` may
+    return an awaitable, awaited for its value)."""
     import asyncio
+    import inspect
 
     deadline = time.monotonic() + timeout
-    while not condition():
+    while True:
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or condition}")
         await asyncio.sleep(0.02)

@@ -15,21 +15,25 @@ A message can be lost (Redis away, a full inbox, a process killed between commit
 publish); readers then re-read the database: a full inbox says so, every reader of a loop
 is poked each time its subscription is (re)confirmed, and the watchdog bounds the rest.
 
-A message may carry its key's **version** (a conversation's newest ``last_seq`` and
-``pruned_before_seq``): it is set with the publish, in the same command on Redis (a key
+A message may carry its key's **version** (a conversation's newest ``last_seq``, first,
+and ``pruned_before_seq``): it is set with the publish, in the same command on Redis (a key
 per conversation, kept :data:`VERSION_SECONDS`), so that any process can ask what the
 newest version is (:func:`current_version`) and tell whether what it heard (:func:`watch`:
 every message this process receives, whoever waits for it) is all there is. A process that
 read a key's state from the database says its version where none is set
 (:func:`offer_version`: a write's own always wins), and a pruning or a deletion marks the
 key out of date for :data:`FORGOTTEN_SECONDS` (:func:`forget_version`), longer than any
-read that began before it takes to offer what it read.
+read that began before it takes to offer what it read. A versioned publish that fails
+leaves the previous version on Redis: the publishing process then trusts no version of the
+key, and a thread of its own marks the key out of date on Redis once Redis answers, unless
+a newer write's version is there (below, "Versions a failed publish left behind").
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import threading
@@ -290,12 +294,146 @@ async def current_version(key: str) -> str | None:
         with _local_versions_lock:
             held = _local_versions.get(key)
         return held[0] if held is not None and held[1] > time.monotonic() else None
+    if (_unsure or _unsure_all_until) and _is_unsure(key):
+        return None
     loop = asyncio.get_running_loop()
     client = _readers.get(loop)
     if client is None:
         client = _readers[loop] = redis.asyncio.Redis(**kwargs)
     found = await client.get(version_key(key))
     return found.decode() if isinstance(found, bytes) else found
+
+
+# Versions a failed publish left behind ---------------------------------------------------------
+# A write whose versioned publish failed (a Redis error or timeout at that moment, or this
+# process cut off from Redis) left its key's previous version on Redis, which every process's
+# tail would go on trusting, without the write, until it expired. This process trusts no
+# version of the key at once; its "poppy-versions" thread then marks the key out of date on
+# Redis (:data:`FORGOTTEN`, as a pruning does) as soon as Redis answers, unless a version at
+# least as new as the write's is there already. Out of date, not the write's own version: a
+# newer write of another process may have failed too, and its readers must not trust this
+# one's either; an out-of-date mark only ever sends reads to the database, and the next
+# write's own version replaces it.
+
+
+@dataclass(frozen=True)
+class _Unsure:
+    """A key whose versioned publish failed here: its failed version's ``last_seq`` (None:
+    unknown), its Redis key, and until when (monotonic seconds) it is retried — by then the
+    version the failure left on Redis has expired by itself (:data:`VERSION_SECONDS`)."""
+
+    seq: int | None
+    redis_key: str
+    until: float
+
+
+#: Keys this process trusts no version of, oldest first.
+_unsure: OrderedDict[str, _Unsure] = OrderedDict()
+#: Keys :data:`_unsure` holds at most; past it, the oldest is dropped and this process trusts
+#: no version of any key until that one's retry would have ended (:data:`_unsure_all_until`).
+UNSURE_KEYS = 65536
+#: Keys marked out of date on Redis in one round trip.
+MEND_BATCH = 500
+_unsure_all_until = 0.0
+_unsure_lock = threading.Lock()
+_mender: threading.Thread | None = None
+#: The pause before each round of the thread (a test's may hold it).
+mending_backoff: Callable[[], Backoff] = Backoff
+#: Mark KEYS[1] out of date (ARGV[2], for ARGV[3] s) unless it holds nothing a tail trusts
+#: (an out-of-date mark) or a version from sequence number ARGV[1] on ('': unknown, none).
+_FORGET_IF_OLDER = """
+local held = redis.call('GET', KEYS[1])
+if held then
+  local seq = tonumber(string.match(held, '^(%d+)%.'))
+  if seq == nil or (ARGV[1] ~= '' and seq >= tonumber(ARGV[1])) then
+    return 0
+  end
+end
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+return 1
+"""
+
+
+def _seq_of(version: str) -> int | None:
+    """A version's ``last_seq``: its first part."""
+    head = version.partition(".")[0]
+    return int(head) if head.isdigit() else None
+
+
+def _is_unsure(key: str) -> bool:
+    """Whether this process trusts no version of ``key`` now (its publish failed here)."""
+    global _unsure_all_until
+    with _unsure_lock:
+        if _unsure_all_until and time.monotonic() >= _unsure_all_until:
+            _unsure_all_until = 0.0
+        return key in _unsure or bool(_unsure_all_until)
+
+
+def _publish_failed(key: str, version: str) -> None:
+    """Trust no version of ``key`` here from now on, and have the thread mark it out of date
+    on Redis; never blocks."""
+    global _mender, _unsure_all_until
+    unsure = _Unsure(_seq_of(version), version_key(key), time.monotonic() + VERSION_SECONDS)
+    with _unsure_lock:
+        _unsure.pop(key, None)  # a newer write's failure replaces an older one's
+        _unsure[key] = unsure
+        if len(_unsure) > UNSURE_KEYS:
+            _, dropped = _unsure.popitem(last=False)
+            if not _unsure_all_until:
+                logger.warning("poppy: too many failed versions to retry; reads ask the database")
+            _unsure_all_until = max(_unsure_all_until, dropped.until)
+        if _mender is None or not _mender.is_alive():
+            _mender = threading.Thread(target=_mend, name="poppy-versions", daemon=True)
+            _mender.start()
+
+
+def _published(key: str, version: str) -> None:
+    """``version`` of ``key`` is set on Redis: a retry for an older one is no longer needed."""
+    seq = _seq_of(version)
+    with _unsure_lock:
+        held = _unsure.get(key)
+        if held is not None and (held.seq is None or seq is None or held.seq <= seq):
+            del _unsure[key]
+
+
+def _mend() -> None:
+    """The thread: mark every key whose publish failed out of date on Redis, in rounds, with
+    a pause before the first and after each failed one; it ends when none is left."""
+    global _mender
+    backoff = mending_backoff()
+    pause = backoff.after(0.0)
+    while True:
+        time.sleep(pause)
+        now = time.monotonic()
+        with _unsure_lock:
+            for key in [key for key, held in _unsure.items() if held.until <= now]:
+                del _unsure[key]  # its old version has expired from Redis by now
+            due = list(itertools.islice(_unsure.items(), MEND_BATCH))
+            if not due or not _redis_kwargs():
+                _mender = None
+                return
+            client = _publisher()
+        try:
+            _forget_if_older(client, [unsure for _, unsure in due])
+        except Exception:
+            logger.debug("poppy: could not mark versions out of date yet", exc_info=True)
+            pause = backoff.after(0.0)
+            continue
+        with _unsure_lock:
+            for key, unsure in due:
+                if _unsure.get(key) is unsure:  # not replaced by a newer write's failure
+                    del _unsure[key]
+        backoff, pause = mending_backoff(), 0.0
+
+
+def _forget_if_older(client: redis.Redis, due: list[_Unsure]) -> None:
+    """:data:`_FORGET_IF_OLDER` for each key, in one round trip; may raise."""
+    script = client.register_script(_FORGET_IF_OLDER)
+    with client.pipeline(transaction=False) as pipe:
+        for unsure in due:
+            seq = "" if unsure.seq is None else unsure.seq
+            script(keys=[unsure.redis_key], args=[seq, FORGOTTEN, FORGOTTEN_SECONDS], client=pipe)
+        pipe.execute()
 
 
 # Publishing -------------------------------------------------------------------------------
@@ -313,11 +451,17 @@ def publish(
             message["tp"] = writer
         if version is None:
             _publisher().publish(redis_channel(), json.dumps(message))
-        else:
+            return
+        try:
             _publisher_script()(
                 keys=[version_key(key)],
                 args=[version, VERSION_SECONDS, redis_channel(), json.dumps(message)],
             )
+        except Exception:
+            _publish_failed(key, version)
+            raise
+        if _unsure:
+            _published(key, version)
         return
     item = Item(message_type, data, writer)
     if version is not None:
@@ -378,7 +522,7 @@ def _publisher_script() -> Any:
 
 @receiver(setting_changed)
 def _forget_publisher_on_change(*, setting: str, **kwargs: Any) -> None:
-    global _publisher_client, _publisher_versioned
+    global _publisher_client, _publisher_versioned, _unsure_all_until
     if setting == "EVENTSTREAM_REDIS":
         with _publisher_lock:
             _publisher_client = None
@@ -387,6 +531,9 @@ def _forget_publisher_on_change(*, setting: str, **kwargs: Any) -> None:
     if setting in ("EVENTSTREAM_REDIS", "POPPY"):  # another deployment's keys
         with _local_versions_lock:
             _local_versions.clear()
+        with _unsure_lock:
+            _unsure.clear()
+            _unsure_all_until = 0.0
 
 
 # Subscribing ------------------------------------------------------------------------------

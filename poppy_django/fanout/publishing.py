@@ -5,9 +5,11 @@ commits) or a piece of a reply being written. A waiting reader woken by a nudge 
 database, so a lost nudge loses nothing (the watchdog catches it). A nudge also carries what
 the write committed, for the processes' tails of recent events (``poppy_django.store.tail``):
 its events (when they are small), the conversation's state, and its version, set with the
-publish, by which a tail tells that it holds all there is. The support desk's browser streams
-are django-eventstream's views, so what they show is sent with its ``send_event``: every
-conversation's nudges on the desk channel, reply pieces on the conversation's channel.
+publish, by which a tail tells that it holds all there is (when that publish fails, the bus
+keeps the previous version from being trusted: in this process at once, in the others once
+Redis answers its retry). The support desk's browser streams are django-eventstream's
+views, so what they show is sent with its ``send_event``: every conversation's nudges on the
+desk channel, reply pieces on the conversation's channel.
 
 django-eventstream publishes every deployment's events on one server-wide Redis channel
 (``events_channel``, its own) and hands each to the listeners of the event's channel name,

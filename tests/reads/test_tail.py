@@ -12,17 +12,22 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import redis
 from django.test import Client, override_settings
 
 from poppy_django.client import DPoPKey
+from poppy_django.fanout import bus
 from poppy_django.models import Conversation
 from poppy_django.store import event_log
+from poppy_django.store.tail import tail
 from poppy_django.verifier import dpop
 from tests.agents import PersonalAgent
 from tests.auth.conftest import dpop_poppy
 from tests.auth.support import BASE_URL, ENDPOINT_URL, NOW, Issuer, proof
+from tests.failing_publish import HeldRetries, PublishFault
 from tests.reads.conftest import Queries
 from tests.threaded_server import serve
+from tests.waiting import eventually
 from tests.wire.wire_support import add_company_messages, assert_error, quiet_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -198,6 +203,70 @@ def test_a_write_this_process_did_not_hear_is_read_from_the_database(
     assert len(queries.sql) == 1
     read(agent, conversation_id, queries, f"?cursor={cursor}")
     assert queries.sql == []  # held again, from that read
+
+
+def _held_over_redis(agent: PersonalAgent, queries: Queries) -> tuple[str, str]:
+    """A conversation whose newest state this process's tail holds and the version on Redis
+    vouches for (its second read is answered with no query), and the cursor of its end."""
+    conversation_id = quiet_start(agent)
+    cursor = read(agent, conversation_id, queries).json()["cursor"]
+    read(agent, conversation_id, queries, f"?cursor={cursor}")
+    assert queries.sql == []
+    return conversation_id, cursor
+
+
+def test_a_message_whose_publish_failed_is_in_the_writers_next_read(
+    agent: PersonalAgent,
+    queries: Queries,
+    served_over_redis: str,
+    publish_fault: PublishFault,
+    held_retries: HeldRetries,
+) -> None:
+    """Read-your-writes when the write's publish (its version's SET with its nudge) meets a
+    Redis error: the version on Redis is still the previous write's, which the tail holds,
+    and the retry has not run yet; the 202's own process reads the message anyway."""
+    agent = agent.at(served_over_redis)
+    conversation_id, cursor = _held_over_redis(agent, queries)
+    publish_fault.arm()
+    assert agent.send(conversation_id, None, context={"a": 1}).status_code == 202
+    assert publish_fault.failed == 1
+    page = read(agent, conversation_id, queries, f"?cursor={cursor}").json()
+    assert [e["message"]["context"] for e in page["events"]] == [{"a": 1}]
+
+
+def test_after_a_failed_publish_no_tail_trusts_the_version_it_left(
+    agent: PersonalAgent,
+    queries: Queries,
+    served_over_redis: str,
+    publish_fault: PublishFault,
+    quick_retries: None,
+) -> None:
+    """Every other process holding the conversation compares what it holds with the version
+    on Redis: once retried, that is no longer the one the write's failed publish left there
+    (which those tails hold, without the write). The next write's own version replaces it,
+    and reads are answered from the tail again."""
+    agent = agent.at(served_over_redis)
+    conversation_id, cursor = _held_over_redis(agent, queries)
+    held = tail.entry(conversation_id)
+    assert held is not None  # what another process that read it holds as well
+    url = urlsplit(os.environ.get("POPPY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
+    server = redis.Redis(host=url.hostname, port=url.port or 6379, db=int(url.path.strip("/")))
+    key = bus.version_key(held.key)
+    assert server.get(key) == held.version.encode()
+    publish_fault.arm()
+    assert agent.send(conversation_id, None, context={"a": 1}).status_code == 202
+    assert publish_fault.failed == 1
+    eventually(lambda: server.get(key) != held.version.encode(), what="the version's retry")
+    assert server.get(key) not in (None, held.version.encode())  # out of date: read the database
+    page = read(agent, conversation_id, queries, f"?cursor={cursor}").json()
+    assert [e["message"]["context"] for e in page["events"]] == [{"a": 1}]
+
+    assert agent.send(conversation_id, None, context={"b": 2}).status_code == 202
+    page = read(agent, conversation_id, queries, f"?cursor={page['cursor']}").json()
+    assert [e["message"]["context"] for e in page["events"]] == [{"b": 2}]
+    read(agent, conversation_id, queries, f"?cursor={page['cursor']}")
+    assert queries.sql == []  # the write's own version: held and current again
+    server.close()
 
 
 def test_the_dpop_verifier_checks_a_held_read_as_strictly(queries: Queries, settings: Any) -> None:

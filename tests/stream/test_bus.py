@@ -263,3 +263,65 @@ def test_a_dropped_subscription_comes_back_and_readers_re_read(redis_kwargs, ser
     assert poked == (True, [])
     assert not dropped
     assert [item.data for item in items] == [{"n": 1}]
+
+
+# A versioned publish that fails ------------------------------------------------------------
+# A write's version is set on Redis with its nudge (one script): when that publish fails, the
+# previous write's version stays there, and every process's tail would go on trusting it.
+
+VERSIONED = "poppy-versioned-test"
+
+
+def _failed_over(server: redis.Redis, previous: str, failing: str) -> None:
+    """The previous write's version is on Redis; the next write's publish fails."""
+    server.set(bus.version_key(VERSIONED), previous, ex=bus.VERSION_SECONDS)
+    with pytest.raises(redis.ConnectionError):
+        bus.publish(VERSIONED, "poppy.test", {}, version=failing)
+
+
+def test_a_failed_versioned_publish_is_not_trusted_here_at_once_nor_anywhere_once_retried(
+    redis_kwargs, server, publish_fault, held_retries
+):
+    async def scenario():
+        key = bus.version_key(VERSIONED)
+        publish_fault.arm()
+        _failed_over(server, "4.1.n", "5.1.n")
+        assert publish_fault.failed == 1
+        # What every other process compares its tail with, until the retry: the old version.
+        assert server.get(key) == b"4.1.n"
+        assert await bus.current_version(VERSIONED) is None  # this process: none, at once
+        held_retries.release()
+        await until(lambda: server.get(key) != b"4.1.n", what="the retry")
+        await until(lambda: bus.current_version(VERSIONED), what="this process to ask Redis")
+        return server.get(key), await bus.current_version(VERSIONED)
+
+    # Out of date, as after a pruning: no tail holds it, the next write's version replaces it.
+    assert _over_redis(redis_kwargs, scenario) == (bus.FORGOTTEN.encode(), bus.FORGOTTEN)
+
+
+def test_a_retry_never_replaces_a_newer_writes_version(
+    redis_kwargs, server, publish_fault, held_retries
+):
+    async def scenario():
+        publish_fault.arm()
+        _failed_over(server, "4.1.n", "5.1.n")
+        # Another process's newer write sets its version (its publish's SET) before the retry.
+        server.set(bus.version_key(VERSIONED), "6.1.n", ex=bus.VERSION_SECONDS)
+        held_retries.release()
+        await until(lambda: bus.current_version(VERSIONED), what="the retry")
+        return await bus.current_version(VERSIONED), server.get(bus.version_key(VERSIONED))
+
+    assert _over_redis(redis_kwargs, scenario) == ("6.1.n", b"6.1.n")
+
+
+def test_a_newer_version_published_here_ends_the_retry(
+    redis_kwargs, server, publish_fault, held_retries
+):
+    async def scenario():
+        publish_fault.arm()
+        _failed_over(server, "4.1.n", "5.1.n")
+        assert await bus.current_version(VERSIONED) is None
+        bus.publish(VERSIONED, "poppy.test", {}, version="6.1.n")  # the retry still held
+        return await bus.current_version(VERSIONED)
+
+    assert _over_redis(redis_kwargs, scenario) == "6.1.n"
