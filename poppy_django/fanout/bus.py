@@ -373,10 +373,12 @@ def _publish_failed(key: str, version: str) -> None:
     """Trust no version of ``key`` here from now on, and have the thread mark it out of date
     on Redis; never blocks."""
     global _mender, _unsure_all_until
-    unsure = _Unsure(_seq_of(version), version_key(key), time.monotonic() + VERSION_SECONDS)
+    seq = _seq_of(version)
     with _unsure_lock:
-        _unsure.pop(key, None)  # a newer write's failure replaces an older one's
-        _unsure[key] = unsure
+        held = _unsure.pop(key, None)  # the newest write's failure stands for both
+        if held is not None and held.seq is not None and seq is not None:
+            seq = max(seq, held.seq)
+        _unsure[key] = _Unsure(seq, version_key(key), time.monotonic() + VERSION_SECONDS)
         if len(_unsure) > UNSURE_KEYS:
             _, dropped = _unsure.popitem(last=False)
             if not _unsure_all_until:
@@ -406,8 +408,8 @@ def _mend() -> None:
         time.sleep(pause)
         now = time.monotonic()
         with _unsure_lock:
-            for key in [key for key, held in _unsure.items() if held.until <= now]:
-                del _unsure[key]  # its old version has expired from Redis by now
+            while _unsure and next(iter(_unsure.values())).until <= now:
+                _unsure.popitem(last=False)  # its old version has expired from Redis by now
             due = list(itertools.islice(_unsure.items(), MEND_BATCH))
             if not due or not _redis_kwargs():
                 _mender = None

@@ -325,3 +325,22 @@ def test_a_newer_version_published_here_ends_the_retry(
         return await bus.current_version(VERSIONED)
 
     assert _over_redis(redis_kwargs, scenario) == "6.1.n"
+
+
+def test_the_newest_failed_write_is_what_the_retry_stands_for(
+    redis_kwargs, server, publish_fault, held_retries
+):
+    """Two writes' publishes fail here, the newer one's first (the older's commit callback
+    ran late): the retry is the newer write's, so the older write's version, set on Redis
+    meanwhile, is not taken for one at least as new."""
+
+    async def scenario():
+        publish_fault.arm()
+        _failed_over(server, "4.1.n", "6.1.n")
+        publish_fault.arm()
+        _failed_over(server, "5.1.n", "5.1.n")
+        held_retries.release()
+        await until(lambda: bus.current_version(VERSIONED), what="the retry")
+        return await bus.current_version(VERSIONED)
+
+    assert _over_redis(redis_kwargs, scenario) == bus.FORGOTTEN
