@@ -1,7 +1,8 @@
 """Across processes: two web processes, two workers, one PostgreSQL, one Redis.
 
 A reply written by any worker reaches a reader on any web process at once, deltas included;
-a Redis restart loses nothing.
+a Redis restart loses nothing; a write whose wake-up failed is in every process's reads once
+Redis answers its writer.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import time
 from typing import Any
 
 import pytest
+import redis
 
 from tests.agents import PersonalAgent, company_messages
 from tests.multiprocess.cluster import Cluster
+from tests.multiprocess.redis_cut import RedisCut
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.multiprocess
@@ -182,3 +185,39 @@ def test_a_message_acknowledged_by_one_process_is_in_the_next_read_on_another(
     pa.at(web_a).send(waiting, None, context={"done": True})
     waiter.join(timeout=30)
     assert woken and woken[0]["events"], woken
+
+
+def test_a_write_whose_wake_up_failed_is_read_on_every_process_once_redis_answers(mp: Cluster):
+    """A web process cut off from Redis at the moment of a write: its wake-up, which sets the
+    conversation's version, fails, and Redis keeps the previous write's version, which both
+    processes' tails hold. Once Redis answers the writer again, neither answers a read
+    without the write: the writer trusts no version of it meanwhile, and its retry marks the
+    conversation out of date on Redis, which the other process reads."""
+    with RedisCut(mp.redis_port) as cut:
+        web_a = mp.web("web-a", env={"REDIS_URL": cut.url()})
+        web_b = mp.web("web-b")
+        pa = PersonalAgent()
+        started = pa.at(web_a).start(None, context={"locale": "en-GB"})
+        conversation_id = started.json()["conversation_id"]
+        cursor = pa.at(web_b).read(conversation_id).json()["cursor"]
+        for web in (web_a, web_b):  # each one's tail holds it now, as the version vouches
+            assert pa.at(web).read(conversation_id, f"?cursor={cursor}").json()["events"] == []
+        versions = redis.Redis(port=mp.redis_port)
+        (key,) = versions.keys(f"*:version:poppy-{conversation_id}@*")
+        held = versions.get(key)
+        assert held is not None
+
+        cut.sever()
+        sent = pa.at(web_a).send(conversation_id, None, context={"n": 1})
+        assert sent.status_code == 202, sent.content
+        assert versions.get(key) == held  # what the tails hold, without the write
+        cut.mend()
+
+        def contexts(web: str) -> list[Any]:
+            page = pa.at(web).read(conversation_id, f"?cursor={cursor}").json()
+            return [event["message"]["context"] for event in page["events"]]
+
+        assert contexts(web_a) == [{"n": 1}]
+        eventually(lambda: versions.get(key) not in (None, held), what="web-a's retry")
+        assert contexts(web_b) == [{"n": 1}]
+        versions.close()
