@@ -391,8 +391,14 @@ meter.create_observable_gauge(
 
 
 def _last_heartbeat(options: CallbackOptions) -> Iterable[Observation]:
+    """This process's engine's last beat, labelled with its id: each engine beats on its own
+    (a prefork worker's children each run one, and one child's heartbeat thread can stand in
+    a statement on a hung database while the other's beats on), so where the processes'
+    metrics meet each keeps its series, and ``max`` over them is the latest beat of any. One
+    series for all took the latest collector's value: a stale engine's beat stood for the
+    host's in the scrapes that met its collection last."""
     last = heartbeats.last_beat()
-    return [] if last is None else [Observation(last)]
+    return [] if last is None else [Observation(last, {"pid": str(os.getpid())})]
 
 
 meter.create_observable_gauge(

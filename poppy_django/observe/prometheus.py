@@ -12,8 +12,8 @@ prometheus_multiprocess``) writes each process's cumulative metrics to
 each scrape: counters and histograms of every process that ever wrote (a dead worker's turns
 still happened), up-down counters of the live ones only (a dead worker has nothing in flight),
 gauges as the live process's that collected last (the database's gauges say the same in every
-process; the heartbeat's is the latest engine's beat), or each live process's own where they
-carry its ``pid`` (readiness, the gauges' read times: what differs between processes).
+process), or each live process's own where they carry its ``pid`` (readiness, the gauges' read
+times, the engine's heartbeat: what differs between processes).
 
 As with prometheus-client, the directory is per host, shared by the processes there, and
 emptied when the deployment starts.
