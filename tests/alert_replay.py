@@ -9,9 +9,9 @@ other gauge held): "if the outage lasted, this alert fires after so long". The r
 (:func:`firing`) evaluates every alert at every step of the recording and the continuation,
 and answers the first time each was firing, counted from the start of the recording.
 
-Recordings are plain JSON (:meth:`Recording.save`: the step, the scrapes' Unix times and
-samples), so a campaign can keep them with its report. Series whose value is a Unix time
-(``*_time_seconds``) are shifted to the replay's clock, which starts at 0.
+Recordings are plain JSON (:meth:`Recording.save`: the step, when each scrape began and was
+answered, and its samples), so a campaign can keep them with its report. Series whose value
+is a Unix time (``*_time_seconds``) are shifted to the replay's clock, which starts at 0.
 
     recorder = Recorder(f"{web}/metrics", step=1.0)
     with recorder.running():
@@ -47,20 +47,33 @@ Sample = dict[str, float]  # a series, as PromQL writes it ('name{a="b"}') -> va
 
 @dataclass
 class Recording:
-    """Scrapes taken every ``step`` seconds: their Unix times and samples."""
+    """Scrapes taken every ``step`` seconds: when each began and was answered (Unix times),
+    and its samples."""
 
     step: float
     times: list[float] = field(default_factory=list)
     scrapes: list[Sample] = field(default_factory=list)
+    #: When each scrape's answer came: a slow one (its target busy) read its values up to
+    #: seconds after it began. Empty in a recording made by hand, or saved without them.
+    answered: list[float] = field(default_factory=list)
+
+    def answer_times(self) -> list[float]:
+        """When each scrape was answered; when it began, where that was not recorded."""
+        return self.answered if len(self.answered) == len(self.times) else self.times
 
     def save(self, path: Path) -> None:
-        kept = {"step": self.step, "times": self.times, "scrapes": self.scrapes}
+        kept = {
+            "step": self.step,
+            "times": self.times,
+            "answered": self.answered,
+            "scrapes": self.scrapes,
+        }
         path.write_text(json.dumps(kept))
 
     @classmethod
     def load(cls, path: Path) -> Recording:
         data = json.loads(path.read_text())
-        return cls(data["step"], data["times"], data["scrapes"])
+        return cls(data["step"], data["times"], data["scrapes"], data.get("answered", []))
 
 
 def _series(name: str, labels: dict[str, str]) -> str:
@@ -100,6 +113,7 @@ class Recorder:
             taken = scrape(self.url, timeout=max(self.recording.step, 10.0))
             self.recording.times.append(started)
             self.recording.scrapes.append(taken)
+            self.recording.answered.append(time.time())
             next_at = max(next_at + self.recording.step, time.time())  # a slow scrape: no burst
             self._stop.wait(max(0.0, next_at - time.time()))
 
@@ -121,15 +135,20 @@ def _format(value: float) -> str:
 def on_grid(recording: Recording) -> list[Sample]:
     """The scrapes at every ``step`` from the first: at each, the latest taken by then (a
     scrape slower than the step leaves the one before standing, as Prometheus would read)."""
+    return [recording.scrapes[k] for k in _grid_indexes(recording)]
+
+
+def _grid_indexes(recording: Recording) -> list[int]:
+    """Which scrape stands at each step of :func:`on_grid`."""
     start, step = recording.times[0], recording.step
     count = int((recording.times[-1] - start) / step) + 1
-    grid: list[Sample] = []
+    indexes: list[int] = []
     latest = 0
     for k in range(count):
         while latest + 1 < len(recording.times) and recording.times[latest + 1] <= start + k * step:
             latest += 1
-        grid.append(recording.scrapes[latest])
-    return grid
+        indexes.append(latest)
+    return indexes
 
 
 #: Counters' series (and histograms'): continued at their rate.
@@ -141,14 +160,24 @@ _CLOCK = re.compile(r"^[a-z_]+_time_seconds\b")
 _WINDOW = 10
 
 
-def _continued(name: str, recent: list[tuple[int, float]], step: float, extra: int) -> list[float]:
+def _continued(
+    name: str, recent: list[tuple[int, float]], answered: list[float], step: float, extra: int
+) -> list[float]:
     """``extra`` more values of a series from its last ones (index on the grid, value): a
     counter at its rate over them, a clock with the clock if it moved at least half as fast
-    over them (else held: a heartbeat or a read that stopped), any other gauge held."""
+    as the time between the answers that carried its first and last (``answered``, by index
+    on the grid; else held: a heartbeat or a read that stopped), any other gauge held.
+
+    A clock is judged by its answers' times, not by its places on the grid: a scrape stands
+    where it began, and one slow to answer read its values seconds later (the burst's
+    scrapes of the web process it loads, up to 5.5 s on a loaded machine), so a heartbeat
+    beating every second seemed to move at less than half the clock's pace between such a
+    scrape and a quick one, was held, and PoppyNoWorkerHeartbeat fired at 210 s."""
     (i0, v0), (i1, v1) = recent[0], recent[-1]
     slope = (v1 - v0) / (i1 - i0) if i1 > i0 else 0.0
     if _CLOCK.match(name):
-        slope = step if slope >= step / 2 else 0.0
+        elapsed = answered[i1] - answered[i0]
+        slope = step if elapsed > 0 and v1 - v0 >= elapsed / 2 else 0.0
     elif not _COUNTER.match(name):
         slope = 0.0
     return [v1 + slope * (k + 1) for k in range(extra)]
@@ -161,6 +190,8 @@ def input_series(recording: Recording, minutes_after: float) -> list[dict[str, s
     start = recording.times[0]
     extra = int(minutes_after * 60 / recording.step)
     grid = on_grid(recording)
+    answer_times = recording.answer_times()
+    answered = [answer_times[k] for k in _grid_indexes(recording)]
     names = sorted({name for scrape_ in grid for name in scrape_})
     built = []
     for name in names:
@@ -172,7 +203,8 @@ def input_series(recording: Recording, minutes_after: float) -> list[dict[str, s
         words = ["_" if v is None else _format(v - shift) for v in values]
         if values[-1] is not None:  # continued only if the series was there at the end
             recent = [(i, v) for i, v in present if i >= len(values) - 1 - _WINDOW]
-            words += [_format(v) for v in _continued(name, recent, recording.step, extra)]
+            continued = _continued(name, recent, answered, recording.step, extra)
+            words += [_format(v) for v in continued]
         else:
             words += ["_"] * extra
         built.append({"series": name, "values": " ".join(words)})

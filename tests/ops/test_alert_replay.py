@@ -70,3 +70,37 @@ def test_one_process_s_broker_reads_stopped_is_not_redis_down() -> None:
         )
     fired = firing(recording, minutes_after=10)
     assert set(fired) == {"PoppyNotReady"}, fired
+
+
+def _slow_scrape_then_quick_ones(heartbeat_stops: bool) -> Recording:
+    """Scrapes every second, the eleventh answered 5.5 s after it began (its target busy),
+    the recording's last ten steps from it; the worker's heartbeat read as each scrape was
+    answered: a beat every second, or none from the start when ``heartbeat_stops``."""
+    recording = Recording(step=1.0)
+    begun = START
+    for k in range(17):
+        answered = begun + (5.5 if k == 10 else 0.1)
+        recording.times.append(begun)
+        recording.answered.append(answered)
+        recording.scrapes.append(
+            {
+                'up{instance="web:8000",job="poppy-web"}': 1.0,
+                'poppy_engine_heartbeat_time_seconds{pid="201"}': (
+                    START if heartbeat_stops else answered - 0.5
+                ),
+                'poppy_gauges_read_time_seconds{pid="101",source="database"}': answered - 0.2,
+                'poppy_gauges_read_time_seconds{pid="101",source="broker"}': answered - 0.2,
+            }
+        )
+        begun = max(begun + 1.0, answered)  # the recorder waits for a slow scrape
+    return recording
+
+
+def test_a_slow_scrape_does_not_stop_a_beating_heartbeat() -> None:
+    """The last ten steps begin on the slow scrape (its values read 5.5 s after its place on
+    the grid) and end on a quick one: the heartbeat moved about 4 s in what the grid counts
+    as 10. Judged by its answers' times it beats, and nothing fires; stopped, it still
+    fires."""
+    assert firing(_slow_scrape_then_quick_ones(heartbeat_stops=False), minutes_after=10) == {}
+    fired = firing(_slow_scrape_then_quick_ones(heartbeat_stops=True), minutes_after=10)
+    assert set(fired) == {"PoppyNoWorkerHeartbeat"}, fired
