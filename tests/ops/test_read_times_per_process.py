@@ -9,17 +9,10 @@ collected last: the stale time in some scrapes and not in others."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
-
-from poppy_django.observe.prometheus import MultiprocessCollector
 from tests.multiprocess.cluster import free_port
+from tests.ops.one_host import Host
 
-ROOT = Path(__file__).resolve().parents[2]
 NAME = "poppy_gauges_read_time_seconds"
 #: A web process: at each line of its input, it reads its sources now (instead of waiting for
 #: its reading thread's interval) and collects, then says its pid and the broker's read time
@@ -44,63 +37,20 @@ for _ in sys.stdin:
 """
 
 
-def _web_process(tmp_path: Path, name: str, broker: str) -> subprocess.Popen[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("POPPY_", "DJANGO_"))}
+def test_each_process_reports_its_own_read_times(host: Host) -> None:
     redis = os.environ.get("POPPY_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-    return subprocess.Popen(
-        [sys.executable, "-c", READ_AND_COLLECT],
-        cwd=ROOT,
-        env={
-            **clean,
-            "DJANGO_SETTINGS_MODULE": "example_project.settings",
-            "DATABASE_URL": f"sqlite:///{tmp_path / f'{name}.sqlite3'}",
-            "POPPY_VAR_DIR": str(tmp_path / name),
-            "REDIS_URL": redis,
-            "CELERY_BROKER_URL": broker,
-            "OTEL_METRICS_EXPORTER": "prometheus_multiprocess",
-            "OTEL_TRACES_EXPORTER": "none",
-            "OTEL_METRIC_EXPORT_INTERVAL": "3600000",  # only the script's collections
-            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
-        },
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-
-
-def _collected(process: subprocess.Popen[str]) -> tuple[str, float]:
-    """One read and collection: the process's pid and the broker's read time it exported."""
-    assert process.stdin is not None and process.stdout is not None
-    process.stdin.write("collect\n")
-    process.stdin.flush()
-    line = process.stdout.readline()  # the process exits (and says nothing) if it failed
-    assert line, f"the web process ended: {process.wait(timeout=60)}"
-    pid, read_at = line.split()
-    return pid, float(read_at)
-
-
-def test_each_process_reports_its_own_read_times(tmp_path: Path) -> None:
-    redis = os.environ.get("POPPY_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-    started: list[subprocess.Popen[str]] = []
-    try:
-        started.append(_web_process(tmp_path, "cut-off", f"redis://127.0.0.1:{free_port()}/0"))
-        cut_off = _collected(started[-1])
-        started.append(_web_process(tmp_path, "healthy", redis))
-        healthy = _collected(started[-1])
-        assert _collected(started[0]) == cut_off  # its reads fail: its time stands still
-        registry = CollectorRegistry(auto_describe=False)  # the cut-off one collected last
-        registry.register(MultiprocessCollector(tmp_path / "metrics"))
-        scraped = generate_latest(registry).decode()
-    finally:
-        for process in started:
-            process.communicate(timeout=60)
-    assert cut_off[1] < healthy[1]  # the healthy process read after the other started
+    nowhere = f"redis://127.0.0.1:{free_port()}/0"
+    cut_off = host.start("cut-off", READ_AND_COLLECT, REDIS_URL=redis, CELERY_BROKER_URL=nowhere)
+    cut_off_pid, cut_off_read = cut_off.ask("collect")
+    healthy = host.start("healthy", READ_AND_COLLECT, REDIS_URL=redis, CELERY_BROKER_URL=redis)
+    healthy_pid, healthy_read = healthy.ask("collect")
+    # Its reads fail: its time stands still. It collected last.
+    assert cut_off.ask("collect") == [cut_off_pid, cut_off_read]
+    assert float(cut_off_read) < float(healthy_read)  # the healthy one read after it started
     broker = {
         sample.labels.get("pid", ""): sample.value
-        for family in text_string_to_metric_families(scraped)
-        for sample in family.samples
-        if sample.name == NAME and sample.labels["source"] == "broker"
+        for sample in host.scrape(NAME)
+        if sample.labels["source"] == "broker"
     }
-    assert broker == {cut_off[0]: cut_off[1], healthy[0]: healthy[1]}, broker
-    assert max(broker.values()) == healthy[1]
+    assert broker == {cut_off_pid: float(cut_off_read), healthy_pid: float(healthy_read)}, broker
+    assert max(broker.values()) == float(healthy_read)
