@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -99,10 +100,17 @@ def plain() -> Iterator[str]:
         yield url
 
 
-def test_an_endpoint_read_whose_signal_receivers_are_loop_safe_takes_no_thread(plain: str):
-    """Django's own receivers and those declared loop-safe run on the event loop: a read
-    answered there (here, a 401) is lent no thread. (Reads Django's receivers as
-    ``Signal.asend`` does: fails when a Django release changes that.)"""
+@dataclass
+class Receivers:
+    """A sync receiver of ``request_started`` and one of ``request_finished``, connected for
+    the test; ``ran`` has each call's moment and the thread it ran on."""
+
+    started: Callable[..., None]
+    finished: Callable[..., None]
+    ran: list[tuple[str, str]]
+
+
+def _connected(*, loop_safe: bool) -> Iterator[Receivers]:
     ran: list[tuple[str, str]] = []
 
     def started(**kwargs: Any) -> None:
@@ -111,21 +119,44 @@ def test_an_endpoint_read_whose_signal_receivers_are_loop_safe_takes_no_thread(p
     def finished(**kwargs: Any) -> None:
         ran.append(("finished", threading.current_thread().name))
 
-    runs_on_loop(started)
-    runs_on_loop(finished)
+    if loop_safe:
+        runs_on_loop(started)
+        runs_on_loop(finished)
     request_started.connect(started)
     request_finished.connect(finished)
     try:
-        for _ in range(3):
-            assert httpx.get(f"{plain}{ENDPOINT}/cnv_unknown/events").status_code == 401
-        # (request_finished is sent once the response is out: after the client has it.)
-        eventually(lambda: len(ran) == 6, what="the last read to be closed")
-        # A POST keeps its thread for them (measured: RequestExecutor).
-        assert httpx.post(f"{plain}{ENDPOINT}", json={}).status_code == 401
-        eventually(lambda: len(ran) == 8, what="the POST to be closed")
+        yield Receivers(started, finished, ran)
     finally:
         request_started.disconnect(started)
         request_finished.disconnect(finished)
+
+
+@pytest.fixture
+def loop_safe_receivers() -> Iterator[Receivers]:
+    """The receivers declared loop-safe (``runs_on_loop``), as a library's may be."""
+    yield from _connected(loop_safe=True)
+
+
+@pytest.fixture
+def project_receivers() -> Iterator[Receivers]:
+    """The receivers as a project's own: sync, not declared loop-safe."""
+    yield from _connected(loop_safe=False)
+
+
+def test_an_endpoint_read_whose_signal_receivers_are_loop_safe_takes_no_thread(
+    plain: str, loop_safe_receivers: Receivers
+):
+    """Django's own receivers and those declared loop-safe run on the event loop: a read
+    answered there (here, a 401) is lent no thread. (Reads Django's receivers as
+    ``Signal.asend`` does: fails when a Django release changes that.)"""
+    ran = loop_safe_receivers.ran
+    for _ in range(3):
+        assert httpx.get(f"{plain}{ENDPOINT}/cnv_unknown/events").status_code == 401
+    # (request_finished is sent once the response is out: after the client has it.)
+    eventually(lambda: len(ran) == 6, what="the last read to be closed")
+    # A POST keeps its thread for them (measured: RequestExecutor).
+    assert httpx.post(f"{plain}{ENDPOINT}", json={}).status_code == 401
+    eventually(lambda: len(ran) == 8, what="the POST to be closed")
     assert ran[:6] == [("started", "plain-uvicorn"), ("finished", "plain-uvicorn")] * 3
     assert [moment for moment, _ in ran[6:]] == ["started", "finished"]
     assert all(thread.startswith("poppy-request") for _, thread in ran[6:])
@@ -154,54 +185,26 @@ def with_sentry() -> Iterator[None]:
 
 
 def test_receivers_in_sentrys_wrappers_run_on_the_loop_as_they_would_bare(
-    with_sentry: None, plain: str
+    with_sentry: None, plain: str, loop_safe_receivers: Receivers
 ):
     """Sentry's Django integration returns each receiver in a new wrapper every time the
     receivers are read (for its spans), for the rest of the process: they are judged by the
     receivers they wrap, so an endpoint read under Sentry still takes no thread for them (it
     did, in any test session that had set up Sentry before, and in any project using it)."""
-    ran: list[tuple[str, str]] = []
-
-    def started(**kwargs: Any) -> None:
-        ran.append(("started", threading.current_thread().name))
-
-    def finished(**kwargs: Any) -> None:
-        ran.append(("finished", threading.current_thread().name))
-
-    runs_on_loop(started)
-    runs_on_loop(finished)
-    request_started.connect(started)
-    request_finished.connect(finished)
-    try:
-        [*wrapped], _ = request_started._live_receivers(ASGIHandler)
-        assert started not in wrapped and started in [r.__wrapped__ for r in wrapped]
-        assert httpx.get(f"{plain}{ENDPOINT}/cnv_unknown/events").status_code == 401
-        eventually(lambda: len(ran) == 2, what="the read to be closed")
-    finally:
-        request_started.disconnect(started)
-        request_finished.disconnect(finished)
+    started, ran = loop_safe_receivers.started, loop_safe_receivers.ran
+    [*wrapped], _ = request_started._live_receivers(ASGIHandler)
+    assert started not in wrapped and started in [r.__wrapped__ for r in wrapped]
+    assert httpx.get(f"{plain}{ENDPOINT}/cnv_unknown/events").status_code == 401
+    eventually(lambda: len(ran) == 2, what="the read to be closed")
     assert ran == [("started", "plain-uvicorn"), ("finished", "plain-uvicorn")]
 
 
-def test_a_sync_receiver_of_the_project_keeps_a_thread(plain: str):
+def test_a_sync_receiver_of_the_project_keeps_a_thread(plain: str, project_receivers: Receivers):
     """A project's own sync receiver (not declared loop-safe) may need its thread: both
     signals then run on the request's lent thread, as Django runs them."""
-    ran: list[tuple[str, str]] = []
-
-    def started(**kwargs: Any) -> None:
-        ran.append(("started", threading.current_thread().name))
-
-    def finished(**kwargs: Any) -> None:
-        ran.append(("finished", threading.current_thread().name))
-
-    request_started.connect(started)
-    request_finished.connect(finished)
-    try:
-        assert httpx.get(f"{plain}{ENDPOINT}/cnv_unknown/events").status_code == 401
-        eventually(lambda: len(ran) == 2, what="the request to be closed")
-    finally:
-        request_started.disconnect(started)
-        request_finished.disconnect(finished)
+    ran = project_receivers.ran
+    assert httpx.get(f"{plain}{ENDPOINT}/cnv_unknown/events").status_code == 401
+    eventually(lambda: len(ran) == 2, what="the request to be closed")
     (first, on), (then, later) = ran
     assert (first, then) == ("started", "finished")
     assert on.startswith("poppy-request") and later.startswith("poppy-request")
