@@ -1,5 +1,6 @@
 """A write's versioned publish that fails once, as a Redis error at that very moment would,
-and the fan-out's retries of it held until the test lets them go.
+and the fan-out's retries of it held until the test lets them go; or one that lands late,
+after a later write's (its commit callback ran late: another thread, another process).
 
 The fault is injected at redis-py's public client API (``Redis.evalsha``, which a registered
 script calls), for the one call that carries the bus's channel: the write's ``SET`` of its
@@ -20,11 +21,16 @@ from poppy_django.fanout.retrying import Backoff
 
 
 class PublishFault:
-    """Fails the next versioned publish; :attr:`failed` counts the ones it failed."""
+    """Fails the next versioned publish (:meth:`arm`), or holds it until :meth:`land`
+    (:meth:`delay`); :attr:`failed` counts the ones it failed."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.armed = False
         self.failed = 0
+        self.delaying = False
+        #: Set once the delayed publish is reached (and held); :meth:`land` lets it go.
+        self.delayed = threading.Event()
+        self.landing = threading.Event()
         evalsha = redis.Redis.evalsha
 
         def flaky(client: redis.Redis, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
@@ -32,12 +38,22 @@ class PublishFault:
                 self.armed = False
                 self.failed += 1
                 raise redis.ConnectionError("Connection reset by peer (the test's fault)")
+            if self.delaying and bus.redis_channel() in keys_and_args:
+                self.delaying = False
+                self.delayed.set()
+                self.landing.wait(20)  # bounded: a test that fails first does not hold it
             return evalsha(client, sha, numkeys, *keys_and_args)
 
         monkeypatch.setattr(redis.Redis, "evalsha", flaky)
 
     def arm(self) -> None:
         self.armed = True
+
+    def delay(self) -> None:
+        self.delaying = True
+
+    def land(self) -> None:
+        self.landing.set()
 
 
 class HeldRetries:
@@ -62,8 +78,10 @@ class HeldRetries:
 
 
 @pytest.fixture
-def publish_fault(monkeypatch: pytest.MonkeyPatch) -> PublishFault:
-    return PublishFault(monkeypatch)
+def publish_fault(monkeypatch: pytest.MonkeyPatch) -> Iterator[PublishFault]:
+    fault = PublishFault(monkeypatch)
+    yield fault
+    fault.land()
 
 
 @pytest.fixture

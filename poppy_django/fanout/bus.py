@@ -23,10 +23,12 @@ every message this process receives, whoever waits for it) is all there is. A pr
 read a key's state from the database says its version where none is set
 (:func:`offer_version`: a write's own always wins), and a pruning or a deletion marks the
 key out of date for :data:`FORGOTTEN_SECONDS` (:func:`forget_version`), longer than any
-read that began before it takes to offer what it read. A versioned publish that fails
-leaves the previous version on Redis: the publishing process then trusts no version of the
-key, and a thread of its own marks the key out of date on Redis once Redis answers, unless
-a newer write's version is there (below, "Versions a failed publish left behind").
+read that began before it takes to offer what it read. A write's version never replaces a
+later write's (:mod:`.version_order`): two writes commit in order, but their publishes may
+land in the other order. A versioned publish that fails leaves the previous version on
+Redis: the publishing process then trusts no version of the key, and a thread of its own
+marks the key out of date on Redis once Redis answers, unless a newer write's version is
+there (below, "Versions a failed publish left behind").
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from django.dispatch import receiver
 from opentelemetry import metrics, propagate, trace
 
 from poppy_django.conf import poppy_settings
+from poppy_django.fanout import version_order
 from poppy_django.fanout.retrying import Backoff, Failures
 
 logger = logging.getLogger("poppy_django.fanout")
@@ -239,11 +242,18 @@ def _tell_watchers(key: str, item: Item) -> None:
 #: Without Redis: each key's newest version and until when it holds (monotonic seconds).
 _local_versions: OrderedDict[str, tuple[str, float]] = OrderedDict()
 _local_versions_lock = threading.Lock()
-#: SET the key's version and PUBLISH its message: one command, one round trip.
-_PUBLISH_VERSIONED = """
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+#: SET the key's version, unless it holds a later write's, and PUBLISH its message either
+#: way: one command, one round trip.
+_PUBLISH_VERSIONED = (
+    version_order.LUA
+    + """
+local held, new = rank(redis.call('GET', KEYS[1])), rank(ARGV[1])
+if not (held and new and after(held, new)) then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+end
 return redis.call('PUBLISH', ARGV[3], ARGV[4])
 """
+)
 
 
 def version_key(key: str) -> str:
@@ -252,10 +262,16 @@ def version_key(key: str) -> str:
 
 
 def _set_local_version(key: str, version: str, seconds: float, *, if_unset: bool) -> None:
+    """Keep ``version`` of ``key`` here, unless the one held (unexpired) stays: any, with
+    ``if_unset``; else a later write's."""
     now = time.monotonic()
     with _local_versions_lock:
         held = _local_versions.get(key)
-        if if_unset and held is not None and held[1] > now:
+        if (
+            held is not None
+            and held[1] > now
+            and (if_unset or version_order.after(held[0], version))
+        ):
             return
         _local_versions[key] = (version, now + seconds)
         _local_versions.move_to_end(key)
@@ -310,19 +326,19 @@ async def current_version(key: str) -> str | None:
 # tail would go on trusting, without the write, until it expired. This process trusts no
 # version of the key at once; its "poppy-versions" thread then marks the key out of date on
 # Redis (:data:`FORGOTTEN`, as a pruning does) as soon as Redis answers, unless a version at
-# least as new as the write's is there already. Out of date, not the write's own version: a
-# newer write of another process may have failed too, and its readers must not trust this
-# one's either; an out-of-date mark only ever sends reads to the database, and the next
-# write's own version replaces it.
+# least as new as the write's is there already (or a mark). Out of date, not the write's own
+# version: a newer write of another process may have failed too, and its readers must not
+# trust this one's either; an out-of-date mark only ever sends reads to the database, and the
+# next write's own version replaces it.
 
 
 @dataclass(frozen=True)
 class _Unsure:
-    """A key whose versioned publish failed here: its failed version's ``last_seq`` (None:
-    unknown), its Redis key, and until when (monotonic seconds) it is retried — by then the
-    version the failure left on Redis has expired by itself (:data:`VERSION_SECONDS`)."""
+    """A key whose versioned publish failed here: the version it carried, its Redis key,
+    and until when (monotonic seconds) it is retried — by then the version the failure left
+    on Redis has expired by itself (:data:`VERSION_SECONDS`)."""
 
-    seq: int | None
+    failed: str
     redis_key: str
     until: float
 
@@ -340,24 +356,22 @@ _mender: threading.Thread | None = None
 #: The pause before each round of the thread (a test's may hold it).
 mending_backoff: Callable[[], Backoff] = Backoff
 #: Mark KEYS[1] out of date (ARGV[2], for ARGV[3] s) unless it holds nothing a tail trusts
-#: (an out-of-date mark) or a version from sequence number ARGV[1] on ('': unknown, none).
-_FORGET_IF_OLDER = """
+#: (an out-of-date mark) or a version at least as new as the failed one, ARGV[1] (unranked:
+#: none is).
+_FORGET_IF_OLDER = (
+    version_order.LUA
+    + """
 local held = redis.call('GET', KEYS[1])
 if held then
-  local seq = tonumber(string.match(held, '^(%d+)%.'))
-  if seq == nil or (ARGV[1] ~= '' and seq >= tonumber(ARGV[1])) then
+  local kept, failed = rank(held), rank(ARGV[1])
+  if kept == nil or (failed and not after(failed, kept)) then
     return 0
   end
 end
 redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
 return 1
 """
-
-
-def _seq_of(version: str) -> int | None:
-    """A version's ``last_seq``: its first part."""
-    head = version.partition(".")[0]
-    return int(head) if head.isdigit() else None
+)
 
 
 def _is_unsure(key: str) -> bool:
@@ -369,16 +383,23 @@ def _is_unsure(key: str) -> bool:
         return key in _unsure or bool(_unsure_all_until)
 
 
-def _publish_failed(key: str, version: str) -> None:
-    """Trust no version of ``key`` here from now on, and have the thread mark it out of date
-    on Redis; never blocks."""
+def _covering(one: str, other: str) -> str:
+    """Of two failed versions of one key, the one whose retry stands for both: the one a
+    retry gives way to least (unranked, or the later write's)."""
+    if version_order.rank(one) is None or version_order.after(one, other):
+        return one
+    return other
+
+
+def _not_set(key: str, failed: str) -> None:
+    """Trust no version of ``key`` here from now on (its publish of ``failed`` failed), and
+    have the thread mark it out of date on Redis; never blocks."""
     global _mender, _unsure_all_until
-    seq = _seq_of(version)
     with _unsure_lock:
-        held = _unsure.pop(key, None)  # the newest write's failure stands for both
-        if held is not None and held.seq is not None and seq is not None:
-            seq = max(seq, held.seq)
-        _unsure[key] = _Unsure(seq, version_key(key), time.monotonic() + VERSION_SECONDS)
+        held = _unsure.pop(key, None)  # one retry stands for both failures
+        if held is not None:
+            failed = _covering(held.failed, failed)
+        _unsure[key] = _Unsure(failed, version_key(key), time.monotonic() + VERSION_SECONDS)
         if len(_unsure) > UNSURE_KEYS:
             _, dropped = _unsure.popitem(last=False)
             if not _unsure_all_until:
@@ -390,11 +411,11 @@ def _publish_failed(key: str, version: str) -> None:
 
 
 def _published(key: str, version: str) -> None:
-    """``version`` of ``key`` is set on Redis: a retry for an older one is no longer needed."""
-    seq = _seq_of(version)
+    """``version`` of ``key`` is set on Redis (or a later write's is there): a retry for an
+    older write's failed publish is no longer needed."""
     with _unsure_lock:
         held = _unsure.get(key)
-        if held is not None and (held.seq is None or seq is None or held.seq <= seq):
+        if held is not None and not version_order.after(held.failed, version):
             del _unsure[key]
 
 
@@ -416,25 +437,25 @@ def _mend() -> None:
                 return
             client = _publisher()
         try:
-            _forget_if_older(client, [unsure for _, unsure in due])
+            _mark_out_of_date(client, [unsure for _, unsure in due])
         except Exception:
             logger.debug("poppy: could not mark versions out of date yet", exc_info=True)
             pause = backoff.after(0.0)
             continue
         with _unsure_lock:
             for key, unsure in due:
-                if _unsure.get(key) is unsure:  # not replaced by a newer write's failure
+                if _unsure.get(key) is unsure:  # not replaced by a newer failure
                     del _unsure[key]
         backoff, pause = mending_backoff(), 0.0
 
 
-def _forget_if_older(client: redis.Redis, due: list[_Unsure]) -> None:
+def _mark_out_of_date(client: redis.Redis, due: list[_Unsure]) -> None:
     """:data:`_FORGET_IF_OLDER` for each key, in one round trip; may raise."""
     script = client.register_script(_FORGET_IF_OLDER)
     with client.pipeline(transaction=False) as pipe:
         for unsure in due:
-            seq = "" if unsure.seq is None else unsure.seq
-            script(keys=[unsure.redis_key], args=[seq, FORGOTTEN, FORGOTTEN_SECONDS], client=pipe)
+            args = (unsure.failed, FORGOTTEN, FORGOTTEN_SECONDS)
+            script(keys=[unsure.redis_key], args=args, client=pipe)
         pipe.execute()
 
 
@@ -460,7 +481,7 @@ def publish(
                 args=[version, VERSION_SECONDS, redis_channel(), json.dumps(message)],
             )
         except Exception:
-            _publish_failed(key, version)
+            _not_set(key, version)
             raise
         if _unsure:
             _published(key, version)

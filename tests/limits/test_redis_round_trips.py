@@ -5,15 +5,19 @@ other wrote. Any other cache (or a Redis cache with ``OPTIONS``) keeps Django's 
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+import redis
 from django.test import Client, override_settings
 
 from poppy_django import process_cache
 from poppy_django.api import throttling
 from poppy_django.client import DPoPKey
+from poppy_django.fanout import bus
 from poppy_django.process_cache import shared_cache, shared_redis
 from poppy_django.verifier import dpop, replay
 from tests.agents import PersonalAgent
@@ -136,3 +140,28 @@ def test_another_backend_keeps_djangos_api(settings: Any) -> None:
         assert replay.first_use("jkt", jti, ttl=60)
         assert not replay.first_use("jkt", jti, ttl=60)
     process_cache.forget()
+
+
+def test_a_write_sets_its_version_and_publishes_its_nudge_in_one_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fan-out's versioned publish (a write's, on commit) is one script, whether it sets
+    the version or keeps a later write's there (its publish landed first)."""
+    url = urlsplit(REDIS_URL)
+    fanout_redis = {"host": url.hostname, "port": url.port or 6379, "db": int(url.path[1:] or 0)}
+    key = f"poppy-round-trips-{os.urandom(6).hex()}"
+    commands: list[str] = []
+    execute = redis.Redis.execute_command
+
+    def counted(client: redis.Redis, *args: Any, **options: Any) -> Any:
+        commands.append(args[0])
+        return execute(client, *args, **options)
+
+    with override_settings(EVENTSTREAM_REDIS=fanout_redis):
+        bus.publish(key, "poppy.test", {}, version="5.1.n")  # the server has the script now
+        monkeypatch.setattr(redis.Redis, "execute_command", counted)
+        bus.publish(key, "poppy.test", {}, version="7.1.n")
+        bus.publish(key, "poppy.test", {}, version="6.1.n")
+        monkeypatch.undo()
+        assert asyncio.run(bus.current_version(key)) == "7.1.n"
+    assert commands == ["EVALSHA", "EVALSHA"]

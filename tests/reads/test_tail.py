@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 import redis
+from django.db import connection
 from django.test import Client, override_settings
 
+from poppy_django import fanout
 from poppy_django.client import DPoPKey
 from poppy_django.fanout import bus
 from poppy_django.models import Conversation
@@ -267,6 +270,59 @@ def test_after_a_failed_publish_no_tail_trusts_the_version_it_left(
     read(agent, conversation_id, queries, f"?cursor={page['cursor']}")
     assert queries.sql == []  # the write's own version: held and current again
     server.close()
+
+
+def _written_in_a_thread(conversation_id: str) -> threading.Thread:
+    """A staff note written on a thread of its own, as another request's would be."""
+
+    def write() -> None:
+        try:
+            add_company_messages(conversation_id, 1)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=write, name="the-first-write")
+    thread.start()
+    return thread
+
+
+def test_an_older_writes_late_publish_never_hides_a_newer_write(
+    agent: PersonalAgent,
+    queries: Queries,
+    served_over_redis: str,
+    version_server: redis.Redis,
+    publish_fault: PublishFault,
+) -> None:
+    """Two writes commit in order, but the first one's publish (its version's SET with its
+    nudge) lands after the second one's. A process that read the first write from the
+    database holds it; the version on Redis stays the second write's, so that process's next
+    read asks the database and has the second write."""
+    agent = agent.at(served_over_redis)
+    conversation_id = quiet_start(agent)
+    publish_fault.delay()
+    first = _written_in_a_thread(conversation_id)
+    assert publish_fault.delayed.wait(20), "the first write's publish was never reached"
+    page = read(agent, conversation_id, queries).json()
+    assert [e["type"] for e in page["events"]] == ["message", "message"]  # held now
+    assert queries.sql  # from the database, not from an entry older than the first write
+    key = bus.version_key(fanout.conversation_channel(conversation_id))
+    add_company_messages(conversation_id, 1)  # the second write: its publish lands at once
+    newer = version_server.get(key)
+    publish_fault.land()
+    first.join(20)
+    assert not first.is_alive()
+    later = read(agent, conversation_id, queries, f"?cursor={page['cursor']}").json()
+    assert [e["message"]["text"] for e in later["events"]] == ["note 0"]
+    assert version_server.get(key) == newer  # what every other process compares with
+
+
+@pytest.fixture
+def version_server(served_over_redis: str) -> Iterator[redis.Redis]:
+    """A client of the test Redis of its own: what another process reads there."""
+    url = urlsplit(os.environ.get("POPPY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
+    client = redis.Redis(host=url.hostname, port=url.port or 6379, db=int(url.path.strip("/")))
+    yield client
+    client.close()
 
 
 def test_the_dpop_verifier_checks_a_held_read_as_strictly(queries: Queries, settings: Any) -> None:

@@ -344,3 +344,61 @@ def test_the_newest_failed_write_is_what_the_retry_stands_for(
         return await bus.current_version(VERSIONED)
 
     assert _over_redis(redis_kwargs, scenario) == bus.FORGOTTEN
+
+
+# Publishes that land out of order ------------------------------------------------------------
+# Two writes of one conversation commit in order, but their publishes (on commit, in two
+# processes or threads) may land in the other order: the older write's version must not
+# replace the newer one's, or a tail holding the older state would be trusted without the
+# newer write. Its nudge still goes out.
+
+
+@pytest.mark.parametrize(
+    ("newer", "older"),
+    [("6.1.n", "5.1.n"), ("6.2.n", "6.1.n"), ("6.1.n", "5.3.a")],
+    ids=["an-older-seq", "an-older-pruning", "seq-before-pruning"],
+)
+def test_an_older_writes_late_publish_keeps_the_newer_version_and_wakes_readers(
+    redis_kwargs, server, newer, older
+):
+    async def scenario():
+        inbox = Inbox(VERSIONED)
+        inbox.open()
+        try:
+            assert await inbox.receive(timeout=20) == (True, [])  # subscribed
+            # Another process's newer write has set its version (its publish's SET).
+            server.set(bus.version_key(VERSIONED), newer, ex=bus.VERSION_SECONDS)
+            bus.publish(VERSIONED, "poppy.test", {"n": 1}, version=older)
+            _, items = await inbox.receive(timeout=20)
+            return [item.data for item in items], await bus.current_version(VERSIONED)
+        finally:
+            inbox.close()
+
+    assert _over_redis(redis_kwargs, scenario) == ([{"n": 1}], newer)
+
+
+@pytest.mark.parametrize("held", ["5.1.n", "6.0.n", "6.1.n", bus.FORGOTTEN, ""])
+def test_a_publish_replaces_an_older_or_equal_version_and_any_mark(redis_kwargs, server, held):
+    async def scenario():
+        server.set(bus.version_key(VERSIONED), held, ex=bus.VERSION_SECONDS)
+        bus.publish(VERSIONED, "poppy.test", {}, version="6.1.a")
+        return await bus.current_version(VERSIONED)
+
+    assert _over_redis(redis_kwargs, scenario) == "6.1.a"
+
+
+def test_in_process_an_older_writes_late_publish_keeps_the_newer_version():
+    async def scenario():
+        inbox = Inbox(VERSIONED)
+        inbox.open()
+        try:
+            for version in ("6.2.n", "6.1.n", "5.9.n"):  # the newest write's publish first
+                bus.publish(VERSIONED, "poppy.test", {"v": version}, version=version)
+            kept = await bus.current_version(VERSIONED)
+            bus.publish(VERSIONED, "poppy.test", {"v": "7.2.n"}, version="7.2.n")
+            _, items = await inbox.receive(timeout=5)
+            return kept, await bus.current_version(VERSIONED), len(items)
+        finally:
+            inbox.close()
+
+    assert _in_process(scenario) == ("6.2.n", "7.2.n", 4)
