@@ -25,10 +25,10 @@ read a key's state from the database says its version where none is set
 key out of date for :data:`FORGOTTEN_SECONDS` (:func:`forget_version`), longer than any
 read that began before it takes to offer what it read. A write's version never replaces a
 later write's (:mod:`.version_order`): two writes commit in order, but their publishes may
-land in the other order. A versioned publish that fails leaves the previous version on
-Redis: the publishing process then trusts no version of the key, and a thread of its own
-marks the key out of date on Redis once Redis answers, unless a newer write's version is
-there (below, "Versions a failed publish left behind").
+land in the other order. A versioned publish or an out-of-date mark that fails leaves the
+previous version on Redis: the process then trusts no version of the key, and a thread of its
+own marks the key out of date on Redis once Redis answers (below, "Versions a failed publish
+left behind").
 """
 
 from __future__ import annotations
@@ -281,9 +281,14 @@ def _set_local_version(key: str, version: str, seconds: float, *, if_unset: bool
 
 def forget_version(key: str) -> None:
     """``key`` is out of date (its conversation was pruned or deleted, or changed hands):
-    readers ask the database until its next write; may raise."""
+    readers ask the database until its next write; may raise (then this process trusts no
+    version of ``key`` at once, and its thread marks it out of date once Redis answers)."""
     if _redis_kwargs():
-        _publisher().set(version_key(key), FORGOTTEN, ex=FORGOTTEN_SECONDS)
+        try:
+            _publisher().set(version_key(key), FORGOTTEN, ex=FORGOTTEN_SECONDS)
+        except Exception:
+            _not_set(key, None)
+            raise
     else:
         _set_local_version(key, FORGOTTEN, FORGOTTEN_SECONDS, if_unset=False)
 
@@ -323,10 +328,13 @@ async def current_version(key: str) -> str | None:
 # Versions a failed publish left behind ---------------------------------------------------------
 # A write whose versioned publish failed (a Redis error or timeout at that moment, or this
 # process cut off from Redis) left its key's previous version on Redis, which every process's
-# tail would go on trusting, without the write, until it expired. This process trusts no
-# version of the key at once; its "poppy-versions" thread then marks the key out of date on
-# Redis (:data:`FORGOTTEN`, as a pruning does) as soon as Redis answers, unless a version at
-# least as new as the write's is there already (or a mark). Out of date, not the write's own
+# tail would go on trusting, without the write, until it expired; a pruning, a deletion or an
+# account's binding whose out-of-date mark failed (:func:`forget_version`) left it trusted with
+# what they changed. This process trusts no version of the key at once; its "poppy-versions"
+# thread then marks the key out of date on Redis (:data:`FORGOTTEN`) as soon as Redis answers:
+# after a failed publish, unless a version at least as new as the write's is there already
+# (or a mark); after a failed mark, whatever is there, since a publish that lands later may
+# still be from a write committed before the pruning. Out of date, not the write's own
 # version: a newer write of another process may have failed too, and its readers must not
 # trust this one's either; an out-of-date mark only ever sends reads to the database, and the
 # next write's own version replaces it.
@@ -334,11 +342,12 @@ async def current_version(key: str) -> str | None:
 
 @dataclass(frozen=True)
 class _Unsure:
-    """A key whose versioned publish failed here: the version it carried, its Redis key,
-    and until when (monotonic seconds) it is retried — by then the version the failure left
-    on Redis has expired by itself (:data:`VERSION_SECONDS`)."""
+    """A key whose version this process could not set on Redis: the version its failed
+    publish carried (None: its out-of-date mark failed), its Redis key, and until when
+    (monotonic seconds) it is retried — by then the version the failure left on Redis has
+    expired by itself (:data:`VERSION_SECONDS`)."""
 
-    failed: str
+    failed: str | None
     redis_key: str
     until: float
 
@@ -375,7 +384,8 @@ return 1
 
 
 def _is_unsure(key: str) -> bool:
-    """Whether this process trusts no version of ``key`` now (its publish failed here)."""
+    """Whether this process trusts no version of ``key`` now (its publish or mark failed
+    here)."""
     global _unsure_all_until
     with _unsure_lock:
         if _unsure_all_until and time.monotonic() >= _unsure_all_until:
@@ -383,17 +393,21 @@ def _is_unsure(key: str) -> bool:
         return key in _unsure or bool(_unsure_all_until)
 
 
-def _covering(one: str, other: str) -> str:
-    """Of two failed versions of one key, the one whose retry stands for both: the one a
-    retry gives way to least (unranked, or the later write's)."""
+def _covering(one: str | None, other: str | None) -> str | None:
+    """Of two failures of one key, the one whose retry stands for both: a failed mark's
+    (None) for any; else the failed version a retry gives way to least (unranked, or the
+    later write's)."""
+    if one is None or other is None:
+        return None
     if version_order.rank(one) is None or version_order.after(one, other):
         return one
     return other
 
 
-def _not_set(key: str, failed: str) -> None:
-    """Trust no version of ``key`` here from now on (its publish of ``failed`` failed), and
-    have the thread mark it out of date on Redis; never blocks."""
+def _not_set(key: str, failed: str | None) -> None:
+    """Trust no version of ``key`` here from now on, and have the thread mark it out of date
+    on Redis (``failed``: the failed publish's version; None: the failed mark); never
+    blocks."""
     global _mender, _unsure_all_until
     with _unsure_lock:
         held = _unsure.pop(key, None)  # one retry stands for both failures
@@ -412,16 +426,20 @@ def _not_set(key: str, failed: str) -> None:
 
 def _published(key: str, version: str) -> None:
     """``version`` of ``key`` is set on Redis (or a later write's is there): a retry for an
-    older write's failed publish is no longer needed."""
+    older write's failed publish is no longer needed. A failed mark's still is: this publish
+    may be of a write committed before the pruning."""
     with _unsure_lock:
         held = _unsure.get(key)
-        if held is not None and not version_order.after(held.failed, version):
+        if held is None or held.failed is None:
+            return
+        if not version_order.after(held.failed, version):
             del _unsure[key]
 
 
 def _mend() -> None:
-    """The thread: mark every key whose publish failed out of date on Redis, in rounds, with
-    a pause before the first and after each failed one; it ends when none is left."""
+    """The thread: mark every key whose publish or mark failed out of date on Redis, in
+    rounds, with a pause before the first and after each failed one; it ends when none is
+    left."""
     global _mender
     backoff = mending_backoff()
     pause = backoff.after(0.0)
@@ -450,12 +468,16 @@ def _mend() -> None:
 
 
 def _mark_out_of_date(client: redis.Redis, due: list[_Unsure]) -> None:
-    """:data:`_FORGET_IF_OLDER` for each key, in one round trip; may raise."""
+    """Each key out of date on Redis (a failed publish's: :data:`_FORGET_IF_OLDER`), in one
+    round trip; may raise."""
     script = client.register_script(_FORGET_IF_OLDER)
     with client.pipeline(transaction=False) as pipe:
         for unsure in due:
-            args = (unsure.failed, FORGOTTEN, FORGOTTEN_SECONDS)
-            script(keys=[unsure.redis_key], args=args, client=pipe)
+            if unsure.failed is None:
+                pipe.set(unsure.redis_key, FORGOTTEN, ex=FORGOTTEN_SECONDS)
+            else:
+                args = (unsure.failed, FORGOTTEN, FORGOTTEN_SECONDS)
+                script(keys=[unsure.redis_key], args=args, client=pipe)
         pipe.execute()
 
 

@@ -129,7 +129,9 @@ def nudge_on_commit(
 
 def forget_version_on_commit(conversation_id: str) -> None:
     """After the surrounding transaction commits, every process's tail of the conversation
-    is out of date (pruned or deleted): its readers ask the database until its next write."""
+    is out of date (pruned, deleted or bound to an account): its readers ask the database
+    until its next write (when marking it fails, the bus keeps the previous version from
+    being trusted: in this process at once, in the others once Redis answers its retry)."""
 
     def forget() -> None:
         _send(

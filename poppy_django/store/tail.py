@@ -9,14 +9,15 @@ inside it can then be answered from memory, on the event loop, with no thread an
 (:mod:`poppy_django.api.tail_reads`) — but only when the entry is current: its version
 (``event_log.version_of``) must be the one the conversation's last write set
 (:func:`bus.current_version <poppy_django.fanout.bus.current_version>`). A write sets it
-before its answer is sent, so a read never misses a write its client was told of (when
-setting it fails, the writing process trusts no version of the conversation until the key
-is marked out of date on Redis, which its retries do within seconds of Redis answering, or
-the old version has expired: a read there asks the database meanwhile); a nudge
-still on its way, lost, or too big to carry its events, a pruning, a deletion and an
-account's binding (which mark it out of date) all send the read to the database, which
-answers it and leaves a fresh entry (and offers its version, for a conversation whose last
-write is too old to have one set).
+before its answer is sent, so a read never misses a write its client was told of (an older
+write's version landing later never replaces it; when setting it fails, the writing
+process trusts no version of the conversation until the key is marked out of date on
+Redis, which its retries do within seconds of Redis answering, or the old version has
+expired: a read there asks the database meanwhile); a nudge still on its way, lost, or too
+big to carry its events, a pruning, a deletion and an account's binding (which mark it out
+of date; a mark that fails is handled as a failed version is) all send the read to the
+database, which answers it and leaves a fresh entry (and offers its version, for a
+conversation whose last write is too old to have one set).
 
 The tail is bounded: at most ``PAGE_SIZE`` events an entry, and ``POPPY["TAIL_MAX_BYTES"]``
 of event JSON in all (the least recently read entries go first; 0 turns it off).

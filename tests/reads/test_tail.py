@@ -325,6 +325,84 @@ def version_server(served_over_redis: str) -> Iterator[redis.Redis]:
     client.close()
 
 
+def _held_with_events(
+    agent: PersonalAgent, queries: Queries, version_server: redis.Redis
+) -> tuple[str, list[dict[str, Any]], str]:
+    """A conversation of four events that this process's tail holds, all four, with the
+    version on Redis vouching for them (a read from its second is answered with no query):
+    its id, its events, and its version's key on Redis."""
+    conversation_id = quiet_start(agent)
+    add_company_messages(conversation_id, 3)  # seq 1..4
+    events = read(agent, conversation_id, queries).json()["events"]
+    read(agent, conversation_id, queries, f"?cursor={events[1]['id']}")
+    assert queries.sql == []
+    held = tail.entry(conversation_id)
+    assert held is not None  # what another process that read it holds as well
+    key = bus.version_key(held.key)
+    assert version_server.get(key) == held.version.encode()
+    return conversation_id, events, key
+
+
+def _change(conversation_id: str, change: str) -> tuple[int, str]:
+    """Prune the conversation's first two events, or delete it: what a read from its first
+    event is then answered (the database's answer)."""
+    if change == "pruned":
+        event_log.expire_before(conversation_id, 3)  # the product's pruning marks them first
+        return 410, "cursor_expired"
+    Conversation.objects.filter(pk=conversation_id).delete()
+    return 404, "conversation_not_found"
+
+
+def _answer(agent: PersonalAgent, conversation_id: str, cursor: str) -> tuple[int, str | None]:
+    response = agent.read(conversation_id, f"?cursor={cursor}")
+    return response.status_code, response.json().get("error")
+
+
+@pytest.mark.parametrize("change", ["pruned", "deleted"])
+def test_a_change_whose_mark_failed_is_read_from_the_database_here_at_once(
+    agent: PersonalAgent,
+    queries: Queries,
+    served_over_redis: str,
+    version_server: redis.Redis,
+    publish_fault: PublishFault,
+    held_retries: HeldRetries,
+    change: str,
+) -> None:
+    """A pruning or a deletion marks the conversation out of date on Redis; when that meets a
+    Redis error, the version there is still the one this process's tail holds (with what the
+    change took away), and the retry has not run yet: this process asks the database."""
+    agent = agent.at(served_over_redis)
+    conversation_id, events, key = _held_with_events(agent, queries, version_server)
+    version = version_server.get(key)
+    publish_fault.arm_mark()
+    expected = _change(conversation_id, change)
+    assert publish_fault.failed == 1
+    assert version_server.get(key) == version
+    assert _answer(agent, conversation_id, events[0]["id"]) == expected
+
+
+@pytest.mark.parametrize("change", ["pruned", "deleted"])
+def test_after_a_failed_mark_no_tail_trusts_the_version_from_before_the_change(
+    agent: PersonalAgent,
+    queries: Queries,
+    served_over_redis: str,
+    version_server: redis.Redis,
+    publish_fault: PublishFault,
+    quick_retries: None,
+    change: str,
+) -> None:
+    """Every other process holding the conversation compares what it holds (the same entry
+    as this one's) with the version on Redis: once retried, that is an out-of-date mark."""
+    agent = agent.at(served_over_redis)
+    conversation_id, events, key = _held_with_events(agent, queries, version_server)
+    publish_fault.arm_mark()
+    expected = _change(conversation_id, change)
+    assert publish_fault.failed == 1
+    forgotten = bus.FORGOTTEN.encode()
+    eventually(lambda: version_server.get(key) == forgotten, what="the mark's retry")
+    assert _answer(agent, conversation_id, events[0]["id"]) == expected
+
+
 def test_the_dpop_verifier_checks_a_held_read_as_strictly(queries: Queries, settings: Any) -> None:
     """The DPoP verifier's checks without a blocking call: a new proof is accepted with no
     query, the same proof again is refused as a replay, an expired token as expired."""

@@ -402,3 +402,74 @@ def test_in_process_an_older_writes_late_publish_keeps_the_newer_version():
             inbox.close()
 
     assert _in_process(scenario) == ("6.2.n", "7.2.n", 4)
+
+
+# An out-of-date mark that fails --------------------------------------------------------------
+# A pruning, a deletion or an account's binding marks its key out of date on Redis
+# (bus.forget_version): when that fails, the version from before it stays there, and every
+# process's tail would go on trusting it, with what the change took away.
+
+
+def _mark_failed_over(server: redis.Redis, previous: str) -> None:
+    """The version from before the pruning is on Redis; the pruning's mark fails."""
+    server.set(bus.version_key(VERSIONED), previous, ex=bus.VERSION_SECONDS)
+    with pytest.raises(redis.TimeoutError):
+        bus.forget_version(VERSIONED)
+
+
+def test_a_failed_mark_is_not_trusted_here_at_once_nor_anywhere_once_retried(
+    redis_kwargs, server, publish_fault, held_retries
+):
+    async def scenario():
+        key = bus.version_key(VERSIONED)
+        publish_fault.arm_mark()
+        _mark_failed_over(server, "4.1.n")
+        assert publish_fault.failed == 1
+        assert server.get(key) == b"4.1.n"  # what other processes compare with, until the retry
+        assert await bus.current_version(VERSIONED) is None  # this process: none, at once
+        held_retries.release()
+        await until(lambda: bus.current_version(VERSIONED), what="the retry")
+        return server.get(key), await bus.current_version(VERSIONED)
+
+    assert _over_redis(redis_kwargs, scenario) == (bus.FORGOTTEN.encode(), bus.FORGOTTEN)
+
+
+def test_a_failed_mark_is_retried_whatever_a_later_publish_set(
+    redis_kwargs, server, publish_fault, held_retries
+):
+    """A publish that lands after the failed mark, here or in another process, may be a
+    write's committed before the pruning (its version says nothing of it): it ends neither
+    the retry nor this process's distrust, and a publish failing here meanwhile does not
+    turn the retry into one that a newer version stops."""
+
+    async def scenario():
+        key = bus.version_key(VERSIONED)
+        publish_fault.arm_mark()
+        _mark_failed_over(server, "4.1.n")
+        bus.publish(VERSIONED, "poppy.test", {}, version="5.1.n")
+        assert server.get(key) == b"5.1.n"
+        assert await bus.current_version(VERSIONED) is None
+        publish_fault.arm()
+        with pytest.raises(redis.ConnectionError):
+            bus.publish(VERSIONED, "poppy.test", {}, version="6.1.n")
+        server.set(key, "7.1.n", ex=bus.VERSION_SECONDS)  # another process's
+        held_retries.release()
+        await until(lambda: bus.current_version(VERSIONED), what="the retry")
+        return server.get(key)
+
+    assert _over_redis(redis_kwargs, scenario) == bus.FORGOTTEN.encode()
+
+
+def test_a_mark_failing_after_a_publish_failed_is_retried_as_a_mark(
+    redis_kwargs, server, publish_fault, held_retries
+):
+    async def scenario():
+        publish_fault.arm()
+        _failed_over(server, "4.1.n", "5.1.n")
+        publish_fault.arm_mark()
+        _mark_failed_over(server, "6.1.n")  # a newer write's, then the pruning
+        held_retries.release()
+        await until(lambda: bus.current_version(VERSIONED), what="the retry")
+        return server.get(bus.version_key(VERSIONED))
+
+    assert _over_redis(redis_kwargs, scenario) == bus.FORGOTTEN.encode()
