@@ -43,8 +43,9 @@ class BacklogFull(RuntimeError):
 class Handover:
     """This process's queue of dispatches and the thread that makes them."""
 
-    def __init__(self, dispatch: Dispatch, fail: Fail) -> None:
+    def __init__(self, dispatch: Dispatch, fail: Fail, *, name: str = "poppy-handover") -> None:
         self._dispatch = dispatch
+        self._name = name
         self._fail = fail
         self._queued: dict[str, contextvars.Context] = {}
         self._busy = False
@@ -54,7 +55,8 @@ class Handover:
         os.register_at_fork(after_in_child=self._forked)
 
     def submit(self, conversation_id: str) -> None:
-        """Dispatch the conversation soon, in the caller's context (its request id, trace)."""
+        """Dispatch the conversation (or, for the operations' handover, the operation) soon,
+        in the caller's context (its request id, trace)."""
         with self._changed:
             self._ensure_thread()
             if conversation_id in self._queued:
@@ -77,7 +79,7 @@ class Handover:
         if self._started:
             return
         self._started = True
-        threading.Thread(target=self._run, name="poppy-handover", daemon=True).start()
+        threading.Thread(target=self._run, name=self._name, daemon=True).start()
         atexit.register(self.flush, DRAIN_SECONDS)
 
     def _forked(self) -> None:

@@ -32,7 +32,9 @@ from poppy_django.agent.actions import jsonable
 from poppy_django.agent.tools import ActionFailed, ToolContext
 from poppy_django.conf import poppy_settings
 from poppy_django.engine.executors import ThreadExecutor
+from poppy_django.engine.handover import Handover
 from poppy_django.observe.task_requests import CorrelatedTask
+from poppy_django.observe.tracing import task_headers
 from poppy_django.operations import OutcomeUnknown, conversation
 from poppy_django.operations.models import Operation, OperationState
 from poppy_django.verifier import Actor
@@ -43,21 +45,16 @@ logger = logging.getLogger(__name__)
 def dispatch_on_commit(operation_id: str) -> None:
     """Hand a just-confirmed operation to a worker once the confirmation commits.
 
-    With Celery (``CeleryExecutor``) a task; with the in-process executor, its pool. A lost
-    dispatch is not lost work: the recovery sweep performs it.
+    With Celery (``CeleryExecutor``, which waits on a broker) a task, published after the
+    answer by this process's ``poppy-operations-handover`` thread, as a message's turn is
+    (:mod:`poppy_django.engine.handover`): the confirmation is committed ``in_progress``, so
+    the answer need not wait on the broker. With the in-process executor, its pool, at the
+    commit. A lost dispatch is not lost work: the recovery sweep performs it.
     """
-
-    def dispatch() -> None:
-        try:
-            _dispatch(operation_id)
-        except Exception:
-            logger.warning(
-                "poppy: could not dispatch operation %s; the recovery sweep will",
-                operation_id,
-                exc_info=True,
-            )
-
-    transaction.on_commit(dispatch)
+    if getattr(poppy_settings.EXECUTOR, "waits_on_broker", False) is True:
+        transaction.on_commit(lambda: after_answer.submit(operation_id))
+    else:
+        transaction.on_commit(lambda: _dispatch_or_record(operation_id))
 
 
 def dispatch_now(operation_id: str) -> None:
@@ -70,7 +67,32 @@ def _dispatch(operation_id: str) -> None:
         # In-process: on the engine's database threads, like the turns' sync work.
         ThreadExecutor.start().database.submit(_perform_closing, operation_id)
         return
-    perform_operation_task.delay(operation_id)
+    # One try, no publish retries, as a turn's dispatch: the sweep performs a lost one. The
+    # headers carry the confirming request's id and trace to the worker's lines.
+    perform_operation_task.apply_async((operation_id,), retry=False, headers=task_headers())
+
+
+def _dispatch_or_record(operation_id: str) -> BaseException | None:
+    """:func:`_dispatch`, a failure recorded instead of raised; the error, if it failed."""
+    try:
+        _dispatch(operation_id)
+    except Exception as exc:
+        _not_dispatched(operation_id, exc)
+        return exc
+    return None
+
+
+def _not_dispatched(operation_id: str, exc: BaseException) -> None:
+    """A dispatch that failed (or, behind a failed one, was not tried): the sweep will."""
+    logger.warning(
+        "poppy: could not dispatch operation %s; the recovery sweep will",
+        operation_id,
+        exc_info=exc,
+    )
+
+
+#: This process's operation dispatches made after the answer.
+after_answer = Handover(_dispatch_or_record, _not_dispatched, name="poppy-operations-handover")
 
 
 def _perform_closing(operation_id: str) -> None:

@@ -1,21 +1,27 @@
-"""With Celery, a message's turn is dispatched after its answer (issue 54): the answer never
-waits on the broker, and the dispatch still carries the request's id. (A broker that fails
+"""With Celery, a message's turn and a confirmed operation are dispatched after their answer
+(issue 54): the answer never waits on the broker, and the dispatch still carries the
+request's id. (A broker that fails
 is recorded as before: tests/ops/test_setup_mistakes.py; every multiprocess test's turn
 goes through this dispatch to a real worker.)"""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from celery.signals import before_task_publish
+from django.test import Client
 
 from poppy_django.engine import dispatch
 from poppy_django.engine.broker_health import health
 from poppy_django.engine.handover import MOST_QUEUED, Handover
 from poppy_django.observe.tracing import REQUEST_ID_HEADER
+from poppy_django.operations import perform, service
+from poppy_django.verifier import Principal
+from poppy_django.verifier.fake import fake_authorization
 from tests.agents import PersonalAgent
 from tests.multiprocess.cluster import free_port
 
@@ -53,7 +59,7 @@ def publishes(settings) -> Iterator[Publishes]:
         yield seen
     finally:
         seen.go.set()
-        assert dispatch.flush(timeout=30)
+        assert dispatch.flush(timeout=30) and perform.after_answer.flush(timeout=30)
         before_task_publish.disconnect(seen)
         health.succeeded()
 
@@ -73,6 +79,43 @@ def test_the_answer_does_not_wait_for_the_broker(publishes: Publishes) -> None:
     # Made in the request's context: the worker's lines name the request that caused it.
     assert headers[REQUEST_ID_HEADER] == response["X-Request-ID"]
     assert headers["argsrepr"] == repr((response.json()["conversation_id"],))
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("shop_orders")
+def test_a_confirmed_operation_is_answered_before_its_dispatch_too(
+    publishes: Publishes, settings: Any
+) -> None:
+    # The answer at once, "in_progress" (not after waiting up to 10 s for the outcome, which
+    # the held publish keeps from coming).
+    operations = {**settings.POPPY["OPERATIONS"], "CONFIRM_WAIT_SECONDS": 0}
+    settings.POPPY = {**settings.POPPY, "OPERATIONS": operations}
+    owner = {"client_id": "https://agent.example/client", "user_id": "user-1"}
+    operation = service.propose_for(
+        Principal(**owner, account_id="acct-1", signed_in=True, scopes=frozenset({"poppy:write"})),
+        "cancel_order",
+        {"order_id": "A-2"},
+        agent_name="support",
+    )
+    response = Client().post(
+        f"/poppy/operations/{operation.operation_id}/confirm",
+        data=json.dumps({"revision": 1, "approved_by": "user"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=fake_authorization(
+            **owner, account_id="acct-1", scopes=("poppy:write",)
+        ),
+    )
+    answered_while_held = not publishes.released.is_set()
+    assert response.status_code == 200, response.content
+    assert response.json()["state"] == "in_progress"
+    assert answered_while_held  # before, the confirming request's thread published
+    assert publishes.waiting.wait(timeout=10)
+    publishes.go.set()
+    assert perform.after_answer.flush(timeout=30)
+    (headers,) = publishes.headers
+    assert headers["task"] == "poppy_django.perform_operation"
+    assert headers["argsrepr"] == repr((operation.operation_id,))
+    assert headers[REQUEST_ID_HEADER] == response["X-Request-ID"]
 
 
 # -- the handover's own rules (its Python API) ------------------------------------------------
