@@ -5,7 +5,7 @@ ran late: another thread, another process).
 
 The fault is injected at redis-py's public client API, for one call: ``Redis.evalsha`` (which
 a registered script calls) carrying the bus's channel, the write's ``SET`` of its version and
-``PUBLISH`` of its nudge; or ``Redis.set`` of the out-of-date mark (``bus.forget_version``,
+``PUBLISH`` of its nudge; or ``Redis.set`` of the out-of-date mark (``versions.forget_version``,
 after a pruning, a deletion or an account's binding). Every other call, the retries'
 included, reaches Redis.
 """
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import redis
 
-from poppy_django.fanout import bus
+from poppy_django.fanout import bus, versions
 from poppy_django.fanout.retrying import Backoff
 
 
@@ -51,7 +51,7 @@ class PublishFault:
             return evalsha(client, sha, numkeys, *keys_and_args)
 
         def flaky_set(client: redis.Redis, name: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.mark_armed and value == bus.FORGOTTEN:
+            if self.mark_armed and value == versions.FORGOTTEN:
                 self.mark_armed = False
                 self.failed += 1
                 raise redis.TimeoutError("Timeout reading from socket (the test's fault)")
@@ -104,7 +104,7 @@ def publish_fault(monkeypatch: pytest.MonkeyPatch) -> Iterator[PublishFault]:
 @pytest.fixture
 def held_retries(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldRetries]:
     retries = HeldRetries()
-    monkeypatch.setattr(bus, "mending_backoff", retries.backoff)
+    monkeypatch.setattr(versions, "mending_backoff", retries.backoff)
     yield retries
     retries.release()
 
@@ -112,4 +112,4 @@ def held_retries(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldRetries]:
 @pytest.fixture
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries without the production pauses (the first is half a second)."""
-    monkeypatch.setattr(bus, "mending_backoff", lambda: Backoff(first=0.01, most=0.05))
+    monkeypatch.setattr(versions, "mending_backoff", lambda: Backoff(first=0.01, most=0.05))

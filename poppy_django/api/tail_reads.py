@@ -25,7 +25,7 @@ from poppy_django.api.rest_framework import EndpointAuthentication, request_info
 from poppy_django.api.throttling import PoppyRateThrottle, waiting_slots
 from poppy_django.conf import poppy_settings
 from poppy_django.errors import PoppyError
-from poppy_django.fanout import bus
+from poppy_django.fanout import bus, versions
 from poppy_django.observe import metrics, tracing
 from poppy_django.process_cache import serving_loop
 from poppy_django.store import ownership, wire
@@ -100,7 +100,7 @@ async def _answer(request: HttpRequest, conversation_id: str) -> HttpResponse | 
     if after is None or (wait and after >= entry.state.last_seq):
         return None  # refused, outside the entry, or a wait with nothing yet: the view's
     try:
-        if await bus.current_version(entry.key) != entry.version:
+        if await versions.current_version(entry.key) != entry.version:
             return None
     except Exception:  # Redis out of reach: the view answers as it does then
         return None

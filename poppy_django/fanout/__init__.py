@@ -4,7 +4,9 @@
 (the embedded default), over one Redis pub/sub channel between every web process and worker
 when it is set. The path of a wake-up reads off the modules: :mod:`.publishing` sends it when
 a write commits (and to the desk's browsers with django-eventstream), :mod:`.listening` is
-where a waiting reader receives it, :mod:`.watchdog` catches the lost ones.
+where a waiting reader receives it, :mod:`.watchdog` catches the lost ones. :mod:`.versions`
+keeps each conversation's version, set with its write's wake-up, by which a process's tail
+of recent events tells that it heard all there is.
 """
 
 from poppy_django.fanout.listening import ConversationListener, Delta, listen

@@ -5,11 +5,11 @@ commits) or a piece of a reply being written. A waiting reader woken by a nudge 
 database, so a lost nudge loses nothing (the watchdog catches it). A nudge also carries what
 the write committed, for the processes' tails of recent events (``poppy_django.store.tail``):
 its events (when they are small), the conversation's state, and its version, set with the
-publish, by which a tail tells that it holds all there is (when that publish fails, the bus
-keeps the previous version from being trusted: in this process at once, in the others once
-Redis answers its retry). The support desk's browser streams are django-eventstream's
-views, so what they show is sent with its ``send_event``: every conversation's nudges on the
-desk channel, reply pieces on the conversation's channel.
+publish, by which a tail tells that it holds all there is (when that publish fails,
+:mod:`.versions` keeps the previous version from being trusted: in this process at once, in
+the others once Redis answers its retry). The support desk's browser streams are
+django-eventstream's views, so what they show is sent with its ``send_event``: every
+conversation's nudges on the desk channel, reply pieces on the conversation's channel.
 
 django-eventstream publishes every deployment's events on one server-wide Redis channel
 (``events_channel``, its own) and hands each to the listeners of the event's channel name,
@@ -27,7 +27,8 @@ from typing import Any
 from django.db import transaction
 from django_eventstream import send_event
 
-from poppy_django.fanout import bus
+from poppy_django.fanout import bus, versions
+from poppy_django.fanout.redis_clients import namespace
 from poppy_django.fanout.retrying import Failures
 
 logger = logging.getLogger("poppy_django.fanout")
@@ -69,12 +70,12 @@ def _published() -> None:
 
 def desk_channel() -> str:
     """The desk's channel: every conversation's changes, for staff browsers."""
-    return f"poppy-desk@{bus.namespace()}"
+    return f"poppy-desk@{namespace()}"
 
 
 def conversation_channel(conversation_id: str) -> str:
     """A conversation's channel: its key on the bus, its desk stream's channel name."""
-    return f"poppy-{conversation_id}@{bus.namespace()}"
+    return f"poppy-{conversation_id}@{namespace()}"
 
 
 def _send(
@@ -130,12 +131,13 @@ def nudge_on_commit(
 def forget_version_on_commit(conversation_id: str) -> None:
     """After the surrounding transaction commits, every process's tail of the conversation
     is out of date (pruned, deleted or bound to an account): its readers ask the database
-    until its next write (when marking it fails, the bus keeps the previous version from
-    being trusted: in this process at once, in the others once Redis answers its retry)."""
+    until its next write (when marking it fails, :mod:`.versions` keeps the previous version
+    from being trusted: in this process at once, in the others once Redis answers its
+    retry)."""
 
     def forget() -> None:
         _send(
-            lambda channel, _type, _data: bus.forget_version(channel),
+            lambda channel, _type, _data: versions.forget_version(channel),
             conversation_channel(conversation_id),
             "version",
             {},

@@ -9,7 +9,7 @@ empty version) has no rank: no tail holds it.
 
 The rule is written twice, once for each place a version is set, and nowhere else: in Python
 (:func:`rank`, for this process's own versions) and in Lua (:data:`LUA`, the text every script
-of the bus that compares versions starts with).
+of :mod:`.versions` that compares versions starts with).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ the process's waiting readers already hold) extends it. A later read whose curso
 inside it can then be answered from memory, on the event loop, with no thread and no query
 (:mod:`poppy_django.api.tail_reads`) — but only when the entry is current: its version
 (``event_log.version_of``) must be the one the conversation's last write set
-(:func:`bus.current_version <poppy_django.fanout.bus.current_version>`). A write sets it
+(:func:`versions.current_version <poppy_django.fanout.versions.current_version>`). A write sets it
 before its answer is sent, so a read never misses a write its client was told of (an older
 write's version landing later never replaces it; when setting it fails, the writing
 process trusts no version of the conversation until the key is marked out of date on
@@ -39,7 +39,7 @@ from django.dispatch import receiver
 
 from poppy_django import fanout, ids
 from poppy_django.conf import poppy_settings
-from poppy_django.fanout import bus
+from poppy_django.fanout import bus, versions
 from poppy_django.models import Conversation
 from poppy_django.store import event_log, reading
 
@@ -133,7 +133,7 @@ class Tail:
         if transaction.get_connection(router.db_for_read(Conversation)).in_atomic_block:
             return  # what it read may never commit (a test's transaction): no version
         try:  # a conversation not written lately has no version yet: this read's, then
-            bus.offer_version(entry.key, entry.version)
+            versions.offer_version(entry.key, entry.version)
         except Exception:  # Redis away: later reads ask the database meanwhile
             logger.debug("poppy: could not offer a tail's version", exc_info=True)
 

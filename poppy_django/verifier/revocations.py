@@ -31,7 +31,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from poppy_django.fanout.bus import namespace
+from poppy_django.fanout.redis_clients import namespace
 from poppy_django.fanout.retrying import Backoff
 from poppy_django.observe.streaks import Streak
 

@@ -17,7 +17,7 @@ from django.test import Client, override_settings
 from poppy_django import process_cache
 from poppy_django.api import throttling
 from poppy_django.client import DPoPKey
-from poppy_django.fanout import bus
+from poppy_django.fanout import bus, versions
 from poppy_django.process_cache import shared_cache, shared_redis
 from poppy_django.verifier import dpop, replay
 from tests.agents import PersonalAgent
@@ -163,5 +163,5 @@ def test_a_write_sets_its_version_and_publishes_its_nudge_in_one_command(
         bus.publish(key, "poppy.test", {}, version="7.1.n")
         bus.publish(key, "poppy.test", {}, version="6.1.n")
         monkeypatch.undo()
-        assert asyncio.run(bus.current_version(key)) == "7.1.n"
+        assert asyncio.run(versions.current_version(key)) == "7.1.n"
     assert commands == ["EVALSHA", "EVALSHA"]

@@ -19,7 +19,7 @@ from django.test import Client, override_settings
 
 from poppy_django import fanout
 from poppy_django.client import DPoPKey
-from poppy_django.fanout import bus
+from poppy_django.fanout import versions
 from poppy_django.models import Conversation
 from poppy_django.store import event_log
 from poppy_django.store.tail import tail
@@ -254,7 +254,7 @@ def test_after_a_failed_publish_no_tail_trusts_the_version_it_left(
     assert held is not None  # what another process that read it holds as well
     url = urlsplit(os.environ.get("POPPY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
     server = redis.Redis(host=url.hostname, port=url.port or 6379, db=int(url.path.strip("/")))
-    key = bus.version_key(held.key)
+    key = versions.version_key(held.key)
     assert server.get(key) == held.version.encode()
     publish_fault.arm()
     assert agent.send(conversation_id, None, context={"a": 1}).status_code == 202
@@ -305,7 +305,7 @@ def test_an_older_writes_late_publish_never_hides_a_newer_write(
     page = read(agent, conversation_id, queries).json()
     assert [e["type"] for e in page["events"]] == ["message", "message"]  # held now
     assert queries.sql  # from the database, not from an entry older than the first write
-    key = bus.version_key(fanout.conversation_channel(conversation_id))
+    key = versions.version_key(fanout.conversation_channel(conversation_id))
     add_company_messages(conversation_id, 1)  # the second write: its publish lands at once
     newer = version_server.get(key)
     publish_fault.land()
@@ -338,7 +338,7 @@ def _held_with_events(
     assert queries.sql == []
     held = tail.entry(conversation_id)
     assert held is not None  # what another process that read it holds as well
-    key = bus.version_key(held.key)
+    key = versions.version_key(held.key)
     assert version_server.get(key) == held.version.encode()
     return conversation_id, events, key
 
@@ -398,7 +398,7 @@ def test_after_a_failed_mark_no_tail_trusts_the_version_from_before_the_change(
     publish_fault.arm_mark()
     expected = _change(conversation_id, change)
     assert publish_fault.failed == 1
-    forgotten = bus.FORGOTTEN.encode()
+    forgotten = versions.FORGOTTEN.encode()
     eventually(lambda: version_server.get(key) == forgotten, what="the mark's retry")
     assert _answer(agent, conversation_id, events[0]["id"]) == expected
 

@@ -18,7 +18,7 @@ import pytest
 import redis
 from django.test import override_settings
 
-from poppy_django.fanout import bus
+from poppy_django.fanout import bus, versions
 from poppy_django.fanout.bus import MAX_PENDING, Inbox, open_inboxes
 from poppy_django.fanout.retrying import Backoff
 from tests.waiting import until
@@ -274,7 +274,7 @@ VERSIONED = "poppy-versioned-test"
 
 def _failed_over(server: redis.Redis, previous: str, failing: str) -> None:
     """The previous write's version is on Redis; the next write's publish fails."""
-    server.set(bus.version_key(VERSIONED), previous, ex=bus.VERSION_SECONDS)
+    server.set(versions.version_key(VERSIONED), previous, ex=versions.VERSION_SECONDS)
     with pytest.raises(redis.ConnectionError):
         bus.publish(VERSIONED, "poppy.test", {}, version=failing)
 
@@ -283,20 +283,20 @@ def test_a_failed_versioned_publish_is_not_trusted_here_at_once_nor_anywhere_onc
     redis_kwargs, server, publish_fault, held_retries
 ):
     async def scenario():
-        key = bus.version_key(VERSIONED)
+        key = versions.version_key(VERSIONED)
         publish_fault.arm()
         _failed_over(server, "4.1.n", "5.1.n")
         assert publish_fault.failed == 1
         # What every other process compares its tail with, until the retry: the old version.
         assert server.get(key) == b"4.1.n"
-        assert await bus.current_version(VERSIONED) is None  # this process: none, at once
+        assert await versions.current_version(VERSIONED) is None  # this process: none, at once
         held_retries.release()
         await until(lambda: server.get(key) != b"4.1.n", what="the retry")
-        await until(lambda: bus.current_version(VERSIONED), what="this process to ask Redis")
-        return server.get(key), await bus.current_version(VERSIONED)
+        await until(lambda: versions.current_version(VERSIONED), what="this process to ask Redis")
+        return server.get(key), await versions.current_version(VERSIONED)
 
     # Out of date, as after a pruning: no tail holds it, the next write's version replaces it.
-    assert _over_redis(redis_kwargs, scenario) == (bus.FORGOTTEN.encode(), bus.FORGOTTEN)
+    assert _over_redis(redis_kwargs, scenario) == (versions.FORGOTTEN.encode(), versions.FORGOTTEN)
 
 
 def test_a_retry_never_replaces_a_newer_writes_version(
@@ -306,10 +306,11 @@ def test_a_retry_never_replaces_a_newer_writes_version(
         publish_fault.arm()
         _failed_over(server, "4.1.n", "5.1.n")
         # Another process's newer write sets its version (its publish's SET) before the retry.
-        server.set(bus.version_key(VERSIONED), "6.1.n", ex=bus.VERSION_SECONDS)
+        server.set(versions.version_key(VERSIONED), "6.1.n", ex=versions.VERSION_SECONDS)
         held_retries.release()
-        await until(lambda: bus.current_version(VERSIONED), what="the retry")
-        return await bus.current_version(VERSIONED), server.get(bus.version_key(VERSIONED))
+        await until(lambda: versions.current_version(VERSIONED), what="the retry")
+        key = versions.version_key(VERSIONED)
+        return await versions.current_version(VERSIONED), server.get(key)
 
     assert _over_redis(redis_kwargs, scenario) == ("6.1.n", b"6.1.n")
 
@@ -320,9 +321,9 @@ def test_a_newer_version_published_here_ends_the_retry(
     async def scenario():
         publish_fault.arm()
         _failed_over(server, "4.1.n", "5.1.n")
-        assert await bus.current_version(VERSIONED) is None
+        assert await versions.current_version(VERSIONED) is None
         bus.publish(VERSIONED, "poppy.test", {}, version="6.1.n")  # the retry still held
-        return await bus.current_version(VERSIONED)
+        return await versions.current_version(VERSIONED)
 
     assert _over_redis(redis_kwargs, scenario) == "6.1.n"
 
@@ -340,10 +341,10 @@ def test_the_newest_failed_write_is_what_the_retry_stands_for(
         publish_fault.arm()
         _failed_over(server, "5.1.n", "5.1.n")
         held_retries.release()
-        await until(lambda: bus.current_version(VERSIONED), what="the retry")
-        return await bus.current_version(VERSIONED)
+        await until(lambda: versions.current_version(VERSIONED), what="the retry")
+        return await versions.current_version(VERSIONED)
 
-    assert _over_redis(redis_kwargs, scenario) == bus.FORGOTTEN
+    assert _over_redis(redis_kwargs, scenario) == versions.FORGOTTEN
 
 
 # Publishes that land out of order ------------------------------------------------------------
@@ -367,22 +368,22 @@ def test_an_older_writes_late_publish_keeps_the_newer_version_and_wakes_readers(
         try:
             assert await inbox.receive(timeout=20) == (True, [])  # subscribed
             # Another process's newer write has set its version (its publish's SET).
-            server.set(bus.version_key(VERSIONED), newer, ex=bus.VERSION_SECONDS)
+            server.set(versions.version_key(VERSIONED), newer, ex=versions.VERSION_SECONDS)
             bus.publish(VERSIONED, "poppy.test", {"n": 1}, version=older)
             _, items = await inbox.receive(timeout=20)
-            return [item.data for item in items], await bus.current_version(VERSIONED)
+            return [item.data for item in items], await versions.current_version(VERSIONED)
         finally:
             inbox.close()
 
     assert _over_redis(redis_kwargs, scenario) == ([{"n": 1}], newer)
 
 
-@pytest.mark.parametrize("held", ["5.1.n", "6.0.n", "6.1.n", bus.FORGOTTEN, ""])
+@pytest.mark.parametrize("held", ["5.1.n", "6.0.n", "6.1.n", versions.FORGOTTEN, ""])
 def test_a_publish_replaces_an_older_or_equal_version_and_any_mark(redis_kwargs, server, held):
     async def scenario():
-        server.set(bus.version_key(VERSIONED), held, ex=bus.VERSION_SECONDS)
+        server.set(versions.version_key(VERSIONED), held, ex=versions.VERSION_SECONDS)
         bus.publish(VERSIONED, "poppy.test", {}, version="6.1.a")
-        return await bus.current_version(VERSIONED)
+        return await versions.current_version(VERSIONED)
 
     assert _over_redis(redis_kwargs, scenario) == "6.1.a"
 
@@ -394,10 +395,10 @@ def test_in_process_an_older_writes_late_publish_keeps_the_newer_version():
         try:
             for version in ("6.2.n", "6.1.n", "5.9.n"):  # the newest write's publish first
                 bus.publish(VERSIONED, "poppy.test", {"v": version}, version=version)
-            kept = await bus.current_version(VERSIONED)
+            kept = await versions.current_version(VERSIONED)
             bus.publish(VERSIONED, "poppy.test", {"v": "7.2.n"}, version="7.2.n")
             _, items = await inbox.receive(timeout=5)
-            return kept, await bus.current_version(VERSIONED), len(items)
+            return kept, await versions.current_version(VERSIONED), len(items)
         finally:
             inbox.close()
 
@@ -406,32 +407,32 @@ def test_in_process_an_older_writes_late_publish_keeps_the_newer_version():
 
 # An out-of-date mark that fails --------------------------------------------------------------
 # A pruning, a deletion or an account's binding marks its key out of date on Redis
-# (bus.forget_version): when that fails, the version from before it stays there, and every
+# (versions.forget_version): when that fails, the version from before it stays there, and every
 # process's tail would go on trusting it, with what the change took away.
 
 
 def _mark_failed_over(server: redis.Redis, previous: str) -> None:
     """The version from before the pruning is on Redis; the pruning's mark fails."""
-    server.set(bus.version_key(VERSIONED), previous, ex=bus.VERSION_SECONDS)
+    server.set(versions.version_key(VERSIONED), previous, ex=versions.VERSION_SECONDS)
     with pytest.raises(redis.TimeoutError):
-        bus.forget_version(VERSIONED)
+        versions.forget_version(VERSIONED)
 
 
 def test_a_failed_mark_is_not_trusted_here_at_once_nor_anywhere_once_retried(
     redis_kwargs, server, publish_fault, held_retries
 ):
     async def scenario():
-        key = bus.version_key(VERSIONED)
+        key = versions.version_key(VERSIONED)
         publish_fault.arm_mark()
         _mark_failed_over(server, "4.1.n")
         assert publish_fault.failed == 1
         assert server.get(key) == b"4.1.n"  # what other processes compare with, until the retry
-        assert await bus.current_version(VERSIONED) is None  # this process: none, at once
+        assert await versions.current_version(VERSIONED) is None  # this process: none, at once
         held_retries.release()
-        await until(lambda: bus.current_version(VERSIONED), what="the retry")
-        return server.get(key), await bus.current_version(VERSIONED)
+        await until(lambda: versions.current_version(VERSIONED), what="the retry")
+        return server.get(key), await versions.current_version(VERSIONED)
 
-    assert _over_redis(redis_kwargs, scenario) == (bus.FORGOTTEN.encode(), bus.FORGOTTEN)
+    assert _over_redis(redis_kwargs, scenario) == (versions.FORGOTTEN.encode(), versions.FORGOTTEN)
 
 
 def test_a_failed_mark_is_retried_whatever_a_later_publish_set(
@@ -443,21 +444,21 @@ def test_a_failed_mark_is_retried_whatever_a_later_publish_set(
     turn the retry into one that a newer version stops."""
 
     async def scenario():
-        key = bus.version_key(VERSIONED)
+        key = versions.version_key(VERSIONED)
         publish_fault.arm_mark()
         _mark_failed_over(server, "4.1.n")
         bus.publish(VERSIONED, "poppy.test", {}, version="5.1.n")
         assert server.get(key) == b"5.1.n"
-        assert await bus.current_version(VERSIONED) is None
+        assert await versions.current_version(VERSIONED) is None
         publish_fault.arm()
         with pytest.raises(redis.ConnectionError):
             bus.publish(VERSIONED, "poppy.test", {}, version="6.1.n")
-        server.set(key, "7.1.n", ex=bus.VERSION_SECONDS)  # another process's
+        server.set(key, "7.1.n", ex=versions.VERSION_SECONDS)  # another process's
         held_retries.release()
-        await until(lambda: bus.current_version(VERSIONED), what="the retry")
+        await until(lambda: versions.current_version(VERSIONED), what="the retry")
         return server.get(key)
 
-    assert _over_redis(redis_kwargs, scenario) == bus.FORGOTTEN.encode()
+    assert _over_redis(redis_kwargs, scenario) == versions.FORGOTTEN.encode()
 
 
 def test_a_mark_failing_after_a_publish_failed_is_retried_as_a_mark(
@@ -469,7 +470,7 @@ def test_a_mark_failing_after_a_publish_failed_is_retried_as_a_mark(
         publish_fault.arm_mark()
         _mark_failed_over(server, "6.1.n")  # a newer write's, then the pruning
         held_retries.release()
-        await until(lambda: bus.current_version(VERSIONED), what="the retry")
-        return server.get(bus.version_key(VERSIONED))
+        await until(lambda: versions.current_version(VERSIONED), what="the retry")
+        return server.get(versions.version_key(VERSIONED))
 
-    assert _over_redis(redis_kwargs, scenario) == bus.FORGOTTEN.encode()
+    assert _over_redis(redis_kwargs, scenario) == versions.FORGOTTEN.encode()
