@@ -54,20 +54,20 @@ class Handover:
         # A fork (a prefork pool's child) inherits the queue's objects but not its thread.
         os.register_at_fork(after_in_child=self._forked)
 
-    def submit(self, conversation_id: str) -> None:
-        """Dispatch the conversation (or, for the operations' handover, the operation) soon,
-        in the caller's context (its request id, trace)."""
+    def submit(self, key: str) -> None:
+        """Dispatch ``key`` (a conversation's id; the operations' handover: an operation's)
+        soon, in the caller's context (its request id, trace)."""
         with self._changed:
             self._ensure_thread()
-            if conversation_id in self._queued:
+            if key in self._queued:
                 return
             if len(self._queued) >= MOST_QUEUED:
                 full = BacklogFull(f"{MOST_QUEUED} dispatches already wait for the broker")
             else:
-                self._queued[conversation_id] = contextvars.copy_context()
+                self._queued[key] = contextvars.copy_context()
                 self._changed.notify_all()
                 return
-        self._fail(conversation_id, full)
+        self._fail(key, full)
 
     def flush(self, timeout: float) -> bool:
         """Wait until every dispatch submitted so far is made (or failed); False at timeout."""
@@ -104,8 +104,8 @@ class Handover:
                     self._changed.notify_all()
 
     def _make(self, batch: list[tuple[str, contextvars.Context]]) -> None:
-        for position, (conversation_id, context) in enumerate(batch):
-            error = context.run(self._dispatch, conversation_id)
+        for position, (key, context) in enumerate(batch):
+            error = context.run(self._dispatch, key)
             if error is not None:
                 for later_id, later_context in batch[position + 1 :]:
                     later_context.run(self._fail, later_id, error)
